@@ -1,0 +1,226 @@
+//! Sparse, byte-addressable memories that kernels can wait on.
+//!
+//! A simulation owns any number of *spaces* (the hardware layer makes one per core L1, per DRAM
+//! bank, ...). Each space has a name and a size; storage is allocated a page at a time on first
+//! write, so a 1 GiB DRAM bank costs nothing until it is used. Unwritten bytes read as zero.
+//! Words are 32-bit little-endian, 4-byte aligned.
+//!
+//! The memory only stores bytes. Waking tasks whose watched word changed is the scheduler's job
+//! (see `Scheduler::write_bytes`), so every write goes through the scheduler.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use thiserror::Error;
+
+/// Bytes per storage page.
+const PAGE_BYTES: u64 = 4096;
+
+/// Identifies one memory space of a simulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemSpace(pub u32);
+
+/// An access outside a space, or a misaligned word access.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum MemError {
+    /// The byte range does not lie inside the space.
+    #[error("access of {len} bytes at {addr:#x} is outside {space} (size {size:#x})")]
+    OutOfRange {
+        /// The space's name.
+        space: String,
+        /// First byte accessed.
+        addr: u64,
+        /// Bytes accessed.
+        len: u64,
+        /// Size of the space in bytes.
+        size: u64,
+    },
+    /// A word access at an address that is not 4-byte aligned.
+    #[error("word access at {addr:#x} in {space} is not 4-byte aligned")]
+    Misaligned {
+        /// The space's name.
+        space: String,
+        /// The address.
+        addr: u64,
+    },
+}
+
+/// A condition on a 32-bit word that a waiting task wants to hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cond {
+    /// The word equals the value.
+    Eq(u32),
+    /// The word differs from the value.
+    Ne(u32),
+    /// The word is at least the value (unsigned).
+    Ge(u32),
+    /// The word is greater than the value (unsigned).
+    Gt(u32),
+    /// The word is at most the value (unsigned).
+    Le(u32),
+    /// The word is less than the value (unsigned).
+    Lt(u32),
+}
+
+impl Cond {
+    /// Whether `value` satisfies the condition.
+    pub fn holds(self, value: u32) -> bool {
+        match self {
+            Cond::Eq(v) => value == v,
+            Cond::Ne(v) => value != v,
+            Cond::Ge(v) => value >= v,
+            Cond::Gt(v) => value > v,
+            Cond::Le(v) => value <= v,
+            Cond::Lt(v) => value < v,
+        }
+    }
+}
+
+impl fmt::Display for Cond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (op, v) = match *self {
+            Cond::Eq(v) => ("==", v),
+            Cond::Ne(v) => ("!=", v),
+            Cond::Ge(v) => (">=", v),
+            Cond::Gt(v) => (">", v),
+            Cond::Le(v) => ("<=", v),
+            Cond::Lt(v) => ("<", v),
+        };
+        write!(f, "{op} {v}")
+    }
+}
+
+struct Space {
+    name: String,
+    size: u64,
+}
+
+/// All memory spaces of one simulation.
+#[derive(Default)]
+pub struct Memory {
+    spaces: Vec<Space>,
+    pages: HashMap<(MemSpace, u64), Box<[u8; PAGE_BYTES as usize]>>,
+}
+
+impl Memory {
+    /// Adds a space of `size` bytes named `name` (used in error messages and reports).
+    pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
+        let id = MemSpace(u32::try_from(self.spaces.len()).expect("too many memory spaces"));
+        self.spaces.push(Space { name: name.into(), size });
+        id
+    }
+
+    /// The name a space was created with.
+    pub fn name(&self, space: MemSpace) -> &str {
+        &self.spaces[space.0 as usize].name
+    }
+
+    /// The size of a space in bytes.
+    pub fn size(&self, space: MemSpace) -> u64 {
+        self.spaces[space.0 as usize].size
+    }
+
+    /// Checks that `[addr, addr + len)` lies inside `space`.
+    pub fn check_range(&self, space: MemSpace, addr: u64, len: u64) -> Result<(), MemError> {
+        let s = &self.spaces[space.0 as usize];
+        match addr.checked_add(len) {
+            Some(end) if end <= s.size => Ok(()),
+            _ => Err(MemError::OutOfRange { space: s.name.clone(), addr, len, size: s.size }),
+        }
+    }
+
+    fn check_word(&self, space: MemSpace, addr: u64) -> Result<(), MemError> {
+        if addr % 4 != 0 {
+            return Err(MemError::Misaligned { space: self.name(space).to_owned(), addr });
+        }
+        self.check_range(space, addr, 4)
+    }
+
+    /// Reads `buf.len()` bytes at `addr`.
+    pub fn read(&self, space: MemSpace, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.check_range(space, addr, buf.len() as u64)?;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = addr + done as u64;
+            let (page, off) = (at / PAGE_BYTES, (at % PAGE_BYTES) as usize);
+            let n = (PAGE_BYTES as usize - off).min(buf.len() - done);
+            match self.pages.get(&(space, page)) {
+                Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
+                None => buf[done..done + n].fill(0),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `addr`. Prefer `Scheduler::write_bytes`, which also wakes watchers.
+    pub(crate) fn write(&mut self, space: MemSpace, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        self.check_range(space, addr, data.len() as u64)?;
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = addr + done as u64;
+            let (page, off) = (at / PAGE_BYTES, (at % PAGE_BYTES) as usize);
+            let n = (PAGE_BYTES as usize - off).min(data.len() - done);
+            let p = self
+                .pages
+                .entry((space, page))
+                .or_insert_with(|| Box::new([0; PAGE_BYTES as usize]));
+            p[off..off + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Reads the 32-bit little-endian word at the 4-byte aligned `addr`.
+    pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
+        self.check_word(space, addr)?;
+        let mut b = [0u8; 4];
+        self.read(space, addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    pub(crate) fn write_u32(&mut self, space: MemSpace, addr: u64, value: u32) -> Result<(), MemError> {
+        self.check_word(space, addr)?;
+        self.write(space, addr, &value.to_le_bytes())
+    }
+
+    /// Bytes of storage allocated so far (whole pages).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.pages.len() as u64 * PAGE_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwritten_memory_reads_zero_and_writes_cross_pages() {
+        let mut m = Memory::default();
+        let s = m.add_space("chip0/eth0/l1", 3 * PAGE_BYTES);
+        let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+        m.write(s, 100, &data).unwrap();
+        let mut back = vec![0u8; 6000];
+        m.read(s, 100, &mut back).unwrap();
+        assert_eq!(back, data);
+        assert_eq!(m.read_u32(s, 8192 + 4000).unwrap(), 0);
+        assert_eq!(m.allocated_bytes(), 2 * PAGE_BYTES);
+    }
+
+    #[test]
+    fn out_of_range_and_misaligned_accesses_are_errors_naming_the_space() {
+        let mut m = Memory::default();
+        let s = m.add_space("chip1/eth8/l1", 64);
+        let err = m.write(s, 60, &[0; 8]).unwrap_err();
+        assert!(err.to_string().contains("chip1/eth8/l1"), "{err}");
+        assert!(matches!(m.read_u32(s, 2), Err(MemError::Misaligned { .. })));
+        assert!(m.write_u32(s, u64::MAX - 1, 1).is_err());
+    }
+
+    #[test]
+    fn conditions_compare_unsigned() {
+        assert!(Cond::Ge(3).holds(u32::MAX));
+        assert!(!Cond::Lt(3).holds(3));
+        assert_eq!(Cond::Ne(0).to_string(), "!= 0");
+    }
+}

@@ -1,0 +1,691 @@
+//! The simulator: scheduler, world hook and the deterministic executor for async kernels.
+//!
+//! ```text
+//!            ┌──────────── Scheduler ────────────┐
+//!  kernels ──┤ queue (time, seq) · memory ·       │──► World::handle(event)  (hardware)
+//!  (async)   │ word watchers · signals · tasks    │◄── schedule / write / notify
+//!            └────────────────────────────────────┘
+//! ```
+//!
+//! A run pops events in `(time, seq)` order (see [`crate::queue`]). An event either resumes a
+//! task (a kernel) or is handed to the [`World`] — the hardware model, which the engine knows only
+//! through that trait. Hardware is therefore woken only when something scheduled work for it.
+//!
+//! Kernels are `async` blocks polled by this single-threaded executor; each `.await` on a
+//! [`Ctx`] wait is a point where simulated time passes. A task has at most one outstanding wait:
+//! a delay, a memory word condition (woken by the write that makes it true, plus the poll
+//! latency — never by busy polling) or a signal. Futures that are not the engine's own waits must
+//! not return `Pending`; the executor reports that as a task error.
+
+use std::cell::{Ref, RefCell, RefMut};
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::memory::{Cond, MemError, MemSpace, Memory};
+use crate::queue::EventQueue;
+use crate::time::Time;
+
+/// The model the engine drives: it receives the events it scheduled for itself.
+///
+/// The engine knows nothing else about it — not Ethernet, not NoCs, not files.
+pub trait World: 'static {
+    /// The closed set of events this world schedules. Hashed into the event log.
+    type Event: Hash + fmt::Debug + 'static;
+
+    /// Handles one event at `sched.now()`. It may schedule further events, write memory (which
+    /// wakes watching tasks), notify signals and spawn tasks.
+    fn handle(&mut self, event: Self::Event, sched: &mut Scheduler<Self::Event>);
+}
+
+/// A world without hardware, for pure-software simulations and tests of the engine.
+#[derive(Debug, Default)]
+pub struct NoWorld;
+
+impl World for NoWorld {
+    type Event = Infallible;
+    fn handle(&mut self, event: Infallible, _: &mut Scheduler<Infallible>) {
+        match event {}
+    }
+}
+
+/// What a kernel returns when it fails (for example a hardware-model error).
+pub type TaskError = Box<dyn std::error::Error + 'static>;
+/// The output of every task.
+pub type TaskResult = Result<(), TaskError>;
+type BoxFuture = Pin<Box<dyn Future<Output = TaskResult>>>;
+
+/// Identifies a task (a running kernel) of one simulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(pub u32);
+
+/// Identifies a signal: a hardware event that tasks can wait for (a queue becoming free, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SignalId(pub u32);
+
+/// What a task is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    Start,
+    Delay,
+    Word { space: MemSpace, addr: u64, cond: Cond },
+    Signal(SignalId),
+}
+
+enum Action<E> {
+    Wake(TaskId),
+    World(E),
+}
+
+struct TaskMeta {
+    name: String,
+    waiting: Option<Wait>,
+    done: bool,
+}
+
+struct SignalState {
+    name: String,
+    count: u64,
+    waiters: Vec<TaskId>,
+}
+
+/// Counters of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events processed (task wake-ups plus world events).
+    pub events: u64,
+    /// Of which task wake-ups.
+    pub wakes: u64,
+    /// Of which world (hardware) events.
+    pub world_events: u64,
+    /// Tasks spawned.
+    pub tasks: u64,
+    /// Simulated time when the last task finished (or of the last event, if later).
+    pub end_time: Time,
+    /// Hash of the ordered event log: equal logs give equal hashes.
+    pub log_hash: u64,
+}
+
+impl Stats {
+    /// Events per second of wall time, given how long the caller measured the run to take.
+    pub fn events_per_sec(&self, wall: Duration) -> f64 {
+        self.events as f64 / wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A 64-bit FNV-1a hasher: stable across runs, platforms and Rust versions.
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x0100_0000_01b3);
+    }
+}
+
+/// The state kernels and the world share: clock, event queue, memory, watchers and signals.
+pub struct Scheduler<E> {
+    now: Time,
+    queue: EventQueue<Action<E>>,
+    memory: Memory,
+    watches: BTreeMap<(MemSpace, u64), Vec<(TaskId, Cond)>>,
+    signals: Vec<SignalState>,
+    tasks: Vec<TaskMeta>,
+    spawned: Vec<(TaskId, BoxFuture)>,
+    current: Option<TaskId>,
+    live_tasks: usize,
+    poll_latency: Time,
+    stats: Stats,
+}
+
+impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
+    fn new() -> Self {
+        Scheduler {
+            now: Time::ZERO,
+            queue: EventQueue::new(),
+            memory: Memory::default(),
+            watches: BTreeMap::new(),
+            signals: Vec::new(),
+            tasks: Vec::new(),
+            spawned: Vec::new(),
+            current: None,
+            live_tasks: 0,
+            poll_latency: Time::ZERO,
+            stats: Stats { log_hash: Fnv(0xcbf2_9ce4_8422_2325).0, ..Stats::default() },
+        }
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Schedules a world event at the absolute time `at` (not before now).
+    pub fn schedule(&mut self, at: Time, event: E) {
+        assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        self.queue.push(at, Action::World(event));
+    }
+
+    /// Schedules a world event `delay` from now.
+    pub fn schedule_in(&mut self, delay: Time, event: E) {
+        self.queue.push(self.now + delay, Action::World(event));
+    }
+
+    /// Sets how long after a watched word is written a waiting task resumes (its poll loop's
+    /// reaction time). Zero by default.
+    pub fn set_poll_latency(&mut self, latency: Time) {
+        self.poll_latency = latency;
+    }
+
+    /// Read access to memory.
+    pub fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
+    /// Adds a memory space of `size` bytes.
+    pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
+        self.memory.add_space(name, size)
+    }
+
+    /// Reads the word at `addr`.
+    pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
+        self.memory.read_u32(space, addr)
+    }
+
+    /// Writes `data` at `addr` and wakes tasks whose watched word now satisfies their condition.
+    pub fn write_bytes(&mut self, space: MemSpace, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        self.memory.write(space, addr, data)?;
+        self.fire_watches(space, addr, data.len() as u64);
+        Ok(())
+    }
+
+    /// Writes the word at `addr` and wakes satisfied watchers.
+    pub fn write_u32(&mut self, space: MemSpace, addr: u64, value: u32) -> Result<(), MemError> {
+        self.memory.write_u32(space, addr, value)?;
+        self.fire_watches(space, addr, 4);
+        Ok(())
+    }
+
+    /// Adds `inc` (wrapping) to the word at `addr`, as a semaphore increment does; returns the
+    /// new value.
+    pub fn add_u32(&mut self, space: MemSpace, addr: u64, inc: u32) -> Result<u32, MemError> {
+        let value = self.memory.read_u32(space, addr)?.wrapping_add(inc);
+        self.write_u32(space, addr, value)?;
+        Ok(value)
+    }
+
+    fn fire_watches(&mut self, space: MemSpace, addr: u64, len: u64) {
+        if self.watches.is_empty() || len == 0 {
+            return;
+        }
+        // Every aligned word overlapping [addr, addr + len).
+        let first = (space, addr & !3);
+        let end = (space, addr.saturating_add(len));
+        let keys: Vec<_> = self.watches.range(first..end).map(|(k, _)| *k).collect();
+        for key in keys {
+            let value = self.memory.read_u32(key.0, key.1).expect("watch was validated");
+            let list = self.watches.get_mut(&key).expect("key just listed");
+            let mut woken = Vec::new();
+            list.retain(|&(task, cond)| {
+                let hit = cond.holds(value);
+                if hit {
+                    woken.push(task);
+                }
+                !hit
+            });
+            if list.is_empty() {
+                self.watches.remove(&key);
+            }
+            let at = self.now + self.poll_latency;
+            for task in woken {
+                self.queue.push(at, Action::Wake(task));
+            }
+        }
+    }
+
+    /// Creates a signal named `name`.
+    pub fn new_signal(&mut self, name: impl Into<String>) -> SignalId {
+        let id = SignalId(u32::try_from(self.signals.len()).expect("too many signals"));
+        self.signals.push(SignalState { name: name.into(), count: 0, waiters: Vec::new() });
+        id
+    }
+
+    /// Raises a signal: every task waiting on it resumes now (in the order they started waiting).
+    pub fn notify(&mut self, signal: SignalId) {
+        let s = &mut self.signals[signal.0 as usize];
+        s.count += 1;
+        for task in std::mem::take(&mut s.waiters) {
+            self.queue.push(self.now, Action::Wake(task));
+        }
+    }
+
+    /// Spawns a task named `name` that starts at `start` (not before now).
+    pub fn spawn(
+        &mut self,
+        name: impl Into<String>,
+        start: Time,
+        future: impl Future<Output = TaskResult> + 'static,
+    ) -> TaskId {
+        assert!(start >= self.now, "task started in the past");
+        let id = TaskId(u32::try_from(self.tasks.len()).expect("too many tasks"));
+        self.tasks.push(TaskMeta { name: name.into(), waiting: Some(Wait::Start), done: false });
+        self.spawned.push((id, Box::pin(future)));
+        self.live_tasks += 1;
+        self.stats.tasks += 1;
+        self.queue.push(start, Action::Wake(id));
+        id
+    }
+
+    /// The name of a task.
+    pub fn task_name(&self, task: TaskId) -> &str {
+        &self.tasks[task.0 as usize].name
+    }
+
+    /// The task being polled, if a task is running.
+    pub fn current_task(&self) -> Option<TaskId> {
+        self.current
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn set_wait(&mut self, wait: Wait) -> TaskId {
+        let task = self.current.expect("engine wait awaited outside a task");
+        let meta = &mut self.tasks[task.0 as usize];
+        assert!(meta.waiting.is_none(), "task '{}' waits on two things at once", meta.name);
+        meta.waiting = Some(wait);
+        task
+    }
+
+    fn log(&mut self, t: Time, seq: u64, kind: u64, hash_of: impl Hash) {
+        let mut h = Fnv(self.stats.log_hash);
+        h.write_u64(t.0);
+        h.write_u64(seq);
+        h.write_u64(kind);
+        hash_of.hash(&mut h);
+        self.stats.log_hash = h.0;
+    }
+}
+
+struct Inner<W: World> {
+    sched: Scheduler<W::Event>,
+    world: W,
+}
+
+/// A cheap handle on a simulation, given to kernels and to the code that builds them.
+pub struct Ctx<W: World>(Rc<RefCell<Inner<W>>>);
+
+impl<W: World> Clone for Ctx<W> {
+    fn clone(&self) -> Self {
+        Ctx(Rc::clone(&self.0))
+    }
+}
+
+impl<W: World> Ctx<W> {
+    /// The current simulated time.
+    pub fn now(&self) -> Time {
+        self.0.borrow().sched.now
+    }
+
+    /// Runs `f` with the world and the scheduler. Must not be nested.
+    pub fn with<R>(&self, f: impl FnOnce(&mut W, &mut Scheduler<W::Event>) -> R) -> R {
+        let mut g = self.0.borrow_mut();
+        let Inner { sched, world } = &mut *g;
+        f(world, sched)
+    }
+
+    /// Read access to the world.
+    pub fn world(&self) -> Ref<'_, W> {
+        Ref::map(self.0.borrow(), |i| &i.world)
+    }
+
+    /// Write access to the scheduler.
+    pub fn sched(&self) -> RefMut<'_, Scheduler<W::Event>> {
+        RefMut::map(self.0.borrow_mut(), |i| &mut i.sched)
+    }
+
+    /// Spawns a task named `name` starting at `start`.
+    pub fn spawn(
+        &self,
+        name: impl Into<String>,
+        start: Time,
+        future: impl Future<Output = TaskResult> + 'static,
+    ) -> TaskId {
+        self.sched().spawn(name, start, future)
+    }
+
+    /// Waits for `span` of simulated time. A zero span returns at once.
+    pub fn delay(&self, span: Time) -> Delay<W> {
+        Delay { ctx: self.clone(), span, always: false, armed: false }
+    }
+
+    /// Lets every other event scheduled for the current instant run first.
+    pub fn yield_now(&self) -> Delay<W> {
+        Delay { ctx: self.clone(), span: Time::ZERO, always: true, armed: false }
+    }
+
+    /// Waits until the word at `addr` satisfies `cond`; returns the value that satisfied it.
+    ///
+    /// If the condition already holds the wait returns at once. Otherwise the task is woken by
+    /// the write that makes it hold (plus the poll latency) and re-checks; it never busy-polls.
+    pub fn wait_word(&self, space: MemSpace, addr: u64, cond: Cond) -> WaitWord<W> {
+        WaitWord { ctx: self.clone(), space, addr, cond }
+    }
+
+    /// Waits for the next notification of `signal`.
+    pub fn wait_signal(&self, signal: SignalId) -> WaitSignal<W> {
+        WaitSignal { ctx: self.clone(), signal, seen: None }
+    }
+}
+
+/// Future of [`Ctx::delay`] and [`Ctx::yield_now`].
+pub struct Delay<W: World> {
+    ctx: Ctx<W>,
+    span: Time,
+    /// Wait even for a zero span (`yield_now`).
+    always: bool,
+    armed: bool,
+}
+
+impl<W: World> Future for Delay<W> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        // A task is only polled again by its own wake-up, so an armed delay has elapsed.
+        if self.armed || (self.span == Time::ZERO && !self.always) {
+            return Poll::Ready(());
+        }
+        let mut s = self.ctx.sched();
+        let at = s.now + self.span;
+        let task = s.set_wait(Wait::Delay);
+        s.queue.push(at, Action::Wake(task));
+        drop(s);
+        self.armed = true;
+        Poll::Pending
+    }
+}
+
+/// Future of [`Ctx::wait_word`].
+pub struct WaitWord<W: World> {
+    ctx: Ctx<W>,
+    space: MemSpace,
+    addr: u64,
+    cond: Cond,
+}
+
+impl<W: World> Future for WaitWord<W> {
+    type Output = Result<u32, MemError>;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.ctx.sched();
+        let value = match s.memory.read_u32(self.space, self.addr) {
+            Ok(v) => v,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        if self.cond.holds(value) {
+            return Poll::Ready(Ok(value));
+        }
+        let task = s.set_wait(Wait::Word { space: self.space, addr: self.addr, cond: self.cond });
+        s.watches.entry((self.space, self.addr)).or_default().push((task, self.cond));
+        Poll::Pending
+    }
+}
+
+/// Future of [`Ctx::wait_signal`].
+pub struct WaitSignal<W: World> {
+    ctx: Ctx<W>,
+    signal: SignalId,
+    seen: Option<u64>,
+}
+
+impl<W: World> Future for WaitSignal<W> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.ctx.sched();
+        let count = s.signals[self.signal.0 as usize].count;
+        match self.seen {
+            Some(seen) if count > seen => Poll::Ready(()),
+            _ => {
+                let task = s.set_wait(Wait::Signal(self.signal));
+                s.signals[self.signal.0 as usize].waiters.push(task);
+                drop(s);
+                self.seen.get_or_insert(count);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// What a stalled task waits for, resolved to names and current values for the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stall {
+    /// A memory word that never came to satisfy the condition.
+    Word {
+        /// Name of the memory space.
+        space: String,
+        /// Address of the word.
+        addr: u64,
+        /// The condition waited for.
+        cond: Cond,
+        /// The word's value when the run stopped.
+        current: u32,
+    },
+    /// A signal that was never raised again.
+    Signal {
+        /// The signal's name.
+        name: String,
+    },
+}
+
+/// One task left waiting when a run deadlocked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stalled {
+    /// The task's name (the hardware layer names kernels `chip/core/kernel`).
+    pub task: String,
+    /// What it waits for.
+    pub waits_for: Stall,
+}
+
+impl fmt::Display for Stalled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.waits_for {
+            Stall::Word { space, addr, cond, current } => write!(
+                f,
+                "'{}' waits for {space}[{addr:#x}] {cond} (value is {current})",
+                self.task
+            ),
+            Stall::Signal { name } => write!(f, "'{}' waits for signal '{name}'", self.task),
+        }
+    }
+}
+
+/// Why a run did not complete.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// Events ran out while tasks still wait.
+    #[error("deadlock at {at}: {} stalled: {}", stalled.len(), list(stalled))]
+    Deadlock {
+        /// When the last event fired.
+        at: Time,
+        /// Every task still waiting, in spawn order.
+        stalled: Vec<Stalled>,
+    },
+    /// The next event lies past the simulated-time limit.
+    #[error("time limit {limit} reached with {running} task(s) unfinished")]
+    TimeLimit {
+        /// The limit that was set.
+        limit: Time,
+        /// Tasks not yet finished.
+        running: usize,
+    },
+    /// A task returned an error.
+    #[error("task '{task}' failed at {at}: {error}")]
+    Task {
+        /// When it failed.
+        at: Time,
+        /// The task's name.
+        task: String,
+        /// What it returned.
+        error: TaskError,
+    },
+}
+
+fn list(stalled: &[Stalled]) -> String {
+    stalled.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+/// One simulation: a world, the tasks running on it, and the executor that drives them.
+pub struct Sim<W: World> {
+    ctx: Ctx<W>,
+    futures: Vec<Option<BoxFuture>>,
+    time_limit: Time,
+}
+
+impl<W: World> Sim<W> {
+    /// A simulation of `world` at time zero.
+    pub fn new(world: W) -> Self {
+        let inner = Inner { sched: Scheduler::new(), world };
+        Sim { ctx: Ctx(Rc::new(RefCell::new(inner))), futures: Vec::new(), time_limit: Time::MAX }
+    }
+
+    /// A handle for building kernels and inspecting state.
+    pub fn ctx(&self) -> Ctx<W> {
+        self.ctx.clone()
+    }
+
+    /// Stops a run with [`SimError::TimeLimit`] if an event would fire after `limit`.
+    pub fn set_time_limit(&mut self, limit: Time) {
+        self.time_limit = limit;
+    }
+
+    /// Spawns a task named `name` starting at `start`.
+    pub fn spawn(
+        &self,
+        name: impl Into<String>,
+        start: Time,
+        future: impl Future<Output = TaskResult> + 'static,
+    ) -> TaskId {
+        self.ctx.spawn(name, start, future)
+    }
+
+    /// Runs until every task has finished and no event is left, a deadlock, a task error or
+    /// the time limit. Pure: the same world, tasks and limit give the same result and log hash.
+    pub fn run(&mut self) -> Result<Stats, SimError> {
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        loop {
+            let action = {
+                let mut g = self.ctx.0.borrow_mut();
+                let s = &mut g.sched;
+                for (id, fut) in s.spawned.drain(..) {
+                    let i = id.0 as usize;
+                    if self.futures.len() <= i {
+                        self.futures.resize_with(i + 1, || None);
+                    }
+                    self.futures[i] = Some(fut);
+                }
+                match s.queue.peek_time() {
+                    None => break,
+                    Some(t) if t > self.time_limit => {
+                        return Err(SimError::TimeLimit {
+                            limit: self.time_limit,
+                            running: s.live_tasks,
+                        });
+                    }
+                    Some(_) => {}
+                }
+                let (t, seq, action) = s.queue.pop().expect("peeked");
+                s.now = t;
+                s.stats.events += 1;
+                match &action {
+                    Action::Wake(task) => {
+                        s.stats.wakes += 1;
+                        s.log(t, seq, 0, task.0);
+                        s.tasks[task.0 as usize].waiting = None;
+                        s.current = Some(*task);
+                    }
+                    Action::World(e) => {
+                        s.stats.world_events += 1;
+                        s.log(t, seq, 1, e);
+                    }
+                }
+                action
+            };
+            match action {
+                Action::Wake(task) => self.poll_task(task, &mut cx)?,
+                Action::World(event) => self.ctx.with(|world, sched| world.handle(event, sched)),
+            }
+        }
+        let s = self.ctx.sched();
+        if s.live_tasks > 0 {
+            return Err(SimError::Deadlock { at: s.now, stalled: stalled(&s) });
+        }
+        let mut stats = s.stats.clone();
+        stats.end_time = stats.end_time.max(s.now);
+        Ok(stats)
+    }
+
+    fn poll_task(&mut self, task: TaskId, cx: &mut Context<'_>) -> Result<(), SimError> {
+        let fut = self.futures[task.0 as usize].as_mut().expect("woken task has finished");
+        let result = fut.as_mut().poll(cx);
+        let mut s = self.ctx.sched();
+        s.current = None;
+        let meta = &s.tasks[task.0 as usize];
+        match result {
+            Poll::Pending if meta.waiting.is_none() => Err(SimError::Task {
+                at: s.now,
+                task: meta.name.clone(),
+                error: "returned Pending without waiting on the simulator".into(),
+            }),
+            Poll::Pending => Ok(()),
+            Poll::Ready(Ok(())) => {
+                s.tasks[task.0 as usize].done = true;
+                s.live_tasks -= 1;
+                s.stats.end_time = s.now;
+                drop(s);
+                self.futures[task.0 as usize] = None;
+                Ok(())
+            }
+            Poll::Ready(Err(error)) => {
+                Err(SimError::Task { at: s.now, task: meta.name.clone(), error })
+            }
+        }
+    }
+}
+
+fn stalled<E: Hash + fmt::Debug + 'static>(s: &Scheduler<E>) -> Vec<Stalled> {
+    s.tasks
+        .iter()
+        .filter(|t| !t.done)
+        .filter_map(|t| {
+            let waits_for = match t.waiting? {
+                Wait::Word { space, addr, cond } => Stall::Word {
+                    space: s.memory.name(space).to_owned(),
+                    addr,
+                    cond,
+                    current: s.memory.read_u32(space, addr).unwrap_or(0),
+                },
+                Wait::Signal(id) => Stall::Signal { name: s.signals[id.0 as usize].name.clone() },
+                // A task waiting for a start or a delay always has its wake-up queued.
+                Wait::Start | Wait::Delay => return None,
+            };
+            Some(Stalled { task: t.name.clone(), waits_for })
+        })
+        .collect()
+}
