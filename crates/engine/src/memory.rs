@@ -8,7 +8,6 @@
 //! The memory only stores bytes. Waking tasks whose watched word changed is the scheduler's job
 //! (see `Scheduler::write_bytes`), so every write goes through the scheduler.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use thiserror::Error;
@@ -90,23 +89,32 @@ impl fmt::Display for Cond {
     }
 }
 
+type Page = Box<[u8; PAGE_BYTES as usize]>;
+
 struct Space {
     name: String,
     size: u64,
+    /// Page `i` holds bytes `[i * PAGE_BYTES, (i + 1) * PAGE_BYTES)`; grown on first write, so a
+    /// space costs one pointer per page up to the highest page written.
+    pages: Vec<Option<Page>>,
 }
 
 /// All memory spaces of one simulation.
 #[derive(Default)]
 pub struct Memory {
     spaces: Vec<Space>,
-    pages: HashMap<(MemSpace, u64), Box<[u8; PAGE_BYTES as usize]>>,
+    allocated_pages: u64,
 }
 
 impl Memory {
     /// Adds a space of `size` bytes named `name` (used in error messages and reports).
     pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
         let id = MemSpace(u32::try_from(self.spaces.len()).expect("too many memory spaces"));
-        self.spaces.push(Space { name: name.into(), size });
+        self.spaces.push(Space {
+            name: name.into(),
+            size,
+            pages: Vec::new(),
+        });
         id
     }
 
@@ -125,28 +133,56 @@ impl Memory {
         let s = &self.spaces[space.0 as usize];
         match addr.checked_add(len) {
             Some(end) if end <= s.size => Ok(()),
-            _ => Err(MemError::OutOfRange { space: s.name.clone(), addr, len, size: s.size }),
+            _ => Err(MemError::OutOfRange {
+                space: s.name.clone(),
+                addr,
+                len,
+                size: s.size,
+            }),
         }
     }
 
-    fn check_word(&self, space: MemSpace, addr: u64) -> Result<(), MemError> {
-        if addr % 4 != 0 {
-            return Err(MemError::Misaligned { space: self.name(space).to_owned(), addr });
+    /// Checks a word access and returns the page index and offset of the word.
+    #[inline]
+    fn word_at(&self, space: MemSpace, addr: u64) -> Result<(usize, usize), MemError> {
+        let s = &self.spaces[space.0 as usize];
+        if addr % 4 != 0 || addr >= s.size || s.size - addr < 4 {
+            return Err(self.word_error(space, addr));
         }
-        self.check_range(space, addr, 4)
+        // An aligned word never crosses a page.
+        Ok(((addr / PAGE_BYTES) as usize, (addr % PAGE_BYTES) as usize))
+    }
+
+    #[cold]
+    fn word_error(&self, space: MemSpace, addr: u64) -> MemError {
+        let s = &self.spaces[space.0 as usize];
+        if addr % 4 != 0 {
+            MemError::Misaligned {
+                space: s.name.clone(),
+                addr,
+            }
+        } else {
+            MemError::OutOfRange {
+                space: s.name.clone(),
+                addr,
+                len: 4,
+                size: s.size,
+            }
+        }
     }
 
     /// Reads `buf.len()` bytes at `addr`.
     pub fn read(&self, space: MemSpace, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         self.check_range(space, addr, buf.len() as u64)?;
+        let pages = &self.spaces[space.0 as usize].pages;
         let mut done = 0usize;
         while done < buf.len() {
             let at = addr + done as u64;
-            let (page, off) = (at / PAGE_BYTES, (at % PAGE_BYTES) as usize);
+            let (page, off) = ((at / PAGE_BYTES) as usize, (at % PAGE_BYTES) as usize);
             let n = (PAGE_BYTES as usize - off).min(buf.len() - done);
-            match self.pages.get(&(space, page)) {
-                Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
-                None => buf[done..done + n].fill(0),
+            match pages.get(page) {
+                Some(Some(p)) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
+                _ => buf[done..done + n].fill(0),
             }
             done += n;
         }
@@ -154,39 +190,61 @@ impl Memory {
     }
 
     /// Writes `data` at `addr`. Prefer `Scheduler::write_bytes`, which also wakes watchers.
-    pub(crate) fn write(&mut self, space: MemSpace, addr: u64, data: &[u8]) -> Result<(), MemError> {
+    pub(crate) fn write(
+        &mut self,
+        space: MemSpace,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), MemError> {
         self.check_range(space, addr, data.len() as u64)?;
         let mut done = 0usize;
         while done < data.len() {
             let at = addr + done as u64;
-            let (page, off) = (at / PAGE_BYTES, (at % PAGE_BYTES) as usize);
+            let (page, off) = ((at / PAGE_BYTES) as usize, (at % PAGE_BYTES) as usize);
             let n = (PAGE_BYTES as usize - off).min(data.len() - done);
-            let p = self
-                .pages
-                .entry((space, page))
-                .or_insert_with(|| Box::new([0; PAGE_BYTES as usize]));
-            p[off..off + n].copy_from_slice(&data[done..done + n]);
+            self.page_mut(space, page)[off..off + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
         Ok(())
     }
 
-    /// Reads the 32-bit little-endian word at the 4-byte aligned `addr`.
-    pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
-        self.check_word(space, addr)?;
-        let mut b = [0u8; 4];
-        self.read(space, addr, &mut b)?;
-        Ok(u32::from_le_bytes(b))
+    fn page_mut(&mut self, space: MemSpace, page: usize) -> &mut [u8; PAGE_BYTES as usize] {
+        let pages = &mut self.spaces[space.0 as usize].pages;
+        if pages.len() <= page {
+            pages.resize_with(page + 1, || None);
+        }
+        let slot = &mut pages[page];
+        if slot.is_none() {
+            self.allocated_pages += 1;
+        }
+        slot.get_or_insert_with(|| Box::new([0; PAGE_BYTES as usize]))
     }
 
-    pub(crate) fn write_u32(&mut self, space: MemSpace, addr: u64, value: u32) -> Result<(), MemError> {
-        self.check_word(space, addr)?;
-        self.write(space, addr, &value.to_le_bytes())
+    /// Reads the 32-bit little-endian word at the 4-byte aligned `addr`.
+    #[inline]
+    pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
+        let (page, off) = self.word_at(space, addr)?;
+        Ok(match self.spaces[space.0 as usize].pages.get(page) {
+            Some(Some(p)) => u32::from_le_bytes(p[off..off + 4].try_into().expect("4 bytes")),
+            _ => 0,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn write_u32(
+        &mut self,
+        space: MemSpace,
+        addr: u64,
+        value: u32,
+    ) -> Result<(), MemError> {
+        let (page, off) = self.word_at(space, addr)?;
+        self.page_mut(space, page)[off..off + 4].copy_from_slice(&value.to_le_bytes());
+        Ok(())
     }
 
     /// Bytes of storage allocated so far (whole pages).
     pub fn allocated_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE_BYTES
+        self.allocated_pages * PAGE_BYTES
     }
 }
 

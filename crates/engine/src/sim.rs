@@ -18,7 +18,6 @@
 //! not return `Pending`; the executor reports that as a task error.
 
 use std::cell::{Ref, RefCell, RefMut};
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
@@ -76,13 +75,23 @@ pub struct SignalId(pub u32);
 enum Wait {
     Start,
     Delay,
-    Word { space: MemSpace, addr: u64, cond: Cond },
+    Word {
+        space: MemSpace,
+        addr: u64,
+        cond: Cond,
+    },
     Signal(SignalId),
 }
 
 enum Action<E> {
     Wake(TaskId),
     World(E),
+}
+
+struct Watch {
+    addr: u64,
+    task: TaskId,
+    cond: Cond,
 }
 
 struct TaskMeta {
@@ -144,7 +153,9 @@ pub struct Scheduler<E> {
     now: Time,
     queue: EventQueue<Action<E>>,
     memory: Memory,
-    watches: BTreeMap<(MemSpace, u64), Vec<(TaskId, Cond)>>,
+    /// Watched words per memory space, in the order the waits began. A space rarely has more
+    /// than a few waiting tasks (one wait per task), so a write scans its space's short list.
+    watches: Vec<Vec<Watch>>,
     signals: Vec<SignalState>,
     tasks: Vec<TaskMeta>,
     spawned: Vec<(TaskId, BoxFuture)>,
@@ -160,14 +171,17 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             now: Time::ZERO,
             queue: EventQueue::new(),
             memory: Memory::default(),
-            watches: BTreeMap::new(),
+            watches: Vec::new(),
             signals: Vec::new(),
             tasks: Vec::new(),
             spawned: Vec::new(),
             current: None,
             live_tasks: 0,
             poll_latency: Time::ZERO,
-            stats: Stats { log_hash: Fnv(0xcbf2_9ce4_8422_2325).0, ..Stats::default() },
+            stats: Stats {
+                log_hash: Fnv(0xcbf2_9ce4_8422_2325).0,
+                ..Stats::default()
+            },
         }
     }
 
@@ -178,7 +192,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
 
     /// Schedules a world event at the absolute time `at` (not before now).
     pub fn schedule(&mut self, at: Time, event: E) {
-        assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        assert!(
+            at >= self.now,
+            "event scheduled in the past: {at} < {}",
+            self.now
+        );
         self.queue.push(at, Action::World(event));
     }
 
@@ -231,38 +249,46 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     }
 
     fn fire_watches(&mut self, space: MemSpace, addr: u64, len: u64) {
-        if self.watches.is_empty() || len == 0 {
+        let Some(list) = self.watches.get_mut(space.0 as usize) else {
+            return;
+        };
+        if list.is_empty() {
             return;
         }
-        // Every aligned word overlapping [addr, addr + len).
-        let first = (space, addr & !3);
-        let end = (space, addr.saturating_add(len));
-        let keys: Vec<_> = self.watches.range(first..end).map(|(k, _)| *k).collect();
-        for key in keys {
-            let value = self.memory.read_u32(key.0, key.1).expect("watch was validated");
-            let list = self.watches.get_mut(&key).expect("key just listed");
-            let mut woken = Vec::new();
-            list.retain(|&(task, cond)| {
-                let hit = cond.holds(value);
-                if hit {
-                    woken.push(task);
-                }
-                !hit
-            });
-            if list.is_empty() {
-                self.watches.remove(&key);
+        let end = addr.saturating_add(len);
+        let at = self.now + self.poll_latency;
+        let (memory, queue) = (&self.memory, &mut self.queue);
+        list.retain(|w| {
+            // Only words overlapping [addr, addr + len) can have changed.
+            if w.addr + 4 <= addr || w.addr >= end {
+                return true;
             }
-            let at = self.now + self.poll_latency;
-            for task in woken {
-                self.queue.push(at, Action::Wake(task));
+            let value = memory.read_u32(space, w.addr).expect("watch was validated");
+            if w.cond.holds(value) {
+                queue.push(at, Action::Wake(w.task));
+                return false;
             }
+            true
+        });
+    }
+
+    fn add_watch(&mut self, space: MemSpace, addr: u64, cond: Cond) {
+        let task = self.set_wait(Wait::Word { space, addr, cond });
+        let i = space.0 as usize;
+        if self.watches.len() <= i {
+            self.watches.resize_with(i + 1, Vec::new);
         }
+        self.watches[i].push(Watch { addr, task, cond });
     }
 
     /// Creates a signal named `name`.
     pub fn new_signal(&mut self, name: impl Into<String>) -> SignalId {
         let id = SignalId(u32::try_from(self.signals.len()).expect("too many signals"));
-        self.signals.push(SignalState { name: name.into(), count: 0, waiters: Vec::new() });
+        self.signals.push(SignalState {
+            name: name.into(),
+            count: 0,
+            waiters: Vec::new(),
+        });
         id
     }
 
@@ -284,7 +310,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     ) -> TaskId {
         assert!(start >= self.now, "task started in the past");
         let id = TaskId(u32::try_from(self.tasks.len()).expect("too many tasks"));
-        self.tasks.push(TaskMeta { name: name.into(), waiting: Some(Wait::Start), done: false });
+        self.tasks.push(TaskMeta {
+            name: name.into(),
+            waiting: Some(Wait::Start),
+            done: false,
+        });
         self.spawned.push((id, Box::pin(future)));
         self.live_tasks += 1;
         self.stats.tasks += 1;
@@ -310,7 +340,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     fn set_wait(&mut self, wait: Wait) -> TaskId {
         let task = self.current.expect("engine wait awaited outside a task");
         let meta = &mut self.tasks[task.0 as usize];
-        assert!(meta.waiting.is_none(), "task '{}' waits on two things at once", meta.name);
+        assert!(
+            meta.waiting.is_none(),
+            "task '{}' waits on two things at once",
+            meta.name
+        );
         meta.waiting = Some(wait);
         task
     }
@@ -374,12 +408,22 @@ impl<W: World> Ctx<W> {
 
     /// Waits for `span` of simulated time. A zero span returns at once.
     pub fn delay(&self, span: Time) -> Delay<W> {
-        Delay { ctx: self.clone(), span, always: false, armed: false }
+        Delay {
+            ctx: self.clone(),
+            span,
+            always: false,
+            armed: false,
+        }
     }
 
     /// Lets every other event scheduled for the current instant run first.
     pub fn yield_now(&self) -> Delay<W> {
-        Delay { ctx: self.clone(), span: Time::ZERO, always: true, armed: false }
+        Delay {
+            ctx: self.clone(),
+            span: Time::ZERO,
+            always: true,
+            armed: false,
+        }
     }
 
     /// Waits until the word at `addr` satisfies `cond`; returns the value that satisfied it.
@@ -387,12 +431,21 @@ impl<W: World> Ctx<W> {
     /// If the condition already holds the wait returns at once. Otherwise the task is woken by
     /// the write that makes it hold (plus the poll latency) and re-checks; it never busy-polls.
     pub fn wait_word(&self, space: MemSpace, addr: u64, cond: Cond) -> WaitWord<W> {
-        WaitWord { ctx: self.clone(), space, addr, cond }
+        WaitWord {
+            ctx: self.clone(),
+            space,
+            addr,
+            cond,
+        }
     }
 
     /// Waits for the next notification of `signal`.
     pub fn wait_signal(&self, signal: SignalId) -> WaitSignal<W> {
-        WaitSignal { ctx: self.clone(), signal, seen: None }
+        WaitSignal {
+            ctx: self.clone(),
+            signal,
+            seen: None,
+        }
     }
 }
 
@@ -441,8 +494,7 @@ impl<W: World> Future for WaitWord<W> {
         if self.cond.holds(value) {
             return Poll::Ready(Ok(value));
         }
-        let task = s.set_wait(Wait::Word { space: self.space, addr: self.addr, cond: self.cond });
-        s.watches.entry((self.space, self.addr)).or_default().push((task, self.cond));
+        s.add_watch(self.space, self.addr, self.cond);
         Poll::Pending
     }
 }
@@ -505,7 +557,12 @@ pub struct Stalled {
 impl fmt::Display for Stalled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.waits_for {
-            Stall::Word { space, addr, cond, current } => write!(
+            Stall::Word {
+                space,
+                addr,
+                cond,
+                current,
+            } => write!(
                 f,
                 "'{}' waits for {space}[{addr:#x}] {cond} (value is {current})",
                 self.task
@@ -547,7 +604,11 @@ pub enum SimError {
 }
 
 fn list(stalled: &[Stalled]) -> String {
-    stalled.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
+    stalled
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// One simulation: a world, the tasks running on it, and the executor that drives them.
@@ -560,8 +621,15 @@ pub struct Sim<W: World> {
 impl<W: World> Sim<W> {
     /// A simulation of `world` at time zero.
     pub fn new(world: W) -> Self {
-        let inner = Inner { sched: Scheduler::new(), world };
-        Sim { ctx: Ctx(Rc::new(RefCell::new(inner))), futures: Vec::new(), time_limit: Time::MAX }
+        let inner = Inner {
+            sched: Scheduler::new(),
+            world,
+        };
+        Sim {
+            ctx: Ctx(Rc::new(RefCell::new(inner))),
+            futures: Vec::new(),
+            time_limit: Time::MAX,
+        }
     }
 
     /// A handle for building kernels and inspecting state.
@@ -593,24 +661,24 @@ impl<W: World> Sim<W> {
             let action = {
                 let mut g = self.ctx.0.borrow_mut();
                 let s = &mut g.sched;
-                for (id, fut) in s.spawned.drain(..) {
-                    let i = id.0 as usize;
-                    if self.futures.len() <= i {
-                        self.futures.resize_with(i + 1, || None);
+                if !s.spawned.is_empty() {
+                    for (id, fut) in s.spawned.drain(..) {
+                        let i = id.0 as usize;
+                        if self.futures.len() <= i {
+                            self.futures.resize_with(i + 1, || None);
+                        }
+                        self.futures[i] = Some(fut);
                     }
-                    self.futures[i] = Some(fut);
                 }
-                match s.queue.peek_time() {
-                    None => break,
-                    Some(t) if t > self.time_limit => {
-                        return Err(SimError::TimeLimit {
-                            limit: self.time_limit,
-                            running: s.live_tasks,
-                        });
-                    }
-                    Some(_) => {}
+                let Some((t, seq, action)) = s.queue.pop() else {
+                    break;
+                };
+                if t > self.time_limit {
+                    return Err(SimError::TimeLimit {
+                        limit: self.time_limit,
+                        running: s.live_tasks,
+                    });
                 }
-                let (t, seq, action) = s.queue.pop().expect("peeked");
                 s.now = t;
                 s.stats.events += 1;
                 match &action {
@@ -634,7 +702,10 @@ impl<W: World> Sim<W> {
         }
         let s = self.ctx.sched();
         if s.live_tasks > 0 {
-            return Err(SimError::Deadlock { at: s.now, stalled: stalled(&s) });
+            return Err(SimError::Deadlock {
+                at: s.now,
+                stalled: stalled(&s),
+            });
         }
         let mut stats = s.stats.clone();
         stats.end_time = stats.end_time.max(s.now);
@@ -642,7 +713,9 @@ impl<W: World> Sim<W> {
     }
 
     fn poll_task(&mut self, task: TaskId, cx: &mut Context<'_>) -> Result<(), SimError> {
-        let fut = self.futures[task.0 as usize].as_mut().expect("woken task has finished");
+        let fut = self.futures[task.0 as usize]
+            .as_mut()
+            .expect("woken task has finished");
         let result = fut.as_mut().poll(cx);
         let mut s = self.ctx.sched();
         s.current = None;
@@ -662,9 +735,11 @@ impl<W: World> Sim<W> {
                 self.futures[task.0 as usize] = None;
                 Ok(())
             }
-            Poll::Ready(Err(error)) => {
-                Err(SimError::Task { at: s.now, task: meta.name.clone(), error })
-            }
+            Poll::Ready(Err(error)) => Err(SimError::Task {
+                at: s.now,
+                task: meta.name.clone(),
+                error,
+            }),
         }
     }
 }
@@ -681,11 +756,16 @@ fn stalled<E: Hash + fmt::Debug + 'static>(s: &Scheduler<E>) -> Vec<Stalled> {
                     cond,
                     current: s.memory.read_u32(space, addr).unwrap_or(0),
                 },
-                Wait::Signal(id) => Stall::Signal { name: s.signals[id.0 as usize].name.clone() },
+                Wait::Signal(id) => Stall::Signal {
+                    name: s.signals[id.0 as usize].name.clone(),
+                },
                 // A task waiting for a start or a delay always has its wake-up queued.
                 Wait::Start | Wait::Delay => return None,
             };
-            Some(Stalled { task: t.name.clone(), waits_for })
+            Some(Stalled {
+                task: t.name.clone(),
+                waits_for,
+            })
         })
         .collect()
 }
