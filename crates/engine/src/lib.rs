@@ -27,6 +27,8 @@
 //! assert_eq!(stats.end_time, Time::from_ns(100));
 //! ```
 
+#![warn(missing_docs)]
+
 mod memory;
 pub mod queue;
 mod sim;

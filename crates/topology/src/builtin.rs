@@ -1,0 +1,58 @@
+//! The cluster descriptions meshsim ships (`cluster_descriptions/`), embedded so they work from
+//! any directory, and the lookup that accepts either a path or one of their names.
+
+use std::path::Path;
+
+use crate::{Cluster, TopologyError};
+
+/// Built-in clusters: name, what it is, the file's text.
+const BUILTIN: [(&str, &str, &str); 4] = [
+    (
+        "n300",
+        "N300 card: 2 chips, 2 links (1 reserved for dispatch)",
+        include_str!("../../../cluster_descriptions/n300.yaml"),
+    ),
+    (
+        "t3000",
+        "T3000: 4 N300 boards in a 2x4 mesh, 2 links per pair",
+        include_str!("../../../cluster_descriptions/t3000.yaml"),
+    ),
+    (
+        "galaxy",
+        "Galaxy: 32 chips in a 4x8 mesh, 4 links per pair",
+        include_str!("../../../cluster_descriptions/galaxy.yaml"),
+    ),
+    (
+        "galaxy_torus",
+        "Galaxy cabled as a 4x8 torus, all 16 channels used",
+        include_str!("../../../cluster_descriptions/galaxy_torus.yaml"),
+    ),
+];
+
+/// The names of the built-in clusters with a one-line description each.
+pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {
+    BUILTIN.iter().map(|&(name, what, _)| (name, what))
+}
+
+/// The text of a built-in cluster description.
+pub fn text(name: &str) -> Option<&'static str> {
+    BUILTIN.iter().find(|b| b.0 == name).map(|b| b.2)
+}
+
+/// Resolves `spec`: an existing file path, or else the name of a built-in cluster.
+pub fn cluster(spec: &str) -> Result<Cluster, TopologyError> {
+    let path = Path::new(spec);
+    let looks_like_path = spec.contains(std::path::MAIN_SEPARATOR)
+        || spec.ends_with(".yaml")
+        || spec.ends_with(".yml");
+    if path.is_file() || looks_like_path {
+        return Cluster::load(path);
+    }
+    match text(spec) {
+        Some(t) => Cluster::from_bytes(spec, t.as_bytes()),
+        None => Err(TopologyError::UnknownCluster {
+            name: spec.to_owned(),
+            known: names().map(|(n, _)| n).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}

@@ -1,0 +1,166 @@
+//! SoC descriptors: where a chip's cores sit on its NoC grid, and how big their memories are.
+//!
+//! The format is the one tt-metal and tt-umd use (`grid`, `eth`, `functional_workers`, `dram`,
+//! `worker_l1_size`, ...); cores are written `x-y` in NoC0 coordinates. meshsim's own Wormhole
+//! descriptor is `configs/wormhole_b0_soc.yaml`, embedded here as [`wormhole_b0`].
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::error::{TopologyError, text_of};
+
+/// A core's NoC0 coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CoreCoord {
+    /// Column, `0..grid.x`.
+    pub x: u32,
+    /// Row, `0..grid.y`.
+    pub y: u32,
+}
+
+impl fmt::Display for CoreCoord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.x, self.y)
+    }
+}
+
+#[derive(Deserialize)]
+struct RawGrid {
+    x_size: u32,
+    y_size: u32,
+}
+
+/// The descriptor as written; unknown keys (`features`, `arc`, ...) are ignored.
+#[derive(Deserialize)]
+struct RawSoc {
+    grid: RawGrid,
+    eth: Vec<String>,
+    functional_workers: Vec<String>,
+    dram: Vec<Vec<String>>,
+    worker_l1_size: u64,
+    eth_l1_size: u64,
+    dram_bank_size: u64,
+    arch_name: String,
+}
+
+/// A resolved SoC descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocDescriptor {
+    /// Architecture name (`WORMHOLE_B0`).
+    pub arch_name: String,
+    /// NoC grid columns.
+    pub grid_x: u32,
+    /// NoC grid rows.
+    pub grid_y: u32,
+    /// Ethernet cores by channel.
+    pub eth_cores: Vec<CoreCoord>,
+    /// Tensix worker cores, row-major.
+    pub workers: Vec<CoreCoord>,
+    /// DRAM channels, each with the cores (NoC endpoints) that reach it.
+    pub dram: Vec<Vec<CoreCoord>>,
+    /// Tensix L1 bytes.
+    pub worker_l1_bytes: u64,
+    /// ERISC L1 bytes (all of it; the kernel-usable window is a model parameter).
+    pub eth_l1_bytes: u64,
+    /// Bytes per DRAM channel.
+    pub dram_bank_bytes: u64,
+}
+
+impl SocDescriptor {
+    /// Parses a descriptor from text; `file` names it in errors.
+    pub fn parse(file: &str, bytes: &[u8]) -> Result<SocDescriptor, TopologyError> {
+        let text = text_of(file, bytes)?;
+        let raw: RawSoc = serde_yaml::from_str(text).map_err(|e| TopologyError::yaml(file, e))?;
+        let (gx, gy) = (raw.grid.x_size, raw.grid.y_size);
+        let core = |key: &str, i: usize, s: &str| -> Result<CoreCoord, TopologyError> {
+            let bad = || {
+                TopologyError::invalid(
+                    file,
+                    format!("{key}[{i}]"),
+                    format!("'{s}' is not a core x-y inside the {gx}x{gy} grid"),
+                )
+            };
+            let (x, y) = s.trim().split_once('-').ok_or_else(bad)?;
+            let c = CoreCoord {
+                x: x.parse().map_err(|_| bad())?,
+                y: y.parse().map_err(|_| bad())?,
+            };
+            if c.x < gx && c.y < gy {
+                Ok(c)
+            } else {
+                Err(bad())
+            }
+        };
+        let list = |key: &str, v: &[String]| -> Result<Vec<CoreCoord>, TopologyError> {
+            v.iter().enumerate().map(|(i, s)| core(key, i, s)).collect()
+        };
+        Ok(SocDescriptor {
+            arch_name: raw.arch_name,
+            grid_x: gx,
+            grid_y: gy,
+            eth_cores: list("eth", &raw.eth)?,
+            workers: list("functional_workers", &raw.functional_workers)?,
+            dram: raw
+                .dram
+                .iter()
+                .map(|ch| list("dram", ch))
+                .collect::<Result<_, _>>()?,
+            worker_l1_bytes: raw.worker_l1_size,
+            eth_l1_bytes: raw.eth_l1_size,
+            dram_bank_bytes: raw.dram_bank_size,
+        })
+    }
+
+    /// The Ethernet core of a channel.
+    pub fn eth_core(&self, chan: u8) -> Option<CoreCoord> {
+        self.eth_cores.get(chan as usize).copied()
+    }
+
+    /// The channel of an Ethernet core.
+    pub fn eth_channel(&self, core: CoreCoord) -> Option<u8> {
+        self.eth_cores
+            .iter()
+            .position(|&c| c == core)
+            .map(|i| i as u8)
+    }
+}
+
+/// meshsim's Wormhole B0 SoC descriptor (`configs/wormhole_b0_soc.yaml`).
+pub fn wormhole_b0() -> SocDescriptor {
+    const TEXT: &str = include_str!("../../../configs/wormhole_b0_soc.yaml");
+    SocDescriptor::parse("configs/wormhole_b0_soc.yaml", TEXT.as_bytes())
+        .expect("the built-in SoC descriptor is valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wormhole_has_16_ethernet_cores_and_an_8x10_worker_grid() {
+        let soc = wormhole_b0();
+        assert_eq!(soc.eth_cores.len(), 16);
+        assert_eq!(soc.eth_core(2), Some(CoreCoord { x: 8, y: 0 }));
+        assert_eq!(soc.eth_channel(CoreCoord { x: 4, y: 6 }), Some(15));
+        assert_eq!(soc.workers.len(), 80);
+        assert!(
+            soc.workers
+                .iter()
+                .all(|c| c.x != 0 && c.x != 5 && c.y != 0 && c.y != 6)
+        );
+        assert_eq!((soc.grid_x, soc.grid_y), (10, 12));
+    }
+
+    #[test]
+    fn a_core_outside_the_grid_is_rejected_with_its_key() {
+        let text = b"grid: {x_size: 2, y_size: 2}\neth: [1-5]\nfunctional_workers: []\ndram: []\nworker_l1_size: 1\neth_l1_size: 1\ndram_bank_size: 1\narch_name: X\n";
+        let err = SocDescriptor::parse("x.yaml", text)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "x.yaml: eth[0]: '1-5' is not a core x-y inside the 2x2 grid"
+        );
+    }
+}
