@@ -11,7 +11,11 @@ fn meshsim(args: &[&str]) -> (i32, String, String) {
         .env_remove("RUST_BACKTRACE")
         .output()
         .expect("meshsim runs");
-    (out.status.code().expect("exited"), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 /// Writes `bytes` to a fresh file named after the test and returns its path.
@@ -48,7 +52,12 @@ mod topo {
             assert_eq!(v["shape"], shape, "{name}");
             assert_eq!(v["diameter"], diameter, "{name}");
             assert_eq!(v["ring"].as_array().map(Vec::len), Some(chips), "{name}");
-            let pair_links: u64 = v["links_per_pair"].as_array().unwrap().iter().map(|p| p["links"].as_u64().unwrap()).sum();
+            let pair_links: u64 = v["links_per_pair"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["links"].as_u64().unwrap())
+                .sum();
             assert_eq!(pair_links, links as u64);
         }
         let v = json(&meshsim(&["topo", "t3000", "--format", "json"]).1);
@@ -91,7 +100,10 @@ mod topo {
         let (code, out, err) = meshsim(&["topo", path.to_str().unwrap(), "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let v = json(&out);
-        assert_eq!((v["shape"].as_str(), v["ring"].is_null()), (Some("line 3"), true));
+        assert_eq!(
+            (v["shape"].as_str(), v["ring"].is_null()),
+            (Some("line 3"), true)
+        );
         assert_eq!(v["mmio_chips"], serde_json::json!([10, 20, 30]));
     }
 }
@@ -106,7 +118,10 @@ mod bad_input {
         assert_eq!(code, 2, "{name}: {err}");
         assert!(out.is_empty());
         assert_eq!(err.lines().count(), 1, "{name}: one line, got {err:?}");
-        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace"),
+            "{err}"
+        );
         assert!(err.contains(name), "{name}: the file is named in {err:?}");
         for w in want {
             assert!(err.contains(w), "{name}: {w:?} not in {err:?}");
@@ -117,16 +132,32 @@ mod bad_input {
 
     #[test]
     fn yaml_syntax_errors_give_line_and_column() {
-        check("syntax.yaml", b"arch: {0: wormhole_b0,\n  1: wormhole_b0\nethernet_connections: []\n", &[":3:", "expected ',' or '}'"]);
-        check("type.yaml", b"arch: [0, 1]\nethernet_connections: []\n", &[":1:7:", "arch: invalid type: sequence"]);
+        check(
+            "syntax.yaml",
+            b"arch: {0: wormhole_b0,\n  1: wormhole_b0\nethernet_connections: []\n",
+            &[":3:", "expected ',' or '}'"],
+        );
+        check(
+            "type.yaml",
+            b"arch: [0, 1]\nethernet_connections: []\n",
+            &[":1:7:", "arch: invalid type: sequence"],
+        );
     }
 
     #[test]
     fn connections_to_unknown_chips_or_channels_name_the_entry() {
-        check("unknown_chip.yaml", format!("{TWO}ethernet_connections: [[{{chip: 0, chan: 1}}, {{chip: 5, chan: 0}}]]\n").as_bytes(),
-            &["ethernet_connections[0]", "chip 5 is not in `arch`"]);
-        check("bad_chan.yaml", format!("{TWO}ethernet_connections: [[{{chip: 0, chan: 1}}, {{chip: 1, chan: 22}}]]\n").as_bytes(),
-            &["ethernet_connections[0]", "channel 22 is outside 0..15"]);
+        check(
+            "unknown_chip.yaml",
+            format!("{TWO}ethernet_connections: [[{{chip: 0, chan: 1}}, {{chip: 5, chan: 0}}]]\n")
+                .as_bytes(),
+            &["ethernet_connections[0]", "chip 5 is not in `arch`"],
+        );
+        check(
+            "bad_chan.yaml",
+            format!("{TWO}ethernet_connections: [[{{chip: 0, chan: 1}}, {{chip: 1, chan: 22}}]]\n")
+                .as_bytes(),
+            &["ethernet_connections[0]", "channel 22 is outside 0..15"],
+        );
     }
 
     #[test]
@@ -145,26 +176,48 @@ mod bad_input {
 
     #[test]
     fn missing_required_keys_are_named() {
-        check("no_arch.yaml", b"ethernet_connections: []\n", &["missing required key `arch`"]);
-        check("no_conns.yaml", TWO.as_bytes(), &["missing required key `ethernet_connections`"]);
+        check(
+            "no_arch.yaml",
+            b"ethernet_connections: []\n",
+            &["missing required key `arch`"],
+        );
+        check(
+            "no_conns.yaml",
+            TWO.as_bytes(),
+            &["missing required key `ethernet_connections`"],
+        );
     }
 
     #[test]
     fn empty_and_binary_files_are_refused() {
         check("empty.yaml", b"", &["file is empty"]);
         check("comments.yaml", b"# nothing here\n", &["file is empty"]);
-        check("binary.yaml", &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0xff, 0xfe], &["not a YAML text file"]);
-        check("latin1.yaml", b"arch: {0: caf\xe9}\n", &["not a YAML text file (binary data at byte 13)"]);
+        check(
+            "binary.yaml",
+            &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0xff, 0xfe],
+            &["not a YAML text file"],
+        );
+        check(
+            "latin1.yaml",
+            b"arch: {0: caf\xe9}\n",
+            &["not a YAML text file (binary data at byte 13)"],
+        );
     }
 
     #[test]
     fn unknown_cluster_names_and_missing_files_exit_2() {
         let (code, _, err) = meshsim(&["topo", "t4000"]);
         assert_eq!(code, 2);
-        assert_eq!(err, "meshsim: unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus)\n");
+        assert_eq!(
+            err,
+            "meshsim: unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus)\n"
+        );
         let (code, _, err) = meshsim(&["topo", "missing/cluster.yaml"]);
         assert_eq!(code, 2);
-        assert!(err.starts_with("meshsim: missing/cluster.yaml: cannot read:"), "{err}");
+        assert!(
+            err.starts_with("meshsim: missing/cluster.yaml: cannot read:"),
+            "{err}"
+        );
     }
 
     #[test]
