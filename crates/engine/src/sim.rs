@@ -621,10 +621,15 @@ pub struct Sim<W: World> {
 impl<W: World> Sim<W> {
     /// A simulation of `world` at time zero.
     pub fn new(world: W) -> Self {
-        let inner = Inner {
-            sched: Scheduler::new(),
-            world,
-        };
+        Sim::new_with(|_| world)
+    }
+
+    /// A simulation of the world `build` makes, given the scheduler so it can create its
+    /// memory spaces and signals.
+    pub fn new_with(build: impl FnOnce(&mut Scheduler<W::Event>) -> W) -> Self {
+        let mut sched = Scheduler::new();
+        let world = build(&mut sched);
+        let inner = Inner { sched, world };
         Sim {
             ctx: Ctx(Rc::new(RefCell::new(inner))),
             futures: Vec::new(),

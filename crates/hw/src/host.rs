@@ -1,0 +1,308 @@
+//! The host API: a [`Machine`] holding the cluster's hardware, a [`Device`] per chip to ask
+//! about its Ethernet cores, one [`Program`] per chip with kernels and semaphores, and a launch
+//! with a configurable start skew per chip.
+//!
+//! ```text
+//!  Machine::new(cluster, params, mode)
+//!    ├─ device(chip).active_ethernet_cores(true) / connected_ethernet_core(core)
+//!    ├─ Program::new(chip).create_kernel(core, name, noc, args, |k| async move { … })
+//!    └─ launch(programs, skew) ──► Sim::run ──► Stats | Deadlock | TimeLimit | kernel error
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use meshsim_engine::{Ctx, Sim, SimError, Stats, TaskResult, Time};
+use meshsim_topology::soc::{CoreCoord, SocDescriptor};
+use meshsim_topology::{ChipIdx, Cluster, Endpoint};
+
+use crate::kernel::{Kernel, MAX_SEMAPHORES, semaphore_area};
+use crate::params::Params;
+use crate::world::{CoreKind, Hw, Mode};
+
+/// A core named the way host code names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreRef {
+    /// The Ethernet core of a channel (tt-metal's logical `CoreCoord(0, channel)`).
+    Eth(u8),
+    /// A Tensix worker by logical coordinates (`x` in 0..8, `y` in 0..10 on Wormhole).
+    Worker(CoreCoord),
+}
+
+type KernelFn = Box<dyn FnOnce(Kernel) -> Pin<Box<dyn Future<Output = TaskResult>>>>;
+
+struct KernelSpec {
+    core: CoreRef,
+    name: String,
+    noc: usize,
+    args: Vec<u32>,
+    body: KernelFn,
+}
+
+/// The kernels and semaphores of one chip.
+pub struct Program {
+    chip: ChipIdx,
+    kernels: Vec<KernelSpec>,
+    semaphores: Vec<(Vec<CoreRef>, u64, u32)>,
+    next_semaphore: u64,
+}
+
+impl Program {
+    /// An empty program for `chip`.
+    pub fn new(chip: ChipIdx) -> Program {
+        Program {
+            chip,
+            kernels: Vec::new(),
+            semaphores: Vec::new(),
+            next_semaphore: 0,
+        }
+    }
+
+    /// The chip it runs on.
+    pub fn chip(&self) -> ChipIdx {
+        self.chip
+    }
+
+    /// Places a kernel named `name` on `core`, issuing NoC commands on `noc` (0 or 1), with
+    /// runtime arguments `args`. `body` builds the kernel's future from its [`Kernel`] handle.
+    pub fn create_kernel<F, Fut>(
+        &mut self,
+        core: CoreRef,
+        name: &str,
+        noc: usize,
+        args: Vec<u32>,
+        body: F,
+    ) where
+        F: FnOnce(Kernel) -> Fut + 'static,
+        Fut: Future<Output = TaskResult> + 'static,
+    {
+        assert!(noc < 2, "a chip has NoC 0 and NoC 1");
+        let body: KernelFn = Box::new(move |k| Box::pin(body(k)));
+        self.kernels.push(KernelSpec {
+            core,
+            name: name.to_owned(),
+            noc,
+            args,
+            body,
+        });
+    }
+
+    /// Creates a semaphore with `initial` value on each of `cores`, at the same L1 address on
+    /// every one; returns the address.
+    pub fn create_semaphore(&mut self, cores: &[CoreRef], initial: u32) -> u64 {
+        assert!(
+            self.next_semaphore < MAX_SEMAPHORES,
+            "at most {MAX_SEMAPHORES} semaphores per program"
+        );
+        let index = self.next_semaphore;
+        self.next_semaphore += 1;
+        self.semaphores.push((cores.to_vec(), index, initial));
+        index
+    }
+}
+
+/// A chip, as host code asks about it.
+pub struct Device {
+    chip: ChipIdx,
+    cluster: Rc<Cluster>,
+    soc: SocDescriptor,
+    params: Params,
+}
+
+impl Device {
+    /// The chip.
+    pub fn chip(&self) -> ChipIdx {
+        self.chip
+    }
+
+    /// `get_active_ethernet_cores(skip_dispatch)`: the Ethernet cores with a link, as logical
+    /// `CoreCoord(0, channel)`; with `skip_dispatch`, those reserved for fast dispatch are left
+    /// out, as user kernels must.
+    pub fn active_ethernet_cores(&self, skip_dispatch: bool) -> Vec<CoreCoord> {
+        self.cluster
+            .active_channels(self.chip, skip_dispatch)
+            .into_iter()
+            .map(|c| CoreCoord { x: 0, y: c as u32 })
+            .collect()
+    }
+
+    /// `get_connected_ethernet_core(core)`: the chip and logical Ethernet core at the other end
+    /// of the link of a logical Ethernet core.
+    pub fn connected_ethernet_core(&self, core: CoreCoord) -> Option<(ChipIdx, CoreCoord)> {
+        let far = self.cluster.connected(Endpoint {
+            chip: self.chip,
+            chan: core.y as u8,
+        })?;
+        Some((
+            far.chip,
+            CoreCoord {
+                x: 0,
+                y: far.chan as u32,
+            },
+        ))
+    }
+
+    /// NoC0 coordinates of a core (`ethernet_core_from_logical_core`, `worker_core_from_logical_core`).
+    pub fn noc_coord(&self, core: CoreRef) -> CoreCoord {
+        noc_coord(&self.soc, core)
+    }
+
+    /// The L1 semaphore address of semaphore `index` on `core`.
+    pub fn semaphore_addr(&self, core: CoreRef, index: u64) -> u64 {
+        semaphore_area(&self.params, kind_of(core)).0 + 4 * index
+    }
+}
+
+fn kind_of(core: CoreRef) -> CoreKind {
+    match core {
+        CoreRef::Eth(c) => CoreKind::Eth(c),
+        CoreRef::Worker(_) => CoreKind::Worker,
+    }
+}
+
+fn noc_coord(soc: &SocDescriptor, core: CoreRef) -> CoreCoord {
+    match core {
+        CoreRef::Eth(c) => soc.eth_cores[c as usize],
+        CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
+    }
+}
+
+/// The cluster's hardware, ready to run programs.
+pub struct Machine {
+    sim: Sim<Hw>,
+}
+
+impl Machine {
+    /// Idle hardware for `cluster` with `params`, in `mode`.
+    pub fn new(cluster: Cluster, params: Params, mode: Mode) -> Machine {
+        let sim = Sim::new_with(|sched| {
+            Hw::new(
+                Rc::new(cluster),
+                meshsim_topology::soc::wormhole_b0(),
+                params,
+                mode,
+                sched,
+            )
+        });
+        Machine { sim }
+    }
+
+    /// The simulation context (for inspecting memory after a run).
+    pub fn ctx(&self) -> Ctx<Hw> {
+        self.sim.ctx()
+    }
+
+    /// The host's view of a chip.
+    pub fn device(&self, chip: ChipIdx) -> Device {
+        let ctx = self.sim.ctx();
+        let hw = ctx.world();
+        Device {
+            chip,
+            cluster: hw.cluster.clone(),
+            soc: hw.soc.clone(),
+            params: hw.params.clone(),
+        }
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> Rc<Cluster> {
+        self.sim.ctx().world().cluster.clone()
+    }
+
+    /// Stops a launch with `SimError::TimeLimit` past `limit` of simulated time.
+    pub fn set_time_limit(&mut self, limit: Time) {
+        self.sim.set_time_limit(limit);
+    }
+
+    /// Host write into the L1 of a core (before launch, like writing a buffer).
+    pub fn write_l1(
+        &self,
+        chip: ChipIdx,
+        core: CoreRef,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), meshsim_engine::MemError> {
+        let ctx = self.sim.ctx();
+        ctx.with(|hw, s| {
+            let at = noc_coord(&hw.soc, core);
+            let mem = hw.core(chip, at).expect("core exists").mem;
+            s.write_bytes(mem, addr, data)
+        })
+    }
+
+    /// Host read of the L1 of a core (after a run).
+    pub fn read_l1(
+        &self,
+        chip: ChipIdx,
+        core: CoreRef,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, meshsim_engine::MemError> {
+        let ctx = self.sim.ctx();
+        ctx.with(|hw, s| {
+            let at = noc_coord(&hw.soc, core);
+            let mem = hw.core(chip, at).expect("core exists").mem;
+            let mut buf = vec![0; len as usize];
+            s.memory().read(mem, addr, &mut buf)?;
+            Ok(buf)
+        })
+    }
+
+    /// Initialises semaphores and spawns every program's kernels; chip `c`'s kernels start at
+    /// `skew(c)`. Then runs to completion.
+    pub fn launch(
+        &mut self,
+        programs: Vec<Program>,
+        skew: impl Fn(ChipIdx) -> Time,
+    ) -> Result<Stats, SimError> {
+        let ctx = self.sim.ctx();
+        for prog in programs {
+            let start = skew(prog.chip);
+            let chip_id = ctx.world().cluster.chip(prog.chip).id;
+            for (cores, index, initial) in &prog.semaphores {
+                for &core in cores {
+                    ctx.with(|hw, s| {
+                        let addr = semaphore_area(&hw.params, kind_of(core)).0 + 4 * index;
+                        let mem = hw
+                            .core(prog.chip, noc_coord(&hw.soc, core))
+                            .expect("core exists")
+                            .mem;
+                        s.write_u32(mem, addr, *initial)
+                            .expect("semaphore area lies in L1");
+                    });
+                }
+            }
+            for spec in prog.kernels {
+                let (k, name) = ctx.with(|hw, _| {
+                    let at = noc_coord(&hw.soc, spec.core);
+                    let slot = hw.core(prog.chip, at).expect("core exists");
+                    let core_name = match slot.kind {
+                        CoreKind::Eth(c) => format!("eth{c}"),
+                        _ => format!("worker{at}"),
+                    };
+                    let name = format!("chip{chip_id}/{core_name}/{}", spec.name);
+                    let k = Kernel {
+                        ctx: ctx.clone(),
+                        chip: prog.chip,
+                        at,
+                        kind: slot.kind,
+                        mem: slot.mem,
+                        regs: slot.regs.expect("kernels run on cores with registers"),
+                        noc: spec.noc,
+                        args: spec.args.into(),
+                        name: name.clone().into(),
+                    };
+                    (k, name)
+                });
+                ctx.spawn(name, start, (spec.body)(k));
+            }
+        }
+        self.sim.run()
+    }
+
+    /// Bytes and packets sent from each Ethernet port so far.
+    pub fn eth_traffic(&self) -> Vec<(ChipIdx, u8, u64, u64)> {
+        self.sim.ctx().world().eth_traffic()
+    }
+}

@@ -1,0 +1,649 @@
+//! The device API: what a kernel running on a core can do, named as in tt-metal so the CCL
+//! guide's kernels transcribe line by line.
+//!
+//! Every call that takes simulated time is `async`. Polling loops of the C++ kernels become a
+//! single wait (`while (!eth_bytes_are_available_on_channel(i)) {}` is
+//! `k.eth_wait_for_bytes_on_channel(i).await`): the kernel is woken by the write that ends the
+//! loop, plus `core_poll_cycles`, and costs no events while it waits. Non-blocking checks
+//! (`eth_txq_is_busy`, `eth_bytes_are_available_on_channel`, ...) are plain functions.
+//!
+//! Addresses are checked: an ERISC kernel may touch its kernel L1 window, `erisc_info` and its
+//! semaphores, nothing else; an access outside is an [`HwError`], not silent corruption.
+
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, Ctx, MemError, MemSpace, Time};
+use meshsim_topology::soc::CoreCoord;
+use meshsim_topology::{ChipIdx, Endpoint};
+
+use crate::eth::{EthCmd, TXQ_COUNT};
+use crate::world::{CoreKind, Delivery, Hw, HwEvent, Payload, REG_READS, REG_WRITES, latch_time};
+
+/// Bytes of one `erisc_info` channel sync record (`bytes_sent`, `receiver_ack`, `src_id`, reserved).
+pub const CHANNEL_SYNC_BYTES: u64 = 16;
+/// Channel sync records in `erisc_info`.
+pub const ERISC_INFO_CHANNELS: u8 = 8;
+/// Semaphores a core can hold.
+pub const MAX_SEMAPHORES: u64 = 16;
+
+/// A hardware-model error raised by a kernel's call.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum HwError {
+    /// An access outside the memory a kernel may use.
+    #[error(
+        "{core}: access of {len} bytes at {addr:#x} is outside the kernel L1 window [{lo:#x}, {hi:#x})"
+    )]
+    OutsideWindow {
+        /// The core (`chip0/eth8`).
+        core: String,
+        /// First byte.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// Window start.
+        lo: u64,
+        /// Window end.
+        hi: u64,
+    },
+    /// An Ethernet call on a channel with no link.
+    #[error("{core}: Ethernet channel {chan} has no link")]
+    NoLink {
+        /// The core.
+        core: String,
+        /// Its channel.
+        chan: u8,
+    },
+    /// An Ethernet call from a Tensix core.
+    #[error("{core}: Ethernet calls need an Ethernet core")]
+    NotEthernet {
+        /// The core.
+        core: String,
+    },
+    /// A NoC address whose x-y is not a core.
+    #[error("{core}: NoC address {x}-{y} is not a core")]
+    NoCore {
+        /// The issuing core.
+        core: String,
+        /// Target x.
+        x: u32,
+        /// Target y.
+        y: u32,
+    },
+    /// A size or address that breaks an alignment rule.
+    #[error("{core}: {what}")]
+    Alignment {
+        /// The core.
+        core: String,
+        /// The rule broken.
+        what: String,
+    },
+    /// A memory access error.
+    #[error("{0}")]
+    Memory(#[from] MemError),
+}
+
+/// A kernel's view of its core: runtime arguments, memory, NoC and (on ERISC) Ethernet.
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) ctx: Ctx<Hw>,
+    pub(crate) chip: ChipIdx,
+    pub(crate) at: CoreCoord,
+    pub(crate) kind: CoreKind,
+    pub(crate) mem: MemSpace,
+    pub(crate) regs: MemSpace,
+    pub(crate) noc: usize,
+    pub(crate) args: Rc<[u32]>,
+    pub(crate) name: Rc<str>,
+}
+
+/// Packs a NoC address as tt-metal does: `(y << 6 | x) << 36 | addr`.
+pub fn get_noc_addr(x: u32, y: u32, addr: u64) -> u64 {
+    ((((y as u64) << 6) | x as u64) << 36) | (addr & ((1 << 36) - 1))
+}
+
+fn split_noc_addr(a: u64) -> (CoreCoord, u64) {
+    let xy = a >> 36;
+    (
+        CoreCoord {
+            x: (xy & 0x3f) as u32,
+            y: (xy >> 6) as u32,
+        },
+        a & ((1 << 36) - 1),
+    )
+}
+
+impl Kernel {
+    /// Runtime argument `i`.
+    pub fn arg(&self, i: usize) -> u32 {
+        self.args[i]
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Time {
+        self.ctx.now()
+    }
+
+    /// This kernel's chip.
+    pub fn chip(&self) -> ChipIdx {
+        self.chip
+    }
+
+    /// This core's NoC0 coordinates.
+    pub fn my_core(&self) -> CoreCoord {
+        self.at
+    }
+
+    /// The kernel's name, `chip<id>/<core>/<kernel>`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn core_name(&self) -> String {
+        self.name
+            .rsplit_once('/')
+            .map_or(self.name.to_string(), |(core, _)| core.to_owned())
+    }
+
+    /// `get_noc_addr(x, y, addr)`: a NoC address on this chip.
+    pub fn get_noc_addr(&self, x: u32, y: u32, addr: u64) -> u64 {
+        get_noc_addr(x, y, addr)
+    }
+
+    /// Spends `n` core cycles.
+    pub async fn delay_cycles(&self, n: u64) {
+        let t = self.ctx.with(|hw, _| hw.params.cycles(n));
+        self.ctx.delay(t).await;
+    }
+
+    /// Checks that this kernel may touch `[addr, addr + len)` of its own L1.
+    fn check_local(&self, addr: u64, len: u64) -> Result<(), HwError> {
+        self.ctx
+            .with(|hw, _| check_access(hw, self.kind, &self.core_name(), addr, len))
+    }
+
+    /// Writes a word of this core's L1.
+    pub fn write_u32(&self, addr: u64, value: u32) -> Result<(), HwError> {
+        self.check_local(addr, 4)?;
+        Ok(self.ctx.sched().write_u32(self.mem, addr, value)?)
+    }
+
+    /// Reads a word of this core's L1.
+    pub fn read_u32(&self, addr: u64) -> Result<u32, HwError> {
+        self.check_local(addr, 4)?;
+        Ok(self.ctx.sched().read_u32(self.mem, addr)?)
+    }
+
+    /// Writes bytes into this core's L1.
+    pub fn write_bytes(&self, addr: u64, data: &[u8]) -> Result<(), HwError> {
+        self.check_local(addr, data.len() as u64)?;
+        Ok(self.ctx.sched().write_bytes(self.mem, addr, data)?)
+    }
+
+    /// Reads bytes of this core's L1.
+    pub fn read_bytes(&self, addr: u64, len: u64) -> Result<Vec<u8>, HwError> {
+        self.check_local(addr, len)?;
+        let mut buf = vec![0; len as usize];
+        self.ctx.sched().memory().read(self.mem, addr, &mut buf)?;
+        Ok(buf)
+    }
+
+    // ---- NoC ----------------------------------------------------------------------------
+
+    fn target(
+        &self,
+        noc_addr: u64,
+        len: u64,
+    ) -> Result<(CoreCoord, MemSpace, u64, CoreKind), HwError> {
+        let (at, addr) = split_noc_addr(noc_addr);
+        self.ctx.with(|hw, s| {
+            let slot = hw.core(self.chip, at).ok_or(HwError::NoCore {
+                core: self.core_name(),
+                x: at.x,
+                y: at.y,
+            })?;
+            s.memory().check_range(slot.mem, addr, len)?;
+            Ok((at, slot.mem, addr, slot.kind))
+        })
+    }
+
+    /// `noc_async_write(src, dst_noc_addr, size)`: writes `size` bytes of this core's L1 to a
+    /// core of this chip, in packets of at most `noc_max_packet_bytes`; returns once issued.
+    pub async fn noc_async_write(
+        &self,
+        src: u64,
+        dst_noc_addr: u64,
+        size: u64,
+    ) -> Result<(), HwError> {
+        self.check_local(src, size)?;
+        let (dst_at, dst_mem, dst, _) = self.target(dst_noc_addr, size)?;
+        self.issue().await;
+        self.ctx.with(|hw, s| -> Result<(), HwError> {
+            let p = hw.params.clone();
+            let mut off = 0;
+            while off < size.max(1) {
+                let n = (size - off).min(p.noc_max_packet_bytes);
+                let arrive = hw.chips[self.chip.0 as usize].noc.send(
+                    &p,
+                    self.noc,
+                    self.at,
+                    dst_at,
+                    n,
+                    s.now(),
+                );
+                let data = match hw.carried(size, off, n) {
+                    Some((o, len)) => {
+                        let mut d = vec![0; len as usize];
+                        s.memory().read(self.mem, src + o, &mut d)?;
+                        (dst + o, d)
+                    }
+                    None => (dst + off, Vec::new()),
+                };
+                let pending = s.read_u32(self.regs, REG_WRITES)?;
+                s.write_u32(self.regs, REG_WRITES, pending + 1)?;
+                let slot = hw.park(Delivery {
+                    mem: dst_mem,
+                    addr: data.0,
+                    what: Payload::Bytes(data.1),
+                    done: Some((self.regs, REG_WRITES)),
+                });
+                s.schedule(arrive, HwEvent::Deliver { slot });
+                off += n.max(1);
+            }
+            Ok(())
+        })
+    }
+
+    /// `noc_async_read(src_noc_addr, dst, size)`: reads `size` bytes from a core or DRAM bank
+    /// of this chip into this core's L1 (a request packet there, the data back); returns once
+    /// issued. The data is as of the request's arrival.
+    pub async fn noc_async_read(
+        &self,
+        src_noc_addr: u64,
+        dst: u64,
+        size: u64,
+    ) -> Result<(), HwError> {
+        self.check_local(dst, size)?;
+        let (src_at, src_mem, src, kind) = self.target(src_noc_addr, size)?;
+        self.issue().await;
+        self.ctx.with(|hw, s| -> Result<(), HwError> {
+            let p = hw.params.clone();
+            let mut off = 0;
+            while off < size.max(1) {
+                let n = (size - off).min(p.noc_max_packet_bytes);
+                let chip = &mut hw.chips[self.chip.0 as usize];
+                let mut ready = chip.noc.send(&p, self.noc, self.at, src_at, 0, s.now());
+                if let CoreKind::Dram(bank) = kind {
+                    let b = bank as usize;
+                    let start = ready.max(chip.dram_free[b]);
+                    chip.dram_free[b] = start + p.cycles(n.div_ceil(p.dram_bank_bytes_per_cycle));
+                    ready = chip.dram_free[b] + p.cycles(p.dram_latency_cycles);
+                }
+                let arrive = chip.noc.send(&p, self.noc, src_at, self.at, n, ready);
+                let (o, len) = hw.carried(size, off, n).unwrap_or((off, 0));
+                let mut d = vec![0; len as usize];
+                s.memory().read(src_mem, src + o, &mut d)?;
+                let pending = s.read_u32(self.regs, REG_READS)?;
+                s.write_u32(self.regs, REG_READS, pending + 1)?;
+                let slot = hw.park(Delivery {
+                    mem: self.mem,
+                    addr: dst + o,
+                    what: Payload::Bytes(d),
+                    done: Some((self.regs, REG_READS)),
+                });
+                s.schedule(arrive, HwEvent::Deliver { slot });
+                off += n.max(1);
+            }
+            Ok(())
+        })
+    }
+
+    async fn issue(&self) {
+        self.delay_cycles(self.ctx.with(|hw, _| hw.params.noc_issue_cycles))
+            .await;
+    }
+
+    /// `noc_async_write_barrier()`: waits until every write this core issued has landed.
+    pub async fn noc_async_write_barrier(&self) -> Result<(), HwError> {
+        self.ctx
+            .wait_word(self.regs, REG_WRITES, Cond::Eq(0))
+            .await?;
+        Ok(())
+    }
+
+    /// `noc_async_read_barrier()`: waits until every read this core issued has landed.
+    pub async fn noc_async_read_barrier(&self) -> Result<(), HwError> {
+        self.ctx
+            .wait_word(self.regs, REG_READS, Cond::Eq(0))
+            .await?;
+        Ok(())
+    }
+
+    /// `noc_semaphore_inc(noc_addr, inc)`: an atomic increment of a word on a core of this
+    /// chip, on the same NoC as this kernel's writes (so it lands after them).
+    pub async fn noc_semaphore_inc(&self, noc_addr: u64, inc: u32) -> Result<(), HwError> {
+        let (at, mem, addr, _) = self.target(noc_addr, 4)?;
+        self.issue().await;
+        self.ctx.with(|hw, s| {
+            let p = hw.params.clone();
+            let arrive =
+                hw.chips[self.chip.0 as usize]
+                    .noc
+                    .send(&p, self.noc, self.at, at, 4, s.now());
+            let slot = hw.park(Delivery {
+                mem,
+                addr,
+                what: Payload::Add(inc),
+                done: None,
+            });
+            s.schedule(arrive, HwEvent::Deliver { slot });
+        });
+        Ok(())
+    }
+
+    /// `noc_semaphore_set(addr, value)` on this core.
+    pub fn noc_semaphore_set(&self, addr: u64, value: u32) -> Result<(), HwError> {
+        self.write_u32(addr, value)
+    }
+
+    /// `noc_semaphore_wait(addr, value)`: waits until the local semaphore equals `value`.
+    pub async fn noc_semaphore_wait(&self, addr: u64, value: u32) -> Result<(), HwError> {
+        self.check_local(addr, 4)?;
+        self.ctx.wait_word(self.mem, addr, Cond::Eq(value)).await?;
+        Ok(())
+    }
+
+    /// `noc_semaphore_wait_min(addr, value)`: waits until the local semaphore is at least `value`.
+    pub async fn noc_semaphore_wait_min(&self, addr: u64, value: u32) -> Result<(), HwError> {
+        self.check_local(addr, 4)?;
+        self.ctx.wait_word(self.mem, addr, Cond::Ge(value)).await?;
+        Ok(())
+    }
+
+    /// Waits until the local word at `addr` satisfies `cond` (a polling loop on any flag).
+    pub async fn wait_until(&self, addr: u64, cond: Cond) -> Result<u32, HwError> {
+        self.check_local(addr, 4)?;
+        Ok(self.ctx.wait_word(self.mem, addr, cond).await?)
+    }
+
+    // ---- Ethernet -------------------------------------------------------------------------
+
+    fn eth_chan(&self) -> Result<u8, HwError> {
+        match self.kind {
+            CoreKind::Eth(chan) => Ok(chan),
+            _ => Err(HwError::NotEthernet {
+                core: self.core_name(),
+            }),
+        }
+    }
+
+    fn info_addr(&self, ch: u8) -> u64 {
+        self.ctx.with(|hw, _| hw.params.erisc_info_base) + ch as u64 * CHANNEL_SYNC_BYTES
+    }
+
+    /// `eth_txq_is_busy(q)`: whether tx command queue `q` holds a command not yet latched.
+    pub fn eth_txq_is_busy(&self, q: usize) -> Result<bool, HwError> {
+        let chan = self.eth_chan()?;
+        Ok(self.ctx.with(|hw, _| {
+            hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q]
+                .pending
+                .is_some()
+        }))
+    }
+
+    /// `eth_send_packet(q, src_word_addr, dst_word_addr, num_words)`: sends `num_words` 16 B
+    /// words from this ERISC's L1 to the L1 of the ERISC at the other end of its link. Waits
+    /// while the queue is busy, spends the send initiation time, submits, and returns: there is
+    /// no completion signal.
+    pub async fn eth_send_packet(
+        &self,
+        q: usize,
+        src_word_addr: u64,
+        dst_word_addr: u64,
+        num_words: u64,
+    ) -> Result<(), HwError> {
+        assert!(q < TXQ_COUNT, "tx queue {q} does not exist");
+        let chan = self.eth_chan()?;
+        let (src, dst, bytes) = (src_word_addr * 16, dst_word_addr * 16, num_words * 16);
+        let far = self.ctx.with(|hw, _| {
+            hw.cluster.connected(Endpoint {
+                chip: self.chip,
+                chan,
+            })
+        });
+        let Some(far) = far else {
+            return Err(HwError::NoLink {
+                core: self.core_name(),
+                chan,
+            });
+        };
+        self.check_local(src, bytes)?;
+        self.ctx.with(|hw, _| {
+            check_access(
+                hw,
+                CoreKind::Eth(far.chan),
+                &format!("chip{}/eth{}", hw.cluster.chip(far.chip).id, far.chan),
+                dst,
+                bytes,
+            )
+        })?;
+        loop {
+            let (busy, free) = self.ctx.with(|hw, _| {
+                let t = &hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q];
+                (t.pending.is_some(), t.free)
+            });
+            if !busy {
+                break;
+            }
+            self.ctx.wait_signal(free).await;
+        }
+        self.delay_cycles(self.ctx.with(|hw, _| hw.params.eth_send_initiate_cycles))
+            .await;
+        self.ctx.with(|hw, s| {
+            let p = hw.params.clone();
+            let port = &mut hw.chips[self.chip.0 as usize].eth[chan as usize];
+            assert!(
+                port.txq[q].pending.is_none(),
+                "one kernel per ERISC submits to its queues"
+            );
+            port.txq[q].pending = Some(EthCmd { src, dst, bytes });
+            let at = latch_time(&p, s.now(), port.tx_dma_free);
+            s.schedule(
+                at,
+                HwEvent::TxLatch {
+                    chip: self.chip.0,
+                    chan,
+                    q: q as u8,
+                },
+            );
+        });
+        Ok(())
+    }
+
+    /// `eth_send_bytes_over_channel(src, dst, num_bytes, channel)`: sends the payload, then
+    /// marks the channel's sync record with the byte count and sends it (two sends).
+    pub async fn eth_send_bytes_over_channel(
+        &self,
+        src: u64,
+        dst: u64,
+        num_bytes: u64,
+        channel: u8,
+    ) -> Result<(), HwError> {
+        if num_bytes % 16 != 0 || src % 16 != 0 || dst % 16 != 0 {
+            return Err(HwError::Alignment {
+                core: self.core_name(),
+                what: format!(
+                    "Ethernet sends need 16 B alignment (src {src:#x}, dst {dst:#x}, {num_bytes} bytes)"
+                ),
+            });
+        }
+        self.eth_send_packet(0, src >> 4, dst >> 4, num_bytes >> 4)
+            .await?;
+        let info = self.info_addr(channel);
+        self.ctx.with(|_, s| -> Result<(), MemError> {
+            s.write_u32(self.mem, info, num_bytes as u32)?;
+            s.write_u32(self.mem, info + 4, 0)
+        })?;
+        self.eth_send_packet(0, info >> 4, info >> 4, 1).await
+    }
+
+    /// `eth_send_bytes(src, dst, num_bytes)`: [`Kernel::eth_send_bytes_over_channel`] on channel 0.
+    pub async fn eth_send_bytes(&self, src: u64, dst: u64, num_bytes: u64) -> Result<(), HwError> {
+        self.eth_send_bytes_over_channel(src, dst, num_bytes, 0)
+            .await
+    }
+
+    fn info_word(&self, ch: u8, offset: u64) -> Result<u32, HwError> {
+        self.eth_chan()?;
+        let a = self.info_addr(ch) + offset;
+        Ok(self.ctx.sched().read_u32(self.mem, a)?)
+    }
+
+    /// `eth_bytes_are_available_on_channel(ch)`: whether the channel's `bytes_sent` is set.
+    pub fn eth_bytes_are_available_on_channel(&self, ch: u8) -> Result<bool, HwError> {
+        Ok(self.info_word(ch, 0)? != 0)
+    }
+
+    /// `eth_is_receiver_channel_send_done(ch)`: whether the receiver has freed the channel.
+    pub fn eth_is_receiver_channel_send_done(&self, ch: u8) -> Result<bool, HwError> {
+        Ok(self.info_word(ch, 0)? == 0)
+    }
+
+    /// `eth_is_receiver_channel_send_acked(ch)`: whether the receiver has acknowledged.
+    pub fn eth_is_receiver_channel_send_acked(&self, ch: u8) -> Result<bool, HwError> {
+        Ok(self.info_word(ch, 4)? != 0)
+    }
+
+    /// Waits until bytes are available on channel `ch` (the polling loop on
+    /// `eth_bytes_are_available_on_channel`).
+    pub async fn eth_wait_for_bytes_on_channel(&self, ch: u8) -> Result<(), HwError> {
+        self.eth_chan()?;
+        self.ctx
+            .wait_word(self.mem, self.info_addr(ch), Cond::Ne(0))
+            .await?;
+        Ok(())
+    }
+
+    /// `eth_wait_for_bytes(num_bytes)`: waits for bytes on channel 0.
+    pub async fn eth_wait_for_bytes(&self, _num_bytes: u64) -> Result<(), HwError> {
+        self.eth_wait_for_bytes_on_channel(0).await
+    }
+
+    /// Waits until the receiver has freed channel `ch` (the loop on
+    /// `eth_is_receiver_channel_send_done`).
+    pub async fn eth_wait_receiver_channel_done(&self, ch: u8) -> Result<(), HwError> {
+        self.eth_chan()?;
+        self.ctx
+            .wait_word(self.mem, self.info_addr(ch), Cond::Eq(0))
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the receiver has acknowledged channel `ch`.
+    pub async fn eth_wait_receiver_channel_acked(&self, ch: u8) -> Result<(), HwError> {
+        self.eth_chan()?;
+        self.ctx
+            .wait_word(self.mem, self.info_addr(ch) + 4, Cond::Ne(0))
+            .await?;
+        Ok(())
+    }
+
+    /// `eth_wait_for_receiver_done()`: waits until the receiver frees channel 0.
+    pub async fn eth_wait_for_receiver_done(&self) -> Result<(), HwError> {
+        self.eth_wait_receiver_channel_done(0).await
+    }
+
+    /// `eth_receiver_channel_ack(ch, ack_src_addr)`: first-level acknowledgement. Writes a sync
+    /// record with `receiver_ack` set at `ack_src_addr` (a 16 B word of this kernel's L1, kept
+    /// apart from the channel record, as the guide recommends) and sends it to the sender's
+    /// channel record.
+    pub async fn eth_receiver_channel_ack(&self, ch: u8, ack_src_addr: u64) -> Result<(), HwError> {
+        self.check_local(ack_src_addr, CHANNEL_SYNC_BYTES)?;
+        let mut rec = [0u8; 16];
+        rec[0..4].copy_from_slice(&1u32.to_le_bytes());
+        rec[4..8].copy_from_slice(&1u32.to_le_bytes());
+        self.write_bytes(ack_src_addr, &rec)?;
+        let info = self.info_addr(ch);
+        self.eth_send_packet(0, ack_src_addr >> 4, info >> 4, 1)
+            .await
+    }
+
+    /// `eth_receiver_channel_done(ch)`: clears the channel's sync record here and sends it to
+    /// the sender, freeing its buffer.
+    pub async fn eth_receiver_channel_done(&self, ch: u8) -> Result<(), HwError> {
+        self.eth_chan()?;
+        let info = self.info_addr(ch);
+        self.ctx.sched().write_bytes(self.mem, info, &[0; 16])?;
+        self.eth_send_packet(0, info >> 4, info >> 4, 1).await
+    }
+
+    /// `run_routing()`: a context switch to the routing firmware.
+    pub async fn run_routing(&self) {
+        self.delay_cycles(self.ctx.with(|hw, _| hw.params.erisc_run_routing_cycles))
+            .await;
+    }
+
+    /// The start-up handshake of "Ethernet Kernel Setup": the master sends 16 B over channel 0
+    /// and waits for the receiver to free it; the other side waits for the bytes and frees the
+    /// channel.
+    pub async fn eth_setup_handshake(
+        &self,
+        handshake_addr: u64,
+        is_master: bool,
+    ) -> Result<(), HwError> {
+        if is_master {
+            self.eth_send_bytes(handshake_addr, handshake_addr, 16)
+                .await?;
+            self.eth_wait_for_receiver_done().await
+        } else {
+            self.eth_wait_for_bytes(16).await?;
+            self.eth_receiver_channel_done(0).await
+        }
+    }
+}
+
+/// Checks that a kernel on a core of `kind` may access `[addr, addr + len)` of its L1.
+pub(crate) fn check_access(
+    hw: &Hw,
+    kind: CoreKind,
+    core: &str,
+    addr: u64,
+    len: u64,
+) -> Result<(), HwError> {
+    let p = &hw.params;
+    let (lo, hi) = match kind {
+        CoreKind::Eth(_) => {
+            let info = (
+                p.erisc_info_base,
+                p.erisc_info_base + ERISC_INFO_CHANNELS as u64 * CHANNEL_SYNC_BYTES,
+            );
+            let sems = semaphore_area(p, kind);
+            let end = addr.saturating_add(len);
+            if (addr >= info.0 && end <= info.1) || (addr >= sems.0 && end <= sems.1) {
+                return Ok(());
+            }
+            p.erisc_window()
+        }
+        CoreKind::Worker => (0, p.worker_l1_bytes),
+        CoreKind::Dram(_) => (0, p.dram_bank_bytes),
+    };
+    if addr >= lo && addr.checked_add(len).is_some_and(|end| end <= hi) {
+        Ok(())
+    } else {
+        Err(HwError::OutsideWindow {
+            core: core.to_owned(),
+            addr,
+            len,
+            lo,
+            hi,
+        })
+    }
+}
+
+/// `[start, end)` of the semaphore area of a core.
+pub(crate) fn semaphore_area(p: &crate::Params, kind: CoreKind) -> (u64, u64) {
+    let base = match kind {
+        CoreKind::Eth(_) => p.erisc_info_base + 0x100,
+        _ => 0x100,
+    };
+    (base, base + 4 * MAX_SEMAPHORES)
+}

@@ -1,0 +1,298 @@
+//! Model parameters: every number the hardware model uses, with its unit in its name.
+//!
+//! The defaults live in `configs/wormhole_b0.yaml` (embedded); `Params::load` reads another
+//! file. Unknown keys are rejected; [`DESCRIPTIONS`] documents every field and a test keeps the
+//! two in step.
+
+use serde::{Deserialize, Serialize};
+
+use meshsim_engine::{ClockDomain, Time};
+
+/// All model parameters.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Core clock (AICLK) in MHz; cycle counts below are of this clock.
+    pub aiclk_mhz: u64,
+    /// Ethernet line rate per direction per link, Gb/s.
+    pub eth_link_gbps: u64,
+    /// Bytes of header, FEC and CRC added to every Ethernet packet on the wire.
+    pub eth_packet_overhead_bytes: u64,
+    /// Largest payload of one Ethernet packet; larger sends are split by hardware.
+    pub eth_mtu_bytes: u64,
+    /// Fixed one-way latency through MAC, PHY and cable, ns.
+    pub eth_link_latency_ns: u64,
+    /// Rate at which the Ethernet subsystem moves a packet between ERISC L1 and the MAC, bytes per cycle.
+    pub eth_dma_bytes_per_cycle: u64,
+    /// ERISC L1 size, bytes.
+    pub erisc_l1_bytes: u64,
+    /// First byte of the ERISC L1 window usable by kernels and EDM buffers.
+    pub erisc_kernel_l1_base: u64,
+    /// Size of the ERISC L1 window usable by kernels, bytes.
+    pub erisc_kernel_l1_bytes: u64,
+    /// Address of `erisc_info` (8 channel sync records of 16 B) in the reserved L1 region.
+    pub erisc_info_base: u64,
+    /// ERISC cycles spent issuing one send command (`eth_send_packet`).
+    pub eth_send_initiate_cycles: u64,
+    /// Cycles after submission before a tx command queue latches the command and frees up.
+    pub eth_txq_latch_cycles: u64,
+    /// Cycles of one `run_routing()` context switch to the routing firmware.
+    pub erisc_run_routing_cycles: u64,
+    /// Cycles a polling loop takes to notice that a watched word was written.
+    pub core_poll_cycles: u64,
+    /// Bytes per NoC flit; a link carries one flit per cycle.
+    pub noc_flit_bytes: u64,
+    /// Cycles per NoC router hop for a packet's head.
+    pub noc_hop_cycles: u64,
+    /// Cycles to inject a packet from a core into the NoC.
+    pub noc_inject_cycles: u64,
+    /// Cycles to eject a packet from the NoC into a core.
+    pub noc_eject_cycles: u64,
+    /// Largest NoC packet, bytes; larger transfers are split.
+    pub noc_max_packet_bytes: u64,
+    /// Core cycles spent issuing one NoC command.
+    pub noc_issue_cycles: u64,
+    /// Tensix L1 size, bytes.
+    pub worker_l1_bytes: u64,
+    /// Bytes per DRAM bank (channel).
+    pub dram_bank_bytes: u64,
+    /// Bandwidth of one DRAM bank, bytes per cycle.
+    pub dram_bank_bytes_per_cycle: u64,
+    /// Access latency of a DRAM bank, cycles.
+    pub dram_latency_cycles: u64,
+}
+
+/// `(field, description with unit)` for every parameter, in file order.
+pub const DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "aiclk_mhz",
+        "core clock (AICLK), MHz; all *_cycles are of this clock",
+    ),
+    (
+        "eth_link_gbps",
+        "Ethernet line rate per direction per link, Gb/s",
+    ),
+    (
+        "eth_packet_overhead_bytes",
+        "header, FEC and CRC bytes added to each Ethernet packet on the wire",
+    ),
+    (
+        "eth_mtu_bytes",
+        "largest payload of one Ethernet packet, bytes; larger sends are split",
+    ),
+    (
+        "eth_link_latency_ns",
+        "fixed one-way latency through MAC, PHY and cable, ns",
+    ),
+    (
+        "eth_dma_bytes_per_cycle",
+        "L1 <-> MAC transfer rate of the Ethernet subsystem, bytes/cycle",
+    ),
+    ("erisc_l1_bytes", "ERISC L1 size, bytes"),
+    (
+        "erisc_kernel_l1_base",
+        "first byte of the ERISC L1 window usable by kernels",
+    ),
+    (
+        "erisc_kernel_l1_bytes",
+        "size of the ERISC L1 window usable by kernels, bytes",
+    ),
+    (
+        "erisc_info_base",
+        "address of erisc_info (8 x 16 B channel sync records), reserved L1",
+    ),
+    (
+        "eth_send_initiate_cycles",
+        "ERISC cycles to issue one Ethernet send command",
+    ),
+    (
+        "eth_txq_latch_cycles",
+        "cycles before a tx command queue latches a command and frees up",
+    ),
+    (
+        "erisc_run_routing_cycles",
+        "cycles of one run_routing() context switch",
+    ),
+    (
+        "core_poll_cycles",
+        "cycles for a polling loop to notice a written word",
+    ),
+    (
+        "noc_flit_bytes",
+        "bytes per NoC flit; one flit per cycle per link",
+    ),
+    ("noc_hop_cycles", "cycles per NoC router hop (packet head)"),
+    (
+        "noc_inject_cycles",
+        "cycles to inject a packet into the NoC",
+    ),
+    ("noc_eject_cycles", "cycles to eject a packet from the NoC"),
+    (
+        "noc_max_packet_bytes",
+        "largest NoC packet, bytes; larger transfers are split",
+    ),
+    ("noc_issue_cycles", "core cycles to issue one NoC command"),
+    ("worker_l1_bytes", "Tensix L1 size, bytes"),
+    ("dram_bank_bytes", "bytes per DRAM bank"),
+    (
+        "dram_bank_bytes_per_cycle",
+        "bandwidth of one DRAM bank, bytes/cycle",
+    ),
+    ("dram_latency_cycles", "DRAM access latency, cycles"),
+];
+
+/// The embedded default parameter file.
+pub const DEFAULT_YAML: &str = include_str!("../../../configs/wormhole_b0.yaml");
+
+/// A parameter file that cannot be used.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{file}: {message}")]
+pub struct ParamsError {
+    /// The file.
+    pub file: String,
+    /// What is wrong (with line and column when the parser knows them).
+    pub message: String,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params::parse("configs/wormhole_b0.yaml", DEFAULT_YAML)
+            .expect("the embedded parameters are valid")
+    }
+}
+
+impl Params {
+    /// Parses parameters from YAML text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Params, ParamsError> {
+        let err = |message: String| ParamsError {
+            file: file.to_owned(),
+            message,
+        };
+        let p: Params = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
+        p.validate().map_err(err)?;
+        Ok(p)
+    }
+
+    /// Reads parameters from a file.
+    pub fn load(path: &std::path::Path) -> Result<Params, ParamsError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ParamsError {
+            file: file.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Params::parse(&file, &text)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("aiclk_mhz", self.aiclk_mhz),
+            ("eth_link_gbps", self.eth_link_gbps),
+            ("eth_mtu_bytes", self.eth_mtu_bytes),
+            ("eth_dma_bytes_per_cycle", self.eth_dma_bytes_per_cycle),
+            ("noc_flit_bytes", self.noc_flit_bytes),
+            ("noc_max_packet_bytes", self.noc_max_packet_bytes),
+            ("dram_bank_bytes_per_cycle", self.dram_bank_bytes_per_cycle),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be positive"));
+        }
+        let window_end = self.erisc_kernel_l1_base + self.erisc_kernel_l1_bytes;
+        if window_end > self.erisc_l1_bytes {
+            return Err(format!(
+                "the ERISC kernel window [{:#x}, {window_end:#x}) exceeds erisc_l1_bytes {:#x}",
+                self.erisc_kernel_l1_base, self.erisc_l1_bytes
+            ));
+        }
+        if self.erisc_info_base + 8 * 16 > self.erisc_kernel_l1_base {
+            return Err("erisc_info must lie below the kernel window".into());
+        }
+        Ok(())
+    }
+
+    /// The core clock.
+    pub fn aiclk(&self) -> ClockDomain {
+        ClockDomain::from_mhz(self.aiclk_mhz)
+    }
+
+    /// `n` core cycles as time.
+    pub fn cycles(&self, n: u64) -> Time {
+        self.aiclk().cycles(n)
+    }
+
+    /// Time to put `bytes` on the Ethernet wire at the line rate.
+    pub fn eth_wire_time(&self, bytes: u64) -> Time {
+        // bits / (Gb/s) = ns; in ps: bytes * 8 * 1000 / gbps.
+        Time(bytes * 8_000 / self.eth_link_gbps)
+    }
+
+    /// Time for the Ethernet subsystem to move `bytes` between L1 and the MAC.
+    pub fn eth_dma_time(&self, bytes: u64) -> Time {
+        self.cycles(bytes.div_ceil(self.eth_dma_bytes_per_cycle))
+    }
+
+    /// The ERISC kernel window `[base, end)`.
+    pub fn erisc_window(&self) -> (u64, u64) {
+        (
+            self.erisc_kernel_l1_base,
+            self.erisc_kernel_l1_base + self.erisc_kernel_l1_bytes,
+        )
+    }
+
+    /// `(name, value, description)` for every parameter, in file order.
+    pub fn table(&self) -> Vec<(&'static str, u64, &'static str)> {
+        let value = serde_yaml::to_value(self).expect("params serialise");
+        DESCRIPTIONS
+            .iter()
+            .map(|&(name, desc)| {
+                (
+                    name,
+                    value[name].as_u64().expect("every parameter is an integer"),
+                    desc,
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_has_a_description_and_the_defaults_load() {
+        let p = Params::default();
+        let fields = serde_yaml::to_value(&p).unwrap();
+        let keys: Vec<String> = fields
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect();
+        let described: Vec<String> = DESCRIPTIONS.iter().map(|d| d.0.to_owned()).collect();
+        assert_eq!(keys, described);
+        assert_eq!(p.table().len(), keys.len());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_windows_are_rejected() {
+        let extra = format!("{DEFAULT_YAML}\nnoc_hops_per_cycle: 3\n");
+        let err = Params::parse("p.yaml", &extra).unwrap_err().to_string();
+        assert!(
+            err.starts_with("p.yaml: unknown field `noc_hops_per_cycle`"),
+            "{err}"
+        );
+        let bad = DEFAULT_YAML.replace(
+            "erisc_kernel_l1_bytes: 163840",
+            "erisc_kernel_l1_bytes: 263840",
+        );
+        let err = Params::parse("p.yaml", &bad).unwrap_err().to_string();
+        assert!(err.contains("exceeds erisc_l1_bytes"), "{err}");
+    }
+
+    #[test]
+    fn wire_time_is_exact_at_100_gbps() {
+        let p = Params::default();
+        assert_eq!(p.eth_wire_time(1250), Time::from_ns(100));
+        assert_eq!(p.eth_dma_time(44), Time::from_ns(2));
+    }
+}

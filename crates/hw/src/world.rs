@@ -1,0 +1,369 @@
+//! The hardware of a whole cluster as one engine [`World`]: chips, their cores' memories, NoCs
+//! and Ethernet ports, and the events they schedule for themselves.
+//!
+//! Order of work within one event, written once: a tx latch reads the command's source bytes,
+//! books the Ethernet pipeline, schedules one landing per packet and only then raises the
+//! queue's free signal, so a kernel woken by that signal sees the queue empty and the bytes
+//! already captured (it may overwrite its buffer). A landing or NoC arrival writes memory first
+//! and then decrements the issuer's outstanding-transfer counter, so a barrier never completes
+//! before the data is visible.
+
+use std::rc::Rc;
+
+use meshsim_engine::{MemError, MemSpace, Scheduler, Time, World};
+use meshsim_topology::soc::{CoreCoord, SocDescriptor};
+use meshsim_topology::{ChipIdx, Cluster, ETH_CHANNELS, Endpoint};
+
+use crate::eth::{EthPort, transmit};
+use crate::noc::Noc;
+use crate::params::Params;
+
+/// Whether memories hold real bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every write moves its bytes, so results can be checked.
+    Functional,
+    /// Writes move only their last 16 bytes — where sync records and flags sit — so large
+    /// sweeps cost no memory; payload contents are meaningless.
+    Timing,
+}
+
+/// Bytes of the per-core register block (outstanding NoC write and read counters).
+const REGS_BYTES: u64 = 64;
+/// Offset of the outstanding NoC writes counter in the register block.
+pub(crate) const REG_WRITES: u64 = 0;
+/// Offset of the outstanding NoC reads counter in the register block.
+pub(crate) const REG_READS: u64 = 4;
+
+/// What sits at a NoC grid position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreKind {
+    /// An Ethernet core (ERISC) on a channel.
+    Eth(u8),
+    /// A Tensix worker core.
+    Worker,
+    /// A NoC endpoint of a DRAM bank.
+    Dram(u8),
+}
+
+/// One addressable core of a chip.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreSlot {
+    /// What it is.
+    pub kind: CoreKind,
+    /// Its memory (L1, or the DRAM bank).
+    pub mem: MemSpace,
+    /// Its register block (NoC counters); cores that run kernels only.
+    pub regs: Option<MemSpace>,
+}
+
+/// The hardware of one chip.
+pub struct ChipHw {
+    /// The two NoCs.
+    pub noc: Noc,
+    /// `[y * grid_x + x]`: the core at each grid position.
+    pub cores: Vec<Option<CoreSlot>>,
+    /// Ethernet ports by channel.
+    pub eth: Vec<EthPort>,
+    /// When each DRAM bank can start its next access.
+    pub dram_free: Vec<Time>,
+}
+
+/// A write in flight to a memory.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    pub(crate) mem: MemSpace,
+    pub(crate) addr: u64,
+    pub(crate) what: Payload,
+    /// A counter to decrement once the write is visible (issuer's register block).
+    pub(crate) done: Option<(MemSpace, u64)>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Payload {
+    Bytes(Vec<u8>),
+    Add(u32),
+}
+
+/// The cluster's hardware.
+pub struct Hw {
+    pub(crate) params: Params,
+    pub(crate) cluster: Rc<Cluster>,
+    pub(crate) soc: SocDescriptor,
+    pub(crate) mode: Mode,
+    pub(crate) chips: Vec<ChipHw>,
+    in_flight: Vec<Option<Delivery>>,
+    free_slots: Vec<u32>,
+}
+
+/// The events hardware schedules for itself.
+#[derive(Debug, Hash)]
+pub enum HwEvent {
+    /// A tx command queue latches its command.
+    TxLatch {
+        /// Chip index.
+        chip: u32,
+        /// Ethernet channel.
+        chan: u8,
+        /// Queue.
+        q: u8,
+    },
+    /// A write (Ethernet packet landing, NoC packet arriving) becomes visible.
+    Deliver {
+        /// Slot of the in-flight write.
+        slot: u32,
+    },
+}
+
+impl Hw {
+    /// Builds idle hardware for `cluster` and creates its memories in `sched`.
+    pub(crate) fn new(
+        cluster: Rc<Cluster>,
+        soc: SocDescriptor,
+        params: Params,
+        mode: Mode,
+        sched: &mut Scheduler<HwEvent>,
+    ) -> Hw {
+        sched.set_poll_latency(params.cycles(params.core_poll_cycles));
+        let (gx, gy) = (soc.grid_x, soc.grid_y);
+        let chips = (0..cluster.chips().len())
+            .map(|c| {
+                let id = cluster.chips()[c].id;
+                let mut cores = vec![None; (gx * gy) as usize];
+                let mut put =
+                    |at: CoreCoord, slot: CoreSlot| cores[(at.y * gx + at.x) as usize] = Some(slot);
+                for (chan, &at) in soc.eth_cores.iter().enumerate() {
+                    let mem =
+                        sched.add_space(format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
+                    let regs = sched.add_space(format!("chip{id}/eth{chan}/regs"), REGS_BYTES);
+                    put(
+                        at,
+                        CoreSlot {
+                            kind: CoreKind::Eth(chan as u8),
+                            mem,
+                            regs: Some(regs),
+                        },
+                    );
+                }
+                for &at in &soc.workers {
+                    let mem =
+                        sched.add_space(format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
+                    let regs = sched.add_space(format!("chip{id}/worker{at}/regs"), REGS_BYTES);
+                    put(
+                        at,
+                        CoreSlot {
+                            kind: CoreKind::Worker,
+                            mem,
+                            regs: Some(regs),
+                        },
+                    );
+                }
+                for (bank, ends) in soc.dram.iter().enumerate() {
+                    let mem =
+                        sched.add_space(format!("chip{id}/dram{bank}"), params.dram_bank_bytes);
+                    for &at in ends {
+                        put(
+                            at,
+                            CoreSlot {
+                                kind: CoreKind::Dram(bank as u8),
+                                mem,
+                                regs: None,
+                            },
+                        );
+                    }
+                }
+                let eth = (0..ETH_CHANNELS)
+                    .map(|chan| {
+                        let free = [0, 1]
+                            .map(|q| sched.new_signal(format!("chip{id}/eth{chan}/txq{q} free")));
+                        EthPort::new(free)
+                    })
+                    .collect();
+                ChipHw {
+                    noc: Noc::new(gx, gy),
+                    cores,
+                    eth,
+                    dram_free: vec![Time::ZERO; soc.dram.len()],
+                }
+            })
+            .collect();
+        Hw {
+            params,
+            cluster,
+            soc,
+            mode,
+            chips,
+            in_flight: Vec::new(),
+            free_slots: Vec::new(),
+        }
+    }
+
+    /// The model parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The SoC descriptor every chip follows.
+    pub fn soc(&self) -> &SocDescriptor {
+        &self.soc
+    }
+
+    /// Functional or timing mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The core at NoC position `at` of `chip`.
+    pub fn core(&self, chip: ChipIdx, at: CoreCoord) -> Option<CoreSlot> {
+        let gx = self.soc.grid_x;
+        if at.x >= gx || at.y >= self.soc.grid_y {
+            return None;
+        }
+        self.chips[chip.0 as usize].cores[(at.y * gx + at.x) as usize]
+    }
+
+    /// The L1 of the Ethernet core on `chan` of `chip`.
+    pub fn eth_l1(&self, chip: ChipIdx, chan: u8) -> MemSpace {
+        let at = self.soc.eth_cores[chan as usize];
+        self.core(chip, at)
+            .expect("every channel has an Ethernet core")
+            .mem
+    }
+
+    /// Bytes sent so far from each Ethernet port: `(chip, channel, bytes, packets)`.
+    pub fn eth_traffic(&self) -> Vec<(ChipIdx, u8, u64, u64)> {
+        let mut out = Vec::new();
+        for (c, chip) in self.chips.iter().enumerate() {
+            for (chan, port) in chip.eth.iter().enumerate() {
+                if port.packets_sent > 0 {
+                    out.push((
+                        ChipIdx(c as u32),
+                        chan as u8,
+                        port.bytes_sent,
+                        port.packets_sent,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Parks a write until its event fires; returns its slot.
+    pub(crate) fn park(&mut self, d: Delivery) -> u32 {
+        match self.free_slots.pop() {
+            Some(s) => {
+                self.in_flight[s as usize] = Some(d);
+                s
+            }
+            None => {
+                self.in_flight.push(Some(d));
+                u32::try_from(self.in_flight.len() - 1).expect("fewer than 2^32 writes in flight")
+            }
+        }
+    }
+
+    /// The part of a write of `len` bytes at `offset..offset + n` that this mode carries:
+    /// everything when functional, only the overlap with the last 16 bytes when timing.
+    pub(crate) fn carried(&self, len: u64, offset: u64, n: u64) -> Option<(u64, u64)> {
+        let (lo, hi) = match self.mode {
+            Mode::Functional => (offset, offset + n),
+            Mode::Timing => (offset.max(len.saturating_sub(16)), offset + n),
+        };
+        (lo < hi).then_some((lo, hi - lo))
+    }
+
+    fn latch(
+        &mut self,
+        chip: usize,
+        chan: u8,
+        q: usize,
+        sched: &mut Scheduler<HwEvent>,
+    ) -> Result<(), MemError> {
+        let now = sched.now();
+        let port = &mut self.chips[chip].eth[chan as usize];
+        let cmd = port.txq[q]
+            .pending
+            .take()
+            .expect("a latch event has a pending command");
+        let free = port.txq[q].free;
+        let src_mem = self.eth_l1(ChipIdx(chip as u32), chan);
+        let far = self
+            .cluster
+            .connected(Endpoint {
+                chip: ChipIdx(chip as u32),
+                chan,
+            })
+            .expect("sends are only accepted on connected channels");
+        let dst_mem = self.eth_l1(far.chip, far.chan);
+        let mut rx_free = self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free;
+        let landings = transmit(
+            &self.params,
+            &mut self.chips[chip].eth[chan as usize],
+            &mut rx_free,
+            cmd.bytes,
+            now,
+        );
+        self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free = rx_free;
+        for l in landings {
+            let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes) else {
+                continue;
+            };
+            let mut data = vec![0; n as usize];
+            sched.memory().read(src_mem, cmd.src + off, &mut data)?;
+            let slot = self.park(Delivery {
+                mem: dst_mem,
+                addr: cmd.dst + off,
+                what: Payload::Bytes(data),
+                done: None,
+            });
+            sched.schedule(l.at, HwEvent::Deliver { slot });
+        }
+        sched.notify(free);
+        Ok(())
+    }
+
+    fn deliver(&mut self, slot: u32, sched: &mut Scheduler<HwEvent>) -> Result<(), MemError> {
+        let d = self.in_flight[slot as usize]
+            .take()
+            .expect("a delivery event has its write");
+        self.free_slots.push(slot);
+        match d.what {
+            Payload::Bytes(data) => sched.write_bytes(d.mem, d.addr, &data)?,
+            Payload::Add(inc) => {
+                sched.add_u32(d.mem, d.addr, inc)?;
+            }
+        }
+        if let Some((regs, counter)) = d.done {
+            let left = sched.read_u32(regs, counter)?;
+            assert!(left > 0, "an outstanding-transfer counter went negative");
+            sched.write_u32(regs, counter, left - 1)?;
+        }
+        Ok(())
+    }
+}
+
+impl World for Hw {
+    type Event = HwEvent;
+
+    fn handle(&mut self, event: HwEvent, sched: &mut Scheduler<HwEvent>) {
+        // Addresses were checked when the transfer was issued, so a memory error here can only
+        // be a bug in the model.
+        let r = match event {
+            HwEvent::TxLatch { chip, chan, q } => {
+                self.latch(chip as usize, chan, q as usize, sched)
+            }
+            HwEvent::Deliver { slot } => self.deliver(slot, sched),
+        };
+        r.expect("transfers are validated when issued");
+    }
+}
+
+/// Time of the latch of a command submitted at `now` on a port whose DMA is free at `dma_free`.
+pub(crate) fn latch_time(p: &Params, now: Time, dma_free: Time) -> Time {
+    (now + p.cycles(p.eth_txq_latch_cycles)).max(dma_free)
+}
