@@ -62,11 +62,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("meshsim: {e}");
-            if e.downcast_ref::<BadInput>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
+            if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }
@@ -129,12 +125,7 @@ fn topo_text(c: &Cluster) -> String {
     );
     let _ = writeln!(s, "pcie      {}", chip_list(ids(c, &c.mmio_chips())));
     let _ = writeln!(s, "shape     {}", c.shape());
-    let _ = writeln!(
-        s,
-        "diameter  {}",
-        c.diameter()
-            .map_or("disconnected".into(), |d| d.to_string())
-    );
+    let _ = writeln!(s, "diameter  {}", c.diameter().map_or("disconnected".into(), |d| d.to_string()));
     match c.ring() {
         Some(r) => {
             let _ = writeln!(s, "ring      {}", chip_list(ids(c, &r.chips)));
@@ -173,21 +164,11 @@ fn topo_text(c: &Cluster) -> String {
 fn topo_dot(c: &Cluster) -> String {
     let mut s = String::from("graph cluster {\n  node [shape=box];\n");
     for chip in c.chips() {
-        let pcie = if chip.pcie.is_some() {
-            ", style=bold"
-        } else {
-            ""
-        };
+        let pcie = if chip.pcie.is_some() { ", style=bold" } else { "" };
         let _ = writeln!(s, "  chip{} [label=\"{}\"{pcie}];", chip.id, chip.id);
     }
     for (a, b, links) in c.links_per_pair() {
-        let _ = writeln!(
-            s,
-            "  chip{} -- chip{} [label=\"{}\"];",
-            c.chip(a).id,
-            c.chip(b).id,
-            links.len()
-        );
+        let _ = writeln!(s, "  chip{} -- chip{} [label=\"{}\"];", c.chip(a).id, c.chip(b).id, links.len());
     }
     s.push_str("}\n");
     s

@@ -52,12 +52,8 @@ mod topo {
             assert_eq!(v["shape"], shape, "{name}");
             assert_eq!(v["diameter"], diameter, "{name}");
             assert_eq!(v["ring"].as_array().map(Vec::len), Some(chips), "{name}");
-            let pair_links: u64 = v["links_per_pair"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| p["links"].as_u64().unwrap())
-                .sum();
+            let pair_links: u64 =
+                v["links_per_pair"].as_array().unwrap().iter().map(|p| p["links"].as_u64().unwrap()).sum();
             assert_eq!(pair_links, links as u64);
         }
         let v = json(&meshsim(&["topo", "t3000", "--format", "json"]).1);
@@ -100,10 +96,7 @@ mod topo {
         let (code, out, err) = meshsim(&["topo", path.to_str().unwrap(), "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let v = json(&out);
-        assert_eq!(
-            (v["shape"].as_str(), v["ring"].is_null()),
-            (Some("line 3"), true)
-        );
+        assert_eq!((v["shape"].as_str(), v["ring"].is_null()), (Some("line 3"), true));
         assert_eq!(v["mmio_chips"], serde_json::json!([10, 20, 30]));
     }
 }
@@ -118,10 +111,7 @@ mod bad_input {
         assert_eq!(code, 2, "{name}: {err}");
         assert!(out.is_empty());
         assert_eq!(err.lines().count(), 1, "{name}: one line, got {err:?}");
-        assert!(
-            !err.contains("panicked") && !err.contains("backtrace"),
-            "{err}"
-        );
+        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
         assert!(err.contains(name), "{name}: the file is named in {err:?}");
         for w in want {
             assert!(err.contains(w), "{name}: {w:?} not in {err:?}");
@@ -148,8 +138,7 @@ mod bad_input {
     fn connections_to_unknown_chips_or_channels_name_the_entry() {
         check(
             "unknown_chip.yaml",
-            format!("{TWO}ethernet_connections: [[{{chip: 0, chan: 1}}, {{chip: 5, chan: 0}}]]\n")
-                .as_bytes(),
+            format!("{TWO}ethernet_connections: [[{{chip: 0, chan: 1}}, {{chip: 5, chan: 0}}]]\n").as_bytes(),
             &["ethernet_connections[0]", "chip 5 is not in `arch`"],
         );
         check(
@@ -176,16 +165,8 @@ mod bad_input {
 
     #[test]
     fn missing_required_keys_are_named() {
-        check(
-            "no_arch.yaml",
-            b"ethernet_connections: []\n",
-            &["missing required key `arch`"],
-        );
-        check(
-            "no_conns.yaml",
-            TWO.as_bytes(),
-            &["missing required key `ethernet_connections`"],
-        );
+        check("no_arch.yaml", b"ethernet_connections: []\n", &["missing required key `arch`"]);
+        check("no_conns.yaml", TWO.as_bytes(), &["missing required key `ethernet_connections`"]);
     }
 
     #[test]
@@ -197,11 +178,7 @@ mod bad_input {
             &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0xff, 0xfe],
             &["not a YAML text file"],
         );
-        check(
-            "latin1.yaml",
-            b"arch: {0: caf\xe9}\n",
-            &["not a YAML text file (binary data at byte 13)"],
-        );
+        check("latin1.yaml", b"arch: {0: caf\xe9}\n", &["not a YAML text file (binary data at byte 13)"]);
     }
 
     #[test]
@@ -214,10 +191,7 @@ mod bad_input {
         );
         let (code, _, err) = meshsim(&["topo", "missing/cluster.yaml"]);
         assert_eq!(code, 2);
-        assert!(
-            err.starts_with("meshsim: missing/cluster.yaml: cannot read:"),
-            "{err}"
-        );
+        assert!(err.starts_with("meshsim: missing/cluster.yaml: cannot read:"), "{err}");
     }
 
     #[test]

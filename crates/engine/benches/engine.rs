@@ -42,9 +42,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine");
     g.throughput(Throughput::Elements(events));
     g.sample_size(20);
-    g.bench_function(format!("ping_pong_{pairs}x{rounds}_events"), |b| {
-        b.iter(|| ping_pong(pairs, rounds))
-    });
+    g.bench_function(format!("ping_pong_{pairs}x{rounds}_events"), |b| b.iter(|| ping_pong(pairs, rounds)));
     g.finish();
 }
 

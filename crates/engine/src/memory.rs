@@ -110,11 +110,7 @@ impl Memory {
     /// Adds a space of `size` bytes named `name` (used in error messages and reports).
     pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
         let id = MemSpace(u32::try_from(self.spaces.len()).expect("too many memory spaces"));
-        self.spaces.push(Space {
-            name: name.into(),
-            size,
-            pages: Vec::new(),
-        });
+        self.spaces.push(Space { name: name.into(), size, pages: Vec::new() });
         id
     }
 
@@ -133,12 +129,7 @@ impl Memory {
         let s = &self.spaces[space.0 as usize];
         match addr.checked_add(len) {
             Some(end) if end <= s.size => Ok(()),
-            _ => Err(MemError::OutOfRange {
-                space: s.name.clone(),
-                addr,
-                len,
-                size: s.size,
-            }),
+            _ => Err(MemError::OutOfRange { space: s.name.clone(), addr, len, size: s.size }),
         }
     }
 
@@ -157,17 +148,9 @@ impl Memory {
     fn word_error(&self, space: MemSpace, addr: u64) -> MemError {
         let s = &self.spaces[space.0 as usize];
         if addr % 4 != 0 {
-            MemError::Misaligned {
-                space: s.name.clone(),
-                addr,
-            }
+            MemError::Misaligned { space: s.name.clone(), addr }
         } else {
-            MemError::OutOfRange {
-                space: s.name.clone(),
-                addr,
-                len: 4,
-                size: s.size,
-            }
+            MemError::OutOfRange { space: s.name.clone(), addr, len: 4, size: s.size }
         }
     }
 
@@ -190,12 +173,7 @@ impl Memory {
     }
 
     /// Writes `data` at `addr`. Prefer `Scheduler::write_bytes`, which also wakes watchers.
-    pub(crate) fn write(
-        &mut self,
-        space: MemSpace,
-        addr: u64,
-        data: &[u8],
-    ) -> Result<(), MemError> {
+    pub(crate) fn write(&mut self, space: MemSpace, addr: u64, data: &[u8]) -> Result<(), MemError> {
         self.check_range(space, addr, data.len() as u64)?;
         let mut done = 0usize;
         while done < data.len() {
@@ -231,12 +209,7 @@ impl Memory {
     }
 
     #[inline]
-    pub(crate) fn write_u32(
-        &mut self,
-        space: MemSpace,
-        addr: u64,
-        value: u32,
-    ) -> Result<(), MemError> {
+    pub(crate) fn write_u32(&mut self, space: MemSpace, addr: u64, value: u32) -> Result<(), MemError> {
         let (page, off) = self.word_at(space, addr)?;
         self.page_mut(space, page)[off..off + 4].copy_from_slice(&value.to_le_bytes());
         Ok(())

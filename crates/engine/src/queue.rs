@@ -134,11 +134,7 @@ impl<T> EventQueue<T> {
 
     fn put_in_wheel(&mut self, key: Key, payload: T) {
         let idx = ((key.time().0 >> SLOT_SHIFT) % SLOTS) as usize;
-        let node = Node {
-            key,
-            next: NIL,
-            payload: Some(payload),
-        };
+        let node = Node { key, next: NIL, payload: Some(payload) };
         let n = if self.free == NIL {
             self.nodes.push(node);
             u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 pending events")
@@ -251,10 +247,7 @@ mod tests {
         q.push(Time(10), "tie-second");
         q.push(Time(10), "tie-third");
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, _, p)| p).collect();
-        assert_eq!(
-            order,
-            ["early", "tie-first", "tie-second", "tie-third", "late"]
-        );
+        assert_eq!(order, ["early", "tie-first", "tie-second", "tie-third", "late"]);
     }
 
     #[test]
@@ -281,9 +274,7 @@ mod order_against_sort {
         let mut pending: Vec<(u64, u64)> = Vec::new();
         let (mut now, mut x) = (0u64, 12345u64);
         for step in 0..20_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             if (x >> 33) % 3 != 0 || pending.is_empty() {
                 let ahead = match (x >> 40) % 4 {
                     0 => 0,

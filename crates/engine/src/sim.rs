@@ -75,11 +75,7 @@ pub struct SignalId(pub u32);
 enum Wait {
     Start,
     Delay,
-    Word {
-        space: MemSpace,
-        addr: u64,
-        cond: Cond,
-    },
+    Word { space: MemSpace, addr: u64, cond: Cond },
     Signal(SignalId),
 }
 
@@ -178,10 +174,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             current: None,
             live_tasks: 0,
             poll_latency: Time::ZERO,
-            stats: Stats {
-                log_hash: Fnv(0xcbf2_9ce4_8422_2325).0,
-                ..Stats::default()
-            },
+            stats: Stats { log_hash: Fnv(0xcbf2_9ce4_8422_2325).0, ..Stats::default() },
         }
     }
 
@@ -192,11 +185,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
 
     /// Schedules a world event at the absolute time `at` (not before now).
     pub fn schedule(&mut self, at: Time, event: E) {
-        assert!(
-            at >= self.now,
-            "event scheduled in the past: {at} < {}",
-            self.now
-        );
+        assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
         self.queue.push(at, Action::World(event));
     }
 
@@ -284,11 +273,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     /// Creates a signal named `name`.
     pub fn new_signal(&mut self, name: impl Into<String>) -> SignalId {
         let id = SignalId(u32::try_from(self.signals.len()).expect("too many signals"));
-        self.signals.push(SignalState {
-            name: name.into(),
-            count: 0,
-            waiters: Vec::new(),
-        });
+        self.signals.push(SignalState { name: name.into(), count: 0, waiters: Vec::new() });
         id
     }
 
@@ -310,11 +295,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     ) -> TaskId {
         assert!(start >= self.now, "task started in the past");
         let id = TaskId(u32::try_from(self.tasks.len()).expect("too many tasks"));
-        self.tasks.push(TaskMeta {
-            name: name.into(),
-            waiting: Some(Wait::Start),
-            done: false,
-        });
+        self.tasks.push(TaskMeta { name: name.into(), waiting: Some(Wait::Start), done: false });
         self.spawned.push((id, Box::pin(future)));
         self.live_tasks += 1;
         self.stats.tasks += 1;
@@ -340,11 +321,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     fn set_wait(&mut self, wait: Wait) -> TaskId {
         let task = self.current.expect("engine wait awaited outside a task");
         let meta = &mut self.tasks[task.0 as usize];
-        assert!(
-            meta.waiting.is_none(),
-            "task '{}' waits on two things at once",
-            meta.name
-        );
+        assert!(meta.waiting.is_none(), "task '{}' waits on two things at once", meta.name);
         meta.waiting = Some(wait);
         task
     }
@@ -408,22 +385,12 @@ impl<W: World> Ctx<W> {
 
     /// Waits for `span` of simulated time. A zero span returns at once.
     pub fn delay(&self, span: Time) -> Delay<W> {
-        Delay {
-            ctx: self.clone(),
-            span,
-            always: false,
-            armed: false,
-        }
+        Delay { ctx: self.clone(), span, always: false, armed: false }
     }
 
     /// Lets every other event scheduled for the current instant run first.
     pub fn yield_now(&self) -> Delay<W> {
-        Delay {
-            ctx: self.clone(),
-            span: Time::ZERO,
-            always: true,
-            armed: false,
-        }
+        Delay { ctx: self.clone(), span: Time::ZERO, always: true, armed: false }
     }
 
     /// Waits until the word at `addr` satisfies `cond`; returns the value that satisfied it.
@@ -431,21 +398,12 @@ impl<W: World> Ctx<W> {
     /// If the condition already holds the wait returns at once. Otherwise the task is woken by
     /// the write that makes it hold (plus the poll latency) and re-checks; it never busy-polls.
     pub fn wait_word(&self, space: MemSpace, addr: u64, cond: Cond) -> WaitWord<W> {
-        WaitWord {
-            ctx: self.clone(),
-            space,
-            addr,
-            cond,
-        }
+        WaitWord { ctx: self.clone(), space, addr, cond }
     }
 
     /// Waits for the next notification of `signal`.
     pub fn wait_signal(&self, signal: SignalId) -> WaitSignal<W> {
-        WaitSignal {
-            ctx: self.clone(),
-            signal,
-            seen: None,
-        }
+        WaitSignal { ctx: self.clone(), signal, seen: None }
     }
 }
 
@@ -557,16 +515,9 @@ pub struct Stalled {
 impl fmt::Display for Stalled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.waits_for {
-            Stall::Word {
-                space,
-                addr,
-                cond,
-                current,
-            } => write!(
-                f,
-                "'{}' waits for {space}[{addr:#x}] {cond} (value is {current})",
-                self.task
-            ),
+            Stall::Word { space, addr, cond, current } => {
+                write!(f, "'{}' waits for {space}[{addr:#x}] {cond} (value is {current})", self.task)
+            }
             Stall::Signal { name } => write!(f, "'{}' waits for signal '{name}'", self.task),
         }
     }
@@ -604,11 +555,7 @@ pub enum SimError {
 }
 
 fn list(stalled: &[Stalled]) -> String {
-    stalled
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()
-        .join("; ")
+    stalled.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
 }
 
 /// One simulation: a world, the tasks running on it, and the executor that drives them.
@@ -630,11 +577,7 @@ impl<W: World> Sim<W> {
         let mut sched = Scheduler::new();
         let world = build(&mut sched);
         let inner = Inner { sched, world };
-        Sim {
-            ctx: Ctx(Rc::new(RefCell::new(inner))),
-            futures: Vec::new(),
-            time_limit: Time::MAX,
-        }
+        Sim { ctx: Ctx(Rc::new(RefCell::new(inner))), futures: Vec::new(), time_limit: Time::MAX }
     }
 
     /// A handle for building kernels and inspecting state.
@@ -679,10 +622,7 @@ impl<W: World> Sim<W> {
                     break;
                 };
                 if t > self.time_limit {
-                    return Err(SimError::TimeLimit {
-                        limit: self.time_limit,
-                        running: s.live_tasks,
-                    });
+                    return Err(SimError::TimeLimit { limit: self.time_limit, running: s.live_tasks });
                 }
                 s.now = t;
                 s.stats.events += 1;
@@ -707,10 +647,7 @@ impl<W: World> Sim<W> {
         }
         let s = self.ctx.sched();
         if s.live_tasks > 0 {
-            return Err(SimError::Deadlock {
-                at: s.now,
-                stalled: stalled(&s),
-            });
+            return Err(SimError::Deadlock { at: s.now, stalled: stalled(&s) });
         }
         let mut stats = s.stats.clone();
         stats.end_time = stats.end_time.max(s.now);
@@ -718,9 +655,7 @@ impl<W: World> Sim<W> {
     }
 
     fn poll_task(&mut self, task: TaskId, cx: &mut Context<'_>) -> Result<(), SimError> {
-        let fut = self.futures[task.0 as usize]
-            .as_mut()
-            .expect("woken task has finished");
+        let fut = self.futures[task.0 as usize].as_mut().expect("woken task has finished");
         let result = fut.as_mut().poll(cx);
         let mut s = self.ctx.sched();
         s.current = None;
@@ -740,11 +675,7 @@ impl<W: World> Sim<W> {
                 self.futures[task.0 as usize] = None;
                 Ok(())
             }
-            Poll::Ready(Err(error)) => Err(SimError::Task {
-                at: s.now,
-                task: meta.name.clone(),
-                error,
-            }),
+            Poll::Ready(Err(error)) => Err(SimError::Task { at: s.now, task: meta.name.clone(), error }),
         }
     }
 }
@@ -761,16 +692,11 @@ fn stalled<E: Hash + fmt::Debug + 'static>(s: &Scheduler<E>) -> Vec<Stalled> {
                     cond,
                     current: s.memory.read_u32(space, addr).unwrap_or(0),
                 },
-                Wait::Signal(id) => Stall::Signal {
-                    name: s.signals[id.0 as usize].name.clone(),
-                },
+                Wait::Signal(id) => Stall::Signal { name: s.signals[id.0 as usize].name.clone() },
                 // A task waiting for a start or a delay always has its wake-up queued.
                 Wait::Start | Wait::Delay => return None,
             };
-            Some(Stalled {
-                task: t.name.clone(),
-                waits_for,
-            })
+            Some(Stalled { task: t.name.clone(), waits_for })
         })
         .collect()
 }

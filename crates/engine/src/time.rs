@@ -74,11 +74,7 @@ impl AddAssign for Time {
 impl Sub for Time {
     type Output = Time;
     fn sub(self, rhs: Time) -> Time {
-        Time(
-            self.0
-                .checked_sub(rhs.0)
-                .expect("negative simulated time span"),
-        )
+        Time(self.0.checked_sub(rhs.0).expect("negative simulated time span"))
     }
 }
 
@@ -131,11 +127,7 @@ impl ClockDomain {
     pub fn next_edge(self, t: Time) -> Time {
         let whole = self.cycles_in(t).0;
         let edge = self.cycles(whole);
-        if edge >= t {
-            edge
-        } else {
-            self.cycles(whole + 1)
-        }
+        if edge >= t { edge } else { self.cycles(whole + 1) }
     }
 }
 

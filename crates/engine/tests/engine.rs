@@ -43,10 +43,7 @@ impl World for Echo {
 }
 
 fn echo_run(rounds: u32, start_skew_ps: u64) -> (meshsim_engine::Stats, Vec<(Time, u32)>) {
-    let mut sim = Sim::new(Echo {
-        space: None,
-        seen: Vec::new(),
-    });
+    let mut sim = Sim::new(Echo { space: None, seen: Vec::new() });
     let ctx = sim.ctx();
     let space = ctx.with(|w, s| {
         let space = s.add_space("echo", 16);
@@ -55,19 +52,14 @@ fn echo_run(rounds: u32, start_skew_ps: u64) -> (meshsim_engine::Stats, Vec<(Tim
     });
     for k in 0..2u32 {
         let ctx = ctx.clone();
-        sim.spawn(
-            format!("pinger{k}"),
-            Time(k as u64 * start_skew_ps),
-            async move {
-                for i in 1..=rounds {
-                    let value = i * 2 + k;
-                    ctx.sched()
-                        .schedule_in(Time::from_ns(7), EchoEvent::Ping(value));
-                    ctx.wait_word(space, 0, Cond::Eq(value)).await?;
-                }
-                Ok(())
-            },
-        );
+        sim.spawn(format!("pinger{k}"), Time(k as u64 * start_skew_ps), async move {
+            for i in 1..=rounds {
+                let value = i * 2 + k;
+                ctx.sched().schedule_in(Time::from_ns(7), EchoEvent::Ping(value));
+                ctx.wait_word(space, 0, Cond::Eq(value)).await?;
+            }
+            Ok(())
+        });
     }
     let stats = sim.run().unwrap();
     let seen = ctx.world().seen.clone();
@@ -111,24 +103,12 @@ fn deadlock_names_each_stalled_task_and_what_it_waits_for() {
             assert_eq!(stalled[0].task, "chip0/eth8/receiver");
             assert_eq!(
                 stalled[0].waits_for,
-                Stall::Word {
-                    space: "chip0/eth8/l1".into(),
-                    addr: 0x100,
-                    cond: Cond::Eq(1),
-                    current: 0
-                }
+                Stall::Word { space: "chip0/eth8/l1".into(), addr: 0x100, cond: Cond::Eq(1), current: 0 }
             );
-            assert_eq!(
-                stalled[1].waits_for,
-                Stall::Signal {
-                    name: "chip0/eth8/txq0 free".into()
-                }
-            );
+            assert_eq!(stalled[1].waits_for, Stall::Signal { name: "chip0/eth8/txq0 free".into() });
             let text = SimError::Deadlock { at, stalled }.to_string();
             assert!(
-                text.contains(
-                    "'chip0/eth8/receiver' waits for chip0/eth8/l1[0x100] == 1 (value is 0)"
-                ),
+                text.contains("'chip0/eth8/receiver' waits for chip0/eth8/l1[0x100] == 1 (value is 0)"),
                 "{text}"
             );
         }
@@ -146,10 +126,7 @@ fn time_limit_stops_a_run_that_would_go_on() {
         }
     });
     sim.set_time_limit(Time::from_us(10));
-    assert!(matches!(
-        sim.run(),
-        Err(SimError::TimeLimit { running: 1, .. })
-    ));
+    assert!(matches!(sim.run(), Err(SimError::TimeLimit { running: 1, .. })));
 }
 
 #[test]
@@ -163,10 +140,7 @@ fn a_task_error_stops_the_run_and_names_the_task() {
     });
     let err = sim.run().unwrap_err();
     let text = err.to_string();
-    assert!(
-        text.starts_with("task 'chip1/eth0/writer' failed at 3.000ns"),
-        "{text}"
-    );
+    assert!(text.starts_with("task 'chip1/eth0/writer' failed at 3.000ns"), "{text}");
     assert!(text.contains("outside chip1/eth0/l1"), "{text}");
 }
 
@@ -214,9 +188,6 @@ fn tasks_can_spawn_tasks_and_yield_to_same_time_events() {
         Ok(())
     });
     let stats = sim.run().unwrap();
-    assert_eq!(
-        *log.borrow(),
-        [("child", Time::ZERO), ("parent", Time::ZERO)]
-    );
+    assert_eq!(*log.borrow(), [("child", Time::ZERO), ("parent", Time::ZERO)]);
     assert_eq!(stats.tasks, 2);
 }

@@ -37,6 +37,9 @@ pub struct EthCmd {
 pub struct TxQueue {
     /// The submitted command not yet latched: the queue is busy while this is set.
     pub pending: Option<EthCmd>,
+    /// Set while the ERISC writes a command into the queue's registers: the queue is busy to
+    /// any other thread of work on the core.
+    pub claimed: bool,
     /// Raised whenever the queue latches its command and frees up.
     pub free: SignalId,
 }
@@ -68,14 +71,18 @@ pub struct Landing {
     pub at: Time,
 }
 
+impl TxQueue {
+    /// Whether the queue can take no command now.
+    pub fn busy(&self) -> bool {
+        self.claimed || self.pending.is_some()
+    }
+}
+
 impl EthPort {
     /// A port with idle queues whose free signals are `free`.
     pub fn new(free: [SignalId; TXQ_COUNT]) -> EthPort {
         EthPort {
-            txq: free.map(|free| TxQueue {
-                pending: None,
-                free,
-            }),
+            txq: free.map(|free| TxQueue { pending: None, claimed: false, free }),
             tx_dma_free: Time::ZERO,
             wire_free: Time::ZERO,
             rx_dma_free: Time::ZERO,
@@ -87,13 +94,7 @@ impl EthPort {
 
 /// Runs a latched command of `bytes` through `tx` (this port's pipeline) and `rx_dma_free` (the
 /// peer's rx DMA) starting at `now`; books the stages and returns each packet's landing.
-pub fn transmit(
-    p: &Params,
-    tx: &mut EthPort,
-    rx_dma_free: &mut Time,
-    bytes: u64,
-    now: Time,
-) -> Vec<Landing> {
+pub fn transmit(p: &Params, tx: &mut EthPort, rx_dma_free: &mut Time, bytes: u64, now: Time) -> Vec<Landing> {
     let latency = Time::from_ns(p.eth_link_latency_ns);
     let mut landings = Vec::with_capacity(bytes.div_ceil(p.eth_mtu_bytes) as usize);
     let mut offset = 0;
@@ -102,16 +103,11 @@ pub fn transmit(
         let chunk = (bytes - offset).min(p.eth_mtu_bytes);
         let dma_end = ready.max(tx.tx_dma_free) + p.eth_dma_time(chunk);
         tx.tx_dma_free = dma_end;
-        let wire_end =
-            dma_end.max(tx.wire_free) + p.eth_wire_time(chunk + p.eth_packet_overhead_bytes);
+        let wire_end = dma_end.max(tx.wire_free) + p.eth_wire_time(chunk + p.eth_packet_overhead_bytes);
         tx.wire_free = wire_end;
         let rx_end = (wire_end + latency).max(*rx_dma_free) + p.eth_dma_time(chunk);
         *rx_dma_free = rx_end;
-        landings.push(Landing {
-            offset,
-            bytes: chunk,
-            at: rx_end,
-        });
+        landings.push(Landing { offset, bytes: chunk, at: rx_end });
         tx.packets_sent += 1;
         offset += chunk;
         ready = dma_end;
@@ -134,18 +130,9 @@ mod tests {
         let (mut tx, mut rx) = (port(), Time::ZERO);
         let l = transmit(&p, &mut tx, &mut rx, 32, Time::ZERO);
         // dma 2 cycles + wire (32 + 50) B at 12.5 GB/s + latency + dma 2 cycles.
-        let want = Time::from_ns(2)
-            + p.eth_wire_time(82)
-            + Time::from_ns(p.eth_link_latency_ns)
-            + Time::from_ns(2);
-        assert_eq!(
-            l,
-            [Landing {
-                offset: 0,
-                bytes: 32,
-                at: want
-            }]
-        );
+        let want =
+            Time::from_ns(2) + p.eth_wire_time(82) + Time::from_ns(p.eth_link_latency_ns) + Time::from_ns(2);
+        assert_eq!(l, [Landing { offset: 0, bytes: 32, at: want }]);
     }
 
     #[test]
@@ -155,10 +142,7 @@ mod tests {
         let l = transmit(&p, &mut tx, &mut rx, 8208, Time::ZERO);
         let sizes: Vec<u64> = l.iter().map(|x| x.bytes).collect();
         assert_eq!(sizes, [1500, 1500, 1500, 1500, 1500, 708]);
-        assert!(
-            l.windows(2).all(|w| w[0].at < w[1].at),
-            "in order, tail last"
-        );
+        assert!(l.windows(2).all(|w| w[0].at < w[1].at), "in order, tail last");
         // After the first packet's DMA the wire is the bottleneck: 8208 + 6 * 50 bytes on it.
         let first_dma = p.eth_dma_time(1500);
         assert_eq!(tx.wire_free, first_dma + p.eth_wire_time(8208 + 300));

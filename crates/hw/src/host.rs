@@ -51,12 +51,7 @@ pub struct Program {
 impl Program {
     /// An empty program for `chip`.
     pub fn new(chip: ChipIdx) -> Program {
-        Program {
-            chip,
-            kernels: Vec::new(),
-            semaphores: Vec::new(),
-            next_semaphore: 0,
-        }
+        Program { chip, kernels: Vec::new(), semaphores: Vec::new(), next_semaphore: 0 }
     }
 
     /// The chip it runs on.
@@ -66,35 +61,20 @@ impl Program {
 
     /// Places a kernel named `name` on `core`, issuing NoC commands on `noc` (0 or 1), with
     /// runtime arguments `args`. `body` builds the kernel's future from its [`Kernel`] handle.
-    pub fn create_kernel<F, Fut>(
-        &mut self,
-        core: CoreRef,
-        name: &str,
-        noc: usize,
-        args: Vec<u32>,
-        body: F,
-    ) where
+    pub fn create_kernel<F, Fut>(&mut self, core: CoreRef, name: &str, noc: usize, args: Vec<u32>, body: F)
+    where
         F: FnOnce(Kernel) -> Fut + 'static,
         Fut: Future<Output = TaskResult> + 'static,
     {
         assert!(noc < 2, "a chip has NoC 0 and NoC 1");
         let body: KernelFn = Box::new(move |k| Box::pin(body(k)));
-        self.kernels.push(KernelSpec {
-            core,
-            name: name.to_owned(),
-            noc,
-            args,
-            body,
-        });
+        self.kernels.push(KernelSpec { core, name: name.to_owned(), noc, args, body });
     }
 
     /// Creates a semaphore with `initial` value on each of `cores`, at the same L1 address on
     /// every one; returns the address.
     pub fn create_semaphore(&mut self, cores: &[CoreRef], initial: u32) -> u64 {
-        assert!(
-            self.next_semaphore < MAX_SEMAPHORES,
-            "at most {MAX_SEMAPHORES} semaphores per program"
-        );
+        assert!(self.next_semaphore < MAX_SEMAPHORES, "at most {MAX_SEMAPHORES} semaphores per program");
         let index = self.next_semaphore;
         self.next_semaphore += 1;
         self.semaphores.push((cores.to_vec(), index, initial));
@@ -130,17 +110,8 @@ impl Device {
     /// `get_connected_ethernet_core(core)`: the chip and logical Ethernet core at the other end
     /// of the link of a logical Ethernet core.
     pub fn connected_ethernet_core(&self, core: CoreCoord) -> Option<(ChipIdx, CoreCoord)> {
-        let far = self.cluster.connected(Endpoint {
-            chip: self.chip,
-            chan: core.y as u8,
-        })?;
-        Some((
-            far.chip,
-            CoreCoord {
-                x: 0,
-                y: far.chan as u32,
-            },
-        ))
+        let far = self.cluster.connected(Endpoint { chip: self.chip, chan: core.y as u8 })?;
+        Some((far.chip, CoreCoord { x: 0, y: far.chan as u32 }))
     }
 
     /// NoC0 coordinates of a core (`ethernet_core_from_logical_core`, `worker_core_from_logical_core`).
@@ -177,13 +148,7 @@ impl Machine {
     /// Idle hardware for `cluster` with `params`, in `mode`.
     pub fn new(cluster: Cluster, params: Params, mode: Mode) -> Machine {
         let sim = Sim::new_with(|sched| {
-            Hw::new(
-                Rc::new(cluster),
-                meshsim_topology::soc::wormhole_b0(),
-                params,
-                mode,
-                sched,
-            )
+            Hw::new(Rc::new(cluster), meshsim_topology::soc::wormhole_b0(), params, mode, sched)
         });
         Machine { sim }
     }
@@ -197,12 +162,7 @@ impl Machine {
     pub fn device(&self, chip: ChipIdx) -> Device {
         let ctx = self.sim.ctx();
         let hw = ctx.world();
-        Device {
-            chip,
-            cluster: hw.cluster.clone(),
-            soc: hw.soc.clone(),
-            params: hw.params.clone(),
-        }
+        Device { chip, cluster: hw.cluster.clone(), soc: hw.soc.clone(), params: hw.params.clone() }
     }
 
     /// The cluster.
@@ -264,12 +224,8 @@ impl Machine {
                 for &core in cores {
                     ctx.with(|hw, s| {
                         let addr = semaphore_area(&hw.params, kind_of(core)).0 + 4 * index;
-                        let mem = hw
-                            .core(prog.chip, noc_coord(&hw.soc, core))
-                            .expect("core exists")
-                            .mem;
-                        s.write_u32(mem, addr, *initial)
-                            .expect("semaphore area lies in L1");
+                        let mem = hw.core(prog.chip, noc_coord(&hw.soc, core)).expect("core exists").mem;
+                        s.write_u32(mem, addr, *initial).expect("semaphore area lies in L1");
                     });
                 }
             }

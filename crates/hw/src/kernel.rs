@@ -30,9 +30,7 @@ pub const MAX_SEMAPHORES: u64 = 16;
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum HwError {
     /// An access outside the memory a kernel may use.
-    #[error(
-        "{core}: access of {len} bytes at {addr:#x} is outside the kernel L1 window [{lo:#x}, {hi:#x})"
-    )]
+    #[error("{core}: access of {len} bytes at {addr:#x} is outside the kernel L1 window [{lo:#x}, {hi:#x})")]
     OutsideWindow {
         /// The core (`chip0/eth8`).
         core: String,
@@ -103,13 +101,7 @@ pub fn get_noc_addr(x: u32, y: u32, addr: u64) -> u64 {
 
 fn split_noc_addr(a: u64) -> (CoreCoord, u64) {
     let xy = a >> 36;
-    (
-        CoreCoord {
-            x: (xy & 0x3f) as u32,
-            y: (xy >> 6) as u32,
-        },
-        a & ((1 << 36) - 1),
-    )
+    (CoreCoord { x: (xy & 0x3f) as u32, y: (xy >> 6) as u32 }, a & ((1 << 36) - 1))
 }
 
 impl Kernel {
@@ -139,9 +131,7 @@ impl Kernel {
     }
 
     fn core_name(&self) -> String {
-        self.name
-            .rsplit_once('/')
-            .map_or(self.name.to_string(), |(core, _)| core.to_owned())
+        self.name.rsplit_once('/').map_or(self.name.to_string(), |(core, _)| core.to_owned())
     }
 
     /// `get_noc_addr(x, y, addr)`: a NoC address on this chip.
@@ -157,8 +147,7 @@ impl Kernel {
 
     /// Checks that this kernel may touch `[addr, addr + len)` of its own L1.
     fn check_local(&self, addr: u64, len: u64) -> Result<(), HwError> {
-        self.ctx
-            .with(|hw, _| check_access(hw, self.kind, &self.core_name(), addr, len))
+        self.ctx.with(|hw, _| check_access(hw, self.kind, &self.core_name(), addr, len))
     }
 
     /// Writes a word of this core's L1.
@@ -189,18 +178,11 @@ impl Kernel {
 
     // ---- NoC ----------------------------------------------------------------------------
 
-    fn target(
-        &self,
-        noc_addr: u64,
-        len: u64,
-    ) -> Result<(CoreCoord, MemSpace, u64, CoreKind), HwError> {
+    fn target(&self, noc_addr: u64, len: u64) -> Result<(CoreCoord, MemSpace, u64, CoreKind), HwError> {
         let (at, addr) = split_noc_addr(noc_addr);
         self.ctx.with(|hw, s| {
-            let slot = hw.core(self.chip, at).ok_or(HwError::NoCore {
-                core: self.core_name(),
-                x: at.x,
-                y: at.y,
-            })?;
+            let slot =
+                hw.core(self.chip, at).ok_or(HwError::NoCore { core: self.core_name(), x: at.x, y: at.y })?;
             s.memory().check_range(slot.mem, addr, len)?;
             Ok((at, slot.mem, addr, slot.kind))
         })
@@ -208,12 +190,7 @@ impl Kernel {
 
     /// `noc_async_write(src, dst_noc_addr, size)`: writes `size` bytes of this core's L1 to a
     /// core of this chip, in packets of at most `noc_max_packet_bytes`; returns once issued.
-    pub async fn noc_async_write(
-        &self,
-        src: u64,
-        dst_noc_addr: u64,
-        size: u64,
-    ) -> Result<(), HwError> {
+    pub async fn noc_async_write(&self, src: u64, dst_noc_addr: u64, size: u64) -> Result<(), HwError> {
         self.check_local(src, size)?;
         let (dst_at, dst_mem, dst, _) = self.target(dst_noc_addr, size)?;
         self.issue().await;
@@ -222,14 +199,8 @@ impl Kernel {
             let mut off = 0;
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
-                let arrive = hw.chips[self.chip.0 as usize].noc.send(
-                    &p,
-                    self.noc,
-                    self.at,
-                    dst_at,
-                    n,
-                    s.now(),
-                );
+                let arrive =
+                    hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, dst_at, n, s.now());
                 let data = match hw.carried(size, off, n) {
                     Some((o, len)) => {
                         let mut d = vec![0; len as usize];
@@ -256,12 +227,7 @@ impl Kernel {
     /// `noc_async_read(src_noc_addr, dst, size)`: reads `size` bytes from a core or DRAM bank
     /// of this chip into this core's L1 (a request packet there, the data back); returns once
     /// issued. The data is as of the request's arrival.
-    pub async fn noc_async_read(
-        &self,
-        src_noc_addr: u64,
-        dst: u64,
-        size: u64,
-    ) -> Result<(), HwError> {
+    pub async fn noc_async_read(&self, src_noc_addr: u64, dst: u64, size: u64) -> Result<(), HwError> {
         self.check_local(dst, size)?;
         let (src_at, src_mem, src, kind) = self.target(src_noc_addr, size)?;
         self.issue().await;
@@ -298,23 +264,18 @@ impl Kernel {
     }
 
     async fn issue(&self) {
-        self.delay_cycles(self.ctx.with(|hw, _| hw.params.noc_issue_cycles))
-            .await;
+        self.delay_cycles(self.ctx.with(|hw, _| hw.params.noc_issue_cycles)).await;
     }
 
     /// `noc_async_write_barrier()`: waits until every write this core issued has landed.
     pub async fn noc_async_write_barrier(&self) -> Result<(), HwError> {
-        self.ctx
-            .wait_word(self.regs, REG_WRITES, Cond::Eq(0))
-            .await?;
+        self.ctx.wait_word(self.regs, REG_WRITES, Cond::Eq(0)).await?;
         Ok(())
     }
 
     /// `noc_async_read_barrier()`: waits until every read this core issued has landed.
     pub async fn noc_async_read_barrier(&self) -> Result<(), HwError> {
-        self.ctx
-            .wait_word(self.regs, REG_READS, Cond::Eq(0))
-            .await?;
+        self.ctx.wait_word(self.regs, REG_READS, Cond::Eq(0)).await?;
         Ok(())
     }
 
@@ -325,16 +286,8 @@ impl Kernel {
         self.issue().await;
         self.ctx.with(|hw, s| {
             let p = hw.params.clone();
-            let arrive =
-                hw.chips[self.chip.0 as usize]
-                    .noc
-                    .send(&p, self.noc, self.at, at, 4, s.now());
-            let slot = hw.park(Delivery {
-                mem,
-                addr,
-                what: Payload::Add(inc),
-                done: None,
-            });
+            let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, at, 4, s.now());
+            let slot = hw.park(Delivery { mem, addr, what: Payload::Add(inc), done: None });
             s.schedule(arrive, HwEvent::Deliver { slot });
         });
         Ok(())
@@ -370,9 +323,7 @@ impl Kernel {
     fn eth_chan(&self) -> Result<u8, HwError> {
         match self.kind {
             CoreKind::Eth(chan) => Ok(chan),
-            _ => Err(HwError::NotEthernet {
-                core: self.core_name(),
-            }),
+            _ => Err(HwError::NotEthernet { core: self.core_name() }),
         }
     }
 
@@ -383,11 +334,7 @@ impl Kernel {
     /// `eth_txq_is_busy(q)`: whether tx command queue `q` holds a command not yet latched.
     pub fn eth_txq_is_busy(&self, q: usize) -> Result<bool, HwError> {
         let chan = self.eth_chan()?;
-        Ok(self.ctx.with(|hw, _| {
-            hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q]
-                .pending
-                .is_some()
-        }))
+        Ok(self.ctx.with(|hw, _| hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q].pending.is_some()))
     }
 
     /// `eth_send_packet(q, src_word_addr, dst_word_addr, num_words)`: sends `num_words` 16 B
@@ -404,17 +351,9 @@ impl Kernel {
         assert!(q < TXQ_COUNT, "tx queue {q} does not exist");
         let chan = self.eth_chan()?;
         let (src, dst, bytes) = (src_word_addr * 16, dst_word_addr * 16, num_words * 16);
-        let far = self.ctx.with(|hw, _| {
-            hw.cluster.connected(Endpoint {
-                chip: self.chip,
-                chan,
-            })
-        });
+        let far = self.ctx.with(|hw, _| hw.cluster.connected(Endpoint { chip: self.chip, chan }));
         let Some(far) = far else {
-            return Err(HwError::NoLink {
-                core: self.core_name(),
-                chan,
-            });
+            return Err(HwError::NoLink { core: self.core_name(), chan });
         };
         self.check_local(src, bytes)?;
         self.ctx.with(|hw, _| {
@@ -426,35 +365,32 @@ impl Kernel {
                 bytes,
             )
         })?;
+        // Wait for the queue, then claim it while writing the command registers.
         loop {
-            let (busy, free) = self.ctx.with(|hw, _| {
-                let t = &hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q];
-                (t.pending.is_some(), t.free)
+            let free = self.ctx.with(|hw, _| {
+                let t = &mut hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q];
+                if t.busy() {
+                    Some(t.free)
+                } else {
+                    t.claimed = true;
+                    None
+                }
             });
-            if !busy {
-                break;
+            match free {
+                Some(signal) => self.ctx.wait_signal(signal).await,
+                None => break,
             }
-            self.ctx.wait_signal(free).await;
         }
-        self.delay_cycles(self.ctx.with(|hw, _| hw.params.eth_send_initiate_cycles))
-            .await;
+        self.delay_cycles(self.ctx.with(|hw, _| hw.params.eth_send_initiate_cycles)).await;
         self.ctx.with(|hw, s| {
             let p = hw.params.clone();
             let port = &mut hw.chips[self.chip.0 as usize].eth[chan as usize];
-            assert!(
-                port.txq[q].pending.is_none(),
-                "one kernel per ERISC submits to its queues"
-            );
-            port.txq[q].pending = Some(EthCmd { src, dst, bytes });
+            let txq = &mut port.txq[q];
+            assert!(txq.claimed && txq.pending.is_none(), "the claimed queue is ours");
+            txq.claimed = false;
+            txq.pending = Some(EthCmd { src, dst, bytes });
             let at = latch_time(&p, s.now(), port.tx_dma_free);
-            s.schedule(
-                at,
-                HwEvent::TxLatch {
-                    chip: self.chip.0,
-                    chan,
-                    q: q as u8,
-                },
-            );
+            s.schedule(at, HwEvent::TxLatch { chip: self.chip.0, chan, q: q as u8 });
         });
         Ok(())
     }
@@ -476,8 +412,7 @@ impl Kernel {
                 ),
             });
         }
-        self.eth_send_packet(0, src >> 4, dst >> 4, num_bytes >> 4)
-            .await?;
+        self.eth_send_packet(0, src >> 4, dst >> 4, num_bytes >> 4).await?;
         let info = self.info_addr(channel);
         self.ctx.with(|_, s| -> Result<(), MemError> {
             s.write_u32(self.mem, info, num_bytes as u32)?;
@@ -488,8 +423,7 @@ impl Kernel {
 
     /// `eth_send_bytes(src, dst, num_bytes)`: [`Kernel::eth_send_bytes_over_channel`] on channel 0.
     pub async fn eth_send_bytes(&self, src: u64, dst: u64, num_bytes: u64) -> Result<(), HwError> {
-        self.eth_send_bytes_over_channel(src, dst, num_bytes, 0)
-            .await
+        self.eth_send_bytes_over_channel(src, dst, num_bytes, 0).await
     }
 
     fn info_word(&self, ch: u8, offset: u64) -> Result<u32, HwError> {
@@ -517,9 +451,7 @@ impl Kernel {
     /// `eth_bytes_are_available_on_channel`).
     pub async fn eth_wait_for_bytes_on_channel(&self, ch: u8) -> Result<(), HwError> {
         self.eth_chan()?;
-        self.ctx
-            .wait_word(self.mem, self.info_addr(ch), Cond::Ne(0))
-            .await?;
+        self.ctx.wait_word(self.mem, self.info_addr(ch), Cond::Ne(0)).await?;
         Ok(())
     }
 
@@ -532,18 +464,14 @@ impl Kernel {
     /// `eth_is_receiver_channel_send_done`).
     pub async fn eth_wait_receiver_channel_done(&self, ch: u8) -> Result<(), HwError> {
         self.eth_chan()?;
-        self.ctx
-            .wait_word(self.mem, self.info_addr(ch), Cond::Eq(0))
-            .await?;
+        self.ctx.wait_word(self.mem, self.info_addr(ch), Cond::Eq(0)).await?;
         Ok(())
     }
 
     /// Waits until the receiver has acknowledged channel `ch`.
     pub async fn eth_wait_receiver_channel_acked(&self, ch: u8) -> Result<(), HwError> {
         self.eth_chan()?;
-        self.ctx
-            .wait_word(self.mem, self.info_addr(ch) + 4, Cond::Ne(0))
-            .await?;
+        self.ctx.wait_word(self.mem, self.info_addr(ch) + 4, Cond::Ne(0)).await?;
         Ok(())
     }
 
@@ -563,8 +491,7 @@ impl Kernel {
         rec[4..8].copy_from_slice(&1u32.to_le_bytes());
         self.write_bytes(ack_src_addr, &rec)?;
         let info = self.info_addr(ch);
-        self.eth_send_packet(0, ack_src_addr >> 4, info >> 4, 1)
-            .await
+        self.eth_send_packet(0, ack_src_addr >> 4, info >> 4, 1).await
     }
 
     /// `eth_receiver_channel_done(ch)`: clears the channel's sync record here and sends it to
@@ -578,21 +505,15 @@ impl Kernel {
 
     /// `run_routing()`: a context switch to the routing firmware.
     pub async fn run_routing(&self) {
-        self.delay_cycles(self.ctx.with(|hw, _| hw.params.erisc_run_routing_cycles))
-            .await;
+        self.delay_cycles(self.ctx.with(|hw, _| hw.params.erisc_run_routing_cycles)).await;
     }
 
     /// The start-up handshake of "Ethernet Kernel Setup": the master sends 16 B over channel 0
     /// and waits for the receiver to free it; the other side waits for the bytes and frees the
     /// channel.
-    pub async fn eth_setup_handshake(
-        &self,
-        handshake_addr: u64,
-        is_master: bool,
-    ) -> Result<(), HwError> {
+    pub async fn eth_setup_handshake(&self, handshake_addr: u64, is_master: bool) -> Result<(), HwError> {
         if is_master {
-            self.eth_send_bytes(handshake_addr, handshake_addr, 16)
-                .await?;
+            self.eth_send_bytes(handshake_addr, handshake_addr, 16).await?;
             self.eth_wait_for_receiver_done().await
         } else {
             self.eth_wait_for_bytes(16).await?;
@@ -602,20 +523,12 @@ impl Kernel {
 }
 
 /// Checks that a kernel on a core of `kind` may access `[addr, addr + len)` of its L1.
-pub(crate) fn check_access(
-    hw: &Hw,
-    kind: CoreKind,
-    core: &str,
-    addr: u64,
-    len: u64,
-) -> Result<(), HwError> {
+pub(crate) fn check_access(hw: &Hw, kind: CoreKind, core: &str, addr: u64, len: u64) -> Result<(), HwError> {
     let p = &hw.params;
     let (lo, hi) = match kind {
         CoreKind::Eth(_) => {
-            let info = (
-                p.erisc_info_base,
-                p.erisc_info_base + ERISC_INFO_CHANNELS as u64 * CHANNEL_SYNC_BYTES,
-            );
+            let info =
+                (p.erisc_info_base, p.erisc_info_base + ERISC_INFO_CHANNELS as u64 * CHANNEL_SYNC_BYTES);
             let sems = semaphore_area(p, kind);
             let end = addr.saturating_add(len);
             if (addr >= info.0 && end <= info.1) || (addr >= sems.0 && end <= sems.1) {
@@ -629,13 +542,7 @@ pub(crate) fn check_access(
     if addr >= lo && addr.checked_add(len).is_some_and(|end| end <= hi) {
         Ok(())
     } else {
-        Err(HwError::OutsideWindow {
-            core: core.to_owned(),
-            addr,
-            len,
-            lo,
-            hi,
-        })
+        Err(HwError::OutsideWindow { core: core.to_owned(), addr, len, lo, hi })
     }
 }
 

@@ -78,11 +78,7 @@ impl Noc {
         let (gx, gy) = (self.grid_x, self.grid_y);
         let (mut x, mut y) = (src.x, src.y);
         let step = |v: u32, n: u32| {
-            if noc == 0 {
-                (v + 1) % n
-            } else {
-                (v + n - 1) % n
-            }
+            if noc == 0 { (v + 1) % n } else { (v + n - 1) % n }
         };
         while x != dst.x {
             t = self.cross(noc, (y * gx + x) as usize * 2, t, occupy) + hop;
@@ -127,10 +123,7 @@ mod tests {
         let p = Params::default();
         let mut noc = Noc::new(10, 12);
         // 2 hops, 64 B = 2 payload flits + 1 header: 5 + 2*9 + 3 + 5 = 31 cycles.
-        assert_eq!(
-            noc.send(&p, 0, c(9, 0), c(1, 0), 64, Time::ZERO),
-            Time::from_ns(31)
-        );
+        assert_eq!(noc.send(&p, 0, c(9, 0), c(1, 0), 64, Time::ZERO), Time::from_ns(31));
     }
 
     #[test]
@@ -139,10 +132,7 @@ mod tests {
         let mut noc = Noc::new(10, 12);
         let big = noc.send(&p, 0, c(1, 1), c(4, 1), 8192, Time::ZERO);
         let sem = noc.send(&p, 0, c(1, 1), c(4, 1), 4, Time::ZERO);
-        assert!(
-            sem > big,
-            "the increment arrives after the write it follows"
-        );
+        assert!(sem > big, "the increment arrives after the write it follows");
         // A packet from another core crossing one shared link waits for it.
         let other = noc.send(&p, 0, c(2, 1), c(3, 1), 32, Time::ZERO);
         assert!(other > Time::from_ns(257));

@@ -64,80 +64,29 @@ pub struct Params {
 
 /// `(field, description with unit)` for every parameter, in file order.
 pub const DESCRIPTIONS: &[(&str, &str)] = &[
-    (
-        "aiclk_mhz",
-        "core clock (AICLK), MHz; all *_cycles are of this clock",
-    ),
-    (
-        "eth_link_gbps",
-        "Ethernet line rate per direction per link, Gb/s",
-    ),
-    (
-        "eth_packet_overhead_bytes",
-        "header, FEC and CRC bytes added to each Ethernet packet on the wire",
-    ),
-    (
-        "eth_mtu_bytes",
-        "largest payload of one Ethernet packet, bytes; larger sends are split",
-    ),
-    (
-        "eth_link_latency_ns",
-        "fixed one-way latency through MAC, PHY and cable, ns",
-    ),
-    (
-        "eth_dma_bytes_per_cycle",
-        "L1 <-> MAC transfer rate of the Ethernet subsystem, bytes/cycle",
-    ),
+    ("aiclk_mhz", "core clock (AICLK), MHz; all *_cycles are of this clock"),
+    ("eth_link_gbps", "Ethernet line rate per direction per link, Gb/s"),
+    ("eth_packet_overhead_bytes", "header, FEC and CRC bytes added to each Ethernet packet on the wire"),
+    ("eth_mtu_bytes", "largest payload of one Ethernet packet, bytes; larger sends are split"),
+    ("eth_link_latency_ns", "fixed one-way latency through MAC, PHY and cable, ns"),
+    ("eth_dma_bytes_per_cycle", "L1 <-> MAC transfer rate of the Ethernet subsystem, bytes/cycle"),
     ("erisc_l1_bytes", "ERISC L1 size, bytes"),
-    (
-        "erisc_kernel_l1_base",
-        "first byte of the ERISC L1 window usable by kernels",
-    ),
-    (
-        "erisc_kernel_l1_bytes",
-        "size of the ERISC L1 window usable by kernels, bytes",
-    ),
-    (
-        "erisc_info_base",
-        "address of erisc_info (8 x 16 B channel sync records), reserved L1",
-    ),
-    (
-        "eth_send_initiate_cycles",
-        "ERISC cycles to issue one Ethernet send command",
-    ),
-    (
-        "eth_txq_latch_cycles",
-        "cycles before a tx command queue latches a command and frees up",
-    ),
-    (
-        "erisc_run_routing_cycles",
-        "cycles of one run_routing() context switch",
-    ),
-    (
-        "core_poll_cycles",
-        "cycles for a polling loop to notice a written word",
-    ),
-    (
-        "noc_flit_bytes",
-        "bytes per NoC flit; one flit per cycle per link",
-    ),
+    ("erisc_kernel_l1_base", "first byte of the ERISC L1 window usable by kernels"),
+    ("erisc_kernel_l1_bytes", "size of the ERISC L1 window usable by kernels, bytes"),
+    ("erisc_info_base", "address of erisc_info (8 x 16 B channel sync records), reserved L1"),
+    ("eth_send_initiate_cycles", "ERISC cycles to issue one Ethernet send command"),
+    ("eth_txq_latch_cycles", "cycles before a tx command queue latches a command and frees up"),
+    ("erisc_run_routing_cycles", "cycles of one run_routing() context switch"),
+    ("core_poll_cycles", "cycles for a polling loop to notice a written word"),
+    ("noc_flit_bytes", "bytes per NoC flit; one flit per cycle per link"),
     ("noc_hop_cycles", "cycles per NoC router hop (packet head)"),
-    (
-        "noc_inject_cycles",
-        "cycles to inject a packet into the NoC",
-    ),
+    ("noc_inject_cycles", "cycles to inject a packet into the NoC"),
     ("noc_eject_cycles", "cycles to eject a packet from the NoC"),
-    (
-        "noc_max_packet_bytes",
-        "largest NoC packet, bytes; larger transfers are split",
-    ),
+    ("noc_max_packet_bytes", "largest NoC packet, bytes; larger transfers are split"),
     ("noc_issue_cycles", "core cycles to issue one NoC command"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
     ("dram_bank_bytes", "bytes per DRAM bank"),
-    (
-        "dram_bank_bytes_per_cycle",
-        "bandwidth of one DRAM bank, bytes/cycle",
-    ),
+    ("dram_bank_bytes_per_cycle", "bandwidth of one DRAM bank, bytes/cycle"),
     ("dram_latency_cycles", "DRAM access latency, cycles"),
 ];
 
@@ -156,18 +105,14 @@ pub struct ParamsError {
 
 impl Default for Params {
     fn default() -> Self {
-        Params::parse("configs/wormhole_b0.yaml", DEFAULT_YAML)
-            .expect("the embedded parameters are valid")
+        Params::parse("configs/wormhole_b0.yaml", DEFAULT_YAML).expect("the embedded parameters are valid")
     }
 }
 
 impl Params {
     /// Parses parameters from YAML text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Params, ParamsError> {
-        let err = |message: String| ParamsError {
-            file: file.to_owned(),
-            message,
-        };
+        let err = |message: String| ParamsError { file: file.to_owned(), message };
         let p: Params = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
         p.validate().map_err(err)?;
         Ok(p)
@@ -176,10 +121,8 @@ impl Params {
     /// Reads parameters from a file.
     pub fn load(path: &std::path::Path) -> Result<Params, ParamsError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ParamsError {
-            file: file.clone(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ParamsError { file: file.clone(), message: format!("cannot read: {e}") })?;
         Params::parse(&file, &text)
     }
 
@@ -232,10 +175,7 @@ impl Params {
 
     /// The ERISC kernel window `[base, end)`.
     pub fn erisc_window(&self) -> (u64, u64) {
-        (
-            self.erisc_kernel_l1_base,
-            self.erisc_kernel_l1_base + self.erisc_kernel_l1_bytes,
-        )
+        (self.erisc_kernel_l1_base, self.erisc_kernel_l1_base + self.erisc_kernel_l1_bytes)
     }
 
     /// `(name, value, description)` for every parameter, in file order.
@@ -243,13 +183,7 @@ impl Params {
         let value = serde_yaml::to_value(self).expect("params serialise");
         DESCRIPTIONS
             .iter()
-            .map(|&(name, desc)| {
-                (
-                    name,
-                    value[name].as_u64().expect("every parameter is an integer"),
-                    desc,
-                )
-            })
+            .map(|&(name, desc)| (name, value[name].as_u64().expect("every parameter is an integer"), desc))
             .collect()
     }
 }
@@ -262,12 +196,8 @@ mod tests {
     fn every_field_has_a_description_and_the_defaults_load() {
         let p = Params::default();
         let fields = serde_yaml::to_value(&p).unwrap();
-        let keys: Vec<String> = fields
-            .as_mapping()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str().unwrap().to_owned())
-            .collect();
+        let keys: Vec<String> =
+            fields.as_mapping().unwrap().keys().map(|k| k.as_str().unwrap().to_owned()).collect();
         let described: Vec<String> = DESCRIPTIONS.iter().map(|d| d.0.to_owned()).collect();
         assert_eq!(keys, described);
         assert_eq!(p.table().len(), keys.len());
@@ -277,14 +207,8 @@ mod tests {
     fn unknown_keys_and_bad_windows_are_rejected() {
         let extra = format!("{DEFAULT_YAML}\nnoc_hops_per_cycle: 3\n");
         let err = Params::parse("p.yaml", &extra).unwrap_err().to_string();
-        assert!(
-            err.starts_with("p.yaml: unknown field `noc_hops_per_cycle`"),
-            "{err}"
-        );
-        let bad = DEFAULT_YAML.replace(
-            "erisc_kernel_l1_bytes: 163840",
-            "erisc_kernel_l1_bytes: 263840",
-        );
+        assert!(err.starts_with("p.yaml: unknown field `noc_hops_per_cycle`"), "{err}");
+        let bad = DEFAULT_YAML.replace("erisc_kernel_l1_bytes: 163840", "erisc_kernel_l1_bytes: 263840");
         let err = Params::parse("p.yaml", &bad).unwrap_err().to_string();
         assert!(err.contains("exceeds erisc_l1_bytes"), "{err}");
     }

@@ -130,72 +130,34 @@ impl Hw {
             .map(|c| {
                 let id = cluster.chips()[c].id;
                 let mut cores = vec![None; (gx * gy) as usize];
-                let mut put =
-                    |at: CoreCoord, slot: CoreSlot| cores[(at.y * gx + at.x) as usize] = Some(slot);
+                let mut put = |at: CoreCoord, slot: CoreSlot| cores[(at.y * gx + at.x) as usize] = Some(slot);
                 for (chan, &at) in soc.eth_cores.iter().enumerate() {
-                    let mem =
-                        sched.add_space(format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
+                    let mem = sched.add_space(format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
                     let regs = sched.add_space(format!("chip{id}/eth{chan}/regs"), REGS_BYTES);
-                    put(
-                        at,
-                        CoreSlot {
-                            kind: CoreKind::Eth(chan as u8),
-                            mem,
-                            regs: Some(regs),
-                        },
-                    );
+                    put(at, CoreSlot { kind: CoreKind::Eth(chan as u8), mem, regs: Some(regs) });
                 }
                 for &at in &soc.workers {
-                    let mem =
-                        sched.add_space(format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
+                    let mem = sched.add_space(format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
                     let regs = sched.add_space(format!("chip{id}/worker{at}/regs"), REGS_BYTES);
-                    put(
-                        at,
-                        CoreSlot {
-                            kind: CoreKind::Worker,
-                            mem,
-                            regs: Some(regs),
-                        },
-                    );
+                    put(at, CoreSlot { kind: CoreKind::Worker, mem, regs: Some(regs) });
                 }
                 for (bank, ends) in soc.dram.iter().enumerate() {
-                    let mem =
-                        sched.add_space(format!("chip{id}/dram{bank}"), params.dram_bank_bytes);
+                    let mem = sched.add_space(format!("chip{id}/dram{bank}"), params.dram_bank_bytes);
                     for &at in ends {
-                        put(
-                            at,
-                            CoreSlot {
-                                kind: CoreKind::Dram(bank as u8),
-                                mem,
-                                regs: None,
-                            },
-                        );
+                        put(at, CoreSlot { kind: CoreKind::Dram(bank as u8), mem, regs: None });
                     }
                 }
                 let eth = (0..ETH_CHANNELS)
                     .map(|chan| {
-                        let free = [0, 1]
-                            .map(|q| sched.new_signal(format!("chip{id}/eth{chan}/txq{q} free")));
+                        let free =
+                            [0, 1].map(|q| sched.new_signal(format!("chip{id}/eth{chan}/txq{q} free")));
                         EthPort::new(free)
                     })
                     .collect();
-                ChipHw {
-                    noc: Noc::new(gx, gy),
-                    cores,
-                    eth,
-                    dram_free: vec![Time::ZERO; soc.dram.len()],
-                }
+                ChipHw { noc: Noc::new(gx, gy), cores, eth, dram_free: vec![Time::ZERO; soc.dram.len()] }
             })
             .collect();
-        Hw {
-            params,
-            cluster,
-            soc,
-            mode,
-            chips,
-            in_flight: Vec::new(),
-            free_slots: Vec::new(),
-        }
+        Hw { params, cluster, soc, mode, chips, in_flight: Vec::new(), free_slots: Vec::new() }
     }
 
     /// The model parameters.
@@ -230,9 +192,7 @@ impl Hw {
     /// The L1 of the Ethernet core on `chan` of `chip`.
     pub fn eth_l1(&self, chip: ChipIdx, chan: u8) -> MemSpace {
         let at = self.soc.eth_cores[chan as usize];
-        self.core(chip, at)
-            .expect("every channel has an Ethernet core")
-            .mem
+        self.core(chip, at).expect("every channel has an Ethernet core").mem
     }
 
     /// Bytes sent so far from each Ethernet port: `(chip, channel, bytes, packets)`.
@@ -241,12 +201,7 @@ impl Hw {
         for (c, chip) in self.chips.iter().enumerate() {
             for (chan, port) in chip.eth.iter().enumerate() {
                 if port.packets_sent > 0 {
-                    out.push((
-                        ChipIdx(c as u32),
-                        chan as u8,
-                        port.bytes_sent,
-                        port.packets_sent,
-                    ));
+                    out.push((ChipIdx(c as u32), chan as u8, port.bytes_sent, port.packets_sent));
                 }
             }
         }
@@ -286,28 +241,17 @@ impl Hw {
     ) -> Result<(), MemError> {
         let now = sched.now();
         let port = &mut self.chips[chip].eth[chan as usize];
-        let cmd = port.txq[q]
-            .pending
-            .take()
-            .expect("a latch event has a pending command");
+        let cmd = port.txq[q].pending.take().expect("a latch event has a pending command");
         let free = port.txq[q].free;
         let src_mem = self.eth_l1(ChipIdx(chip as u32), chan);
         let far = self
             .cluster
-            .connected(Endpoint {
-                chip: ChipIdx(chip as u32),
-                chan,
-            })
+            .connected(Endpoint { chip: ChipIdx(chip as u32), chan })
             .expect("sends are only accepted on connected channels");
         let dst_mem = self.eth_l1(far.chip, far.chan);
         let mut rx_free = self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free;
-        let landings = transmit(
-            &self.params,
-            &mut self.chips[chip].eth[chan as usize],
-            &mut rx_free,
-            cmd.bytes,
-            now,
-        );
+        let landings =
+            transmit(&self.params, &mut self.chips[chip].eth[chan as usize], &mut rx_free, cmd.bytes, now);
         self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free = rx_free;
         for l in landings {
             let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes) else {
@@ -328,9 +272,7 @@ impl Hw {
     }
 
     fn deliver(&mut self, slot: u32, sched: &mut Scheduler<HwEvent>) -> Result<(), MemError> {
-        let d = self.in_flight[slot as usize]
-            .take()
-            .expect("a delivery event has its write");
+        let d = self.in_flight[slot as usize].take().expect("a delivery event has its write");
         self.free_slots.push(slot);
         match d.what {
             Payload::Bytes(data) => sched.write_bytes(d.mem, d.addr, &data)?,
@@ -354,9 +296,7 @@ impl World for Hw {
         // Addresses were checked when the transfer was issued, so a memory error here can only
         // be a bug in the model.
         let r = match event {
-            HwEvent::TxLatch { chip, chan, q } => {
-                self.latch(chip as usize, chan, q as usize, sched)
-            }
+            HwEvent::TxLatch { chip, chan, q } => self.latch(chip as usize, chan, q as usize, sched),
             HwEvent::Deliver { slot } => self.deliver(slot, sched),
         };
         r.expect("transfers are validated when issued");

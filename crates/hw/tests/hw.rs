@@ -28,13 +28,7 @@ fn device_lists_only_user_ethernet_cores_when_asked() {
     let m = n300(Mode::Timing);
     let dev = m.device(ChipIdx(0));
     assert_eq!(dev.active_ethernet_cores(false).len(), 2);
-    assert_eq!(
-        dev.active_ethernet_cores(true)
-            .iter()
-            .map(|c| c.y)
-            .collect::<Vec<_>>(),
-        [9]
-    );
+    assert_eq!(dev.active_ethernet_cores(true).iter().map(|c| c.y).collect::<Vec<_>>(), [9]);
     assert_eq!(user_link(&m), (9, 1));
 }
 
@@ -46,50 +40,29 @@ fn real_bytes_cross_the_link_after_a_handshake() {
     let seen = Rc::new(RefCell::new(Vec::new()));
     let mut p0 = Program::new(ChipIdx(0));
     let data = pattern.clone();
-    p0.create_kernel(
-        CoreRef::Eth(tx_chan),
-        "sender",
-        0,
-        vec![],
-        move |k| async move {
-            k.eth_setup_handshake(0x9000, true).await?;
-            k.write_bytes(BUF, &data)?;
-            k.eth_send_bytes_over_channel(BUF, BUF, 4096, 1).await?;
-            k.eth_wait_receiver_channel_done(1).await?;
-            Ok(())
-        },
-    );
+    p0.create_kernel(CoreRef::Eth(tx_chan), "sender", 0, vec![], move |k| async move {
+        k.eth_setup_handshake(0x9000, true).await?;
+        k.write_bytes(BUF, &data)?;
+        k.eth_send_bytes_over_channel(BUF, BUF, 4096, 1).await?;
+        k.eth_wait_receiver_channel_done(1).await?;
+        Ok(())
+    });
     let mut p1 = Program::new(ChipIdx(1));
     let s = seen.clone();
-    p1.create_kernel(
-        CoreRef::Eth(rx_chan),
-        "receiver",
-        0,
-        vec![],
-        move |k| async move {
-            k.eth_setup_handshake(0x9000, false).await?;
-            k.eth_wait_for_bytes_on_channel(1).await?;
-            *s.borrow_mut() = k.read_bytes(BUF, 4096)?;
-            k.eth_receiver_channel_done(1).await?;
-            Ok(())
-        },
-    );
-    let stats = m
-        .launch(vec![p0, p1], |c| Time::from_ns(500 * c.0 as u64))
-        .unwrap();
+    p1.create_kernel(CoreRef::Eth(rx_chan), "receiver", 0, vec![], move |k| async move {
+        k.eth_setup_handshake(0x9000, false).await?;
+        k.eth_wait_for_bytes_on_channel(1).await?;
+        *s.borrow_mut() = k.read_bytes(BUF, 4096)?;
+        k.eth_receiver_channel_done(1).await?;
+        Ok(())
+    });
+    let stats = m.launch(vec![p0, p1], |c| Time::from_ns(500 * c.0 as u64)).unwrap();
     assert_eq!(*seen.borrow(), pattern);
-    assert_eq!(
-        m.read_l1(ChipIdx(1), CoreRef::Eth(rx_chan), BUF, 4096)
-            .unwrap(),
-        pattern
-    );
+    assert_eq!(m.read_l1(ChipIdx(1), CoreRef::Eth(rx_chan), BUF, 4096).unwrap(), pattern);
     assert!(stats.world_events > 0);
     // Handshake (payload + sync), data (payload + sync) out; two "done" records back.
     let traffic = m.eth_traffic();
-    assert_eq!(
-        traffic.iter().map(|t| t.2).sum::<u64>(),
-        16 + 16 + 4096 + 16 + 16 + 16
-    );
+    assert_eq!(traffic.iter().map(|t| t.2).sum::<u64>(), 16 + 16 + 4096 + 16 + 16 + 16);
 }
 
 #[test]
@@ -97,21 +70,13 @@ fn timing_mode_moves_only_the_tail() {
     let mut m = n300(Mode::Timing);
     let (tx_chan, rx_chan) = user_link(&m);
     let mut p0 = Program::new(ChipIdx(0));
-    p0.create_kernel(
-        CoreRef::Eth(tx_chan),
-        "sender",
-        0,
-        vec![],
-        move |k| async move {
-            k.write_bytes(BUF, &[0xab; 64])?;
-            k.eth_send_packet(0, BUF >> 4, BUF >> 4, 4).await?;
-            Ok(())
-        },
-    );
+    p0.create_kernel(CoreRef::Eth(tx_chan), "sender", 0, vec![], move |k| async move {
+        k.write_bytes(BUF, &[0xab; 64])?;
+        k.eth_send_packet(0, BUF >> 4, BUF >> 4, 4).await?;
+        Ok(())
+    });
     m.launch(vec![p0], |_| Time::ZERO).unwrap();
-    let got = m
-        .read_l1(ChipIdx(1), CoreRef::Eth(rx_chan), BUF, 64)
-        .unwrap();
+    let got = m.read_l1(ChipIdx(1), CoreRef::Eth(rx_chan), BUF, 64).unwrap();
     assert_eq!(&got[..48], &[0; 48]);
     assert_eq!(&got[48..], &[0xab; 16]);
 }
@@ -123,30 +88,18 @@ fn a_send_lands_when_the_model_says() {
     let (tx_chan, rx_chan) = user_link(&m);
     let arrived = Rc::new(RefCell::new(Time::ZERO));
     let mut p0 = Program::new(ChipIdx(0));
-    p0.create_kernel(
-        CoreRef::Eth(tx_chan),
-        "sender",
-        0,
-        vec![],
-        move |k| async move {
-            k.write_u32(BUF + 1024, 1)?;
-            k.eth_send_packet(0, BUF >> 4, BUF >> 4, 1040 >> 4).await?;
-            Ok(())
-        },
-    );
+    p0.create_kernel(CoreRef::Eth(tx_chan), "sender", 0, vec![], move |k| async move {
+        k.write_u32(BUF + 1024, 1)?;
+        k.eth_send_packet(0, BUF >> 4, BUF >> 4, 1040 >> 4).await?;
+        Ok(())
+    });
     let mut p1 = Program::new(ChipIdx(1));
     let a = arrived.clone();
-    p1.create_kernel(
-        CoreRef::Eth(rx_chan),
-        "receiver",
-        0,
-        vec![],
-        move |k| async move {
-            k.wait_until(BUF + 1024, Cond::Eq(1)).await?;
-            *a.borrow_mut() = k.now();
-            Ok(())
-        },
-    );
+    p1.create_kernel(CoreRef::Eth(rx_chan), "receiver", 0, vec![], move |k| async move {
+        k.wait_until(BUF + 1024, Cond::Eq(1)).await?;
+        *a.borrow_mut() = k.now();
+        Ok(())
+    });
     m.launch(vec![p0, p1], |_| Time::ZERO).unwrap();
     let want = p.cycles(p.eth_send_initiate_cycles + p.eth_txq_latch_cycles)
         + p.eth_dma_time(1040)
@@ -163,17 +116,11 @@ fn a_kernel_writing_outside_the_erisc_window_gets_an_error() {
     let (_, end) = p.erisc_window();
     let mut m = n300(Mode::Functional);
     let mut p0 = Program::new(ChipIdx(0));
-    p0.create_kernel(
-        CoreRef::Eth(9),
-        "scribbler",
-        0,
-        vec![],
-        move |k| async move {
-            k.write_u32(end - 4, 1)?;
-            k.write_u32(end, 1)?;
-            Ok(())
-        },
-    );
+    p0.create_kernel(CoreRef::Eth(9), "scribbler", 0, vec![], move |k| async move {
+        k.write_u32(end - 4, 1)?;
+        k.write_u32(end, 1)?;
+        Ok(())
+    });
     let err = m.launch(vec![p0], |_| Time::ZERO).unwrap_err().to_string();
     assert_eq!(
         err,
@@ -193,10 +140,7 @@ fn a_send_into_the_peers_reserved_memory_is_refused() {
         Ok(())
     });
     let err = m.launch(vec![p0], |_| Time::ZERO).unwrap_err().to_string();
-    assert!(
-        err.contains("chip1/eth1: access of 16 bytes at 0x400 is outside the kernel L1 window"),
-        "{err}"
-    );
+    assert!(err.contains("chip1/eth1: access of 16 bytes at 0x400 is outside the kernel L1 window"), "{err}");
 }
 
 #[test]
@@ -205,16 +149,10 @@ fn a_program_that_never_handshakes_deadlocks_naming_the_waiting_kernel() {
     let mut m = n300(Mode::Functional);
     let (_, rx_chan) = user_link(&m);
     let mut p1 = Program::new(ChipIdx(1));
-    p1.create_kernel(
-        CoreRef::Eth(rx_chan),
-        "receiver",
-        0,
-        vec![],
-        move |k| async move {
-            k.eth_setup_handshake(0x9000, false).await?;
-            Ok(())
-        },
-    );
+    p1.create_kernel(CoreRef::Eth(rx_chan), "receiver", 0, vec![], move |k| async move {
+        k.eth_setup_handshake(0x9000, false).await?;
+        Ok(())
+    });
     match m.launch(vec![p1], |_| Time::from_ns(100)) {
         Err(SimError::Deadlock { stalled, .. }) => {
             assert_eq!(stalled.len(), 1);
@@ -235,11 +173,7 @@ fn a_program_that_never_handshakes_deadlocks_naming_the_waiting_kernel() {
 
 #[test]
 fn noc_writes_and_semaphores_arrive_in_order_and_barriers_wait_for_them() {
-    let mut m = Machine::new(
-        builtin::cluster("n300").unwrap(),
-        Params::default(),
-        Mode::Functional,
-    );
+    let mut m = Machine::new(builtin::cluster("n300").unwrap(), Params::default(), Mode::Functional);
     let dev = m.device(ChipIdx(0));
     let dst = CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 3, y: 2 });
     let dst_at = dev.noc_coord(dst);
@@ -251,10 +185,8 @@ fn noc_writes_and_semaphores_arrive_in_order_and_barriers_wait_for_them() {
     let src = CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 0, y: 0 });
     prog.create_kernel(src, "writer", 0, vec![], move |k| async move {
         k.write_bytes(0x2000, &d)?;
-        k.noc_async_write(0x2000, k.get_noc_addr(dst_at.x, dst_at.y, 0x10000), 20000)
-            .await?;
-        k.noc_semaphore_inc(k.get_noc_addr(dst_at.x, dst_at.y, sem_addr), 1)
-            .await?;
+        k.noc_async_write(0x2000, k.get_noc_addr(dst_at.x, dst_at.y, 0x10000), 20000).await?;
+        k.noc_semaphore_inc(k.get_noc_addr(dst_at.x, dst_at.y, sem_addr), 1).await?;
         k.noc_async_write_barrier().await?;
         Ok(())
     });

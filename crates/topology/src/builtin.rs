@@ -42,9 +42,8 @@ pub fn text(name: &str) -> Option<&'static str> {
 /// Resolves `spec`: an existing file path, or else the name of a built-in cluster.
 pub fn cluster(spec: &str) -> Result<Cluster, TopologyError> {
     let path = Path::new(spec);
-    let looks_like_path = spec.contains(std::path::MAIN_SEPARATOR)
-        || spec.ends_with(".yaml")
-        || spec.ends_with(".yml");
+    let looks_like_path =
+        spec.contains(std::path::MAIN_SEPARATOR) || spec.ends_with(".yaml") || spec.ends_with(".yml");
     if path.is_file() || looks_like_path {
         return Cluster::load(path);
     }

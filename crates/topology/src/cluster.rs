@@ -192,24 +192,17 @@ impl Cluster {
     /// Reads, parses and resolves the cluster description at `path`.
     pub fn load(path: &std::path::Path) -> Result<Cluster, TopologyError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| TopologyError::Io {
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| TopologyError::Io { file: file.clone(), reason: e.to_string() })?;
         Cluster::from_bytes(&file, &bytes)
     }
 
     /// Resolves an as-written description: dense ids, validated links, reserved links, shape.
     pub fn resolve(file: &str, raw: RawCluster) -> Result<Cluster, TopologyError> {
         let bad = |entry: String, msg: String| TopologyError::invalid(file, entry, msg);
-        let arch = raw
-            .arch
-            .ok_or_else(|| bad("arch".into(), "missing required key `arch`".into()))?;
+        let arch = raw.arch.ok_or_else(|| bad("arch".into(), "missing required key `arch`".into()))?;
         let conns = raw.ethernet_connections.ok_or_else(|| {
-            bad(
-                "ethernet_connections".into(),
-                "missing required key `ethernet_connections`".into(),
-            )
+            bad("ethernet_connections".into(), "missing required key `ethernet_connections`".into())
         })?;
         if arch.is_empty() {
             return Err(bad("arch".into(), "no chips: `arch` is empty".into()));
@@ -220,10 +213,7 @@ impl Cluster {
         let mut chips = Vec::with_capacity(arch.len());
         for (&id, name) in &arch {
             let a = Arch::parse(name).ok_or_else(|| {
-                bad(
-                    format!("arch[{id}]"),
-                    format!("unknown architecture '{name}' (expected wormhole_b0)"),
-                )
+                bad(format!("arch[{id}]"), format!("unknown architecture '{name}' (expected wormhole_b0)"))
             })?;
             index.insert(id, ChipIdx(chips.len() as u32));
             chips.push(Chip {
@@ -248,19 +238,11 @@ impl Cluster {
             let entry = format!("chips[{id}]");
             let i = lookup(id, &entry)?;
             let [x, y, rack, shelf] = c[..] else {
-                return Err(bad(
-                    entry,
-                    format!("expected [x, y, rack, shelf], found {} values", c.len()),
-                ));
+                return Err(bad(entry, format!("expected [x, y, rack, shelf], found {} values", c.len())));
             };
             chips[i.0 as usize].coord = Some(EthCoord { x, y, rack, shelf });
         }
-        for (n, m) in raw
-            .chips_with_mmio
-            .unwrap_or_default()
-            .into_iter()
-            .enumerate()
-        {
+        for (n, m) in raw.chips_with_mmio.unwrap_or_default().into_iter().enumerate() {
             let entry = format!("chips_with_mmio[{n}]");
             let pairs: Vec<(FileChipId, u64)> = match m {
                 RawMmio::Map(map) => map.into_iter().collect(),
@@ -289,21 +271,14 @@ impl Cluster {
         let mut boards = Vec::new();
         for (n, fields) in raw.boards.unwrap_or_default().into_iter().enumerate() {
             let entry = format!("boards[{n}]");
-            let mut board = Board {
-                id: None,
-                board_type: None,
-                chips: Vec::new(),
-            };
+            let mut board = Board { id: None, board_type: None, chips: Vec::new() };
             for f in fields {
                 board.id = f.board_id.or(board.id);
                 board.board_type = f.board_type.or(board.board_type);
                 for id in f.chips.unwrap_or_default() {
                     let i = lookup(id, &entry)?;
                     if let Some(other) = chips[i.0 as usize].board {
-                        return Err(bad(
-                            entry,
-                            format!("chip {id} is already on boards[{other}]"),
-                        ));
+                        return Err(bad(entry, format!("chip {id} is already on boards[{other}]")));
                     }
                     chips[i.0 as usize].board = Some(n);
                     if chips[i.0 as usize].board_type.is_none() {
@@ -324,38 +299,22 @@ impl Cluster {
         for (n, conn) in conns.iter().enumerate() {
             let entry = format!("ethernet_connections[{n}]");
             let (ends, routing) = split_connection(conn, &entry, file)?;
-            let mut eps = [Endpoint {
-                chip: ChipIdx(0),
-                chan: 0,
-            }; 2];
+            let mut eps = [Endpoint { chip: ChipIdx(0), chan: 0 }; 2];
             for (k, e) in ends.iter().enumerate() {
-                let chip = e
-                    .chip
-                    .ok_or_else(|| bad(entry.clone(), format!("endpoint {k} has no `chip`")))?;
+                let chip = e.chip.ok_or_else(|| bad(entry.clone(), format!("endpoint {k} has no `chip`")))?;
                 if e.remote_chip_id.is_some() {
                     return Err(bad(
                         entry.clone(),
-                        "a `remote_chip_id` belongs in ethernet_connections_to_remote_devices"
-                            .into(),
+                        "a `remote_chip_id` belongs in ethernet_connections_to_remote_devices".into(),
                     ));
                 }
-                eps[k] = Endpoint {
-                    chip: lookup(chip, &entry)?,
-                    chan: channel(e, &entry, file)?,
-                };
+                eps[k] = Endpoint { chip: lookup(chip, &entry)?, chan: channel(e, &entry, file)? };
             }
-            let (a, b) = if eps[0] <= eps[1] {
-                (eps[0], eps[1])
-            } else {
-                (eps[1], eps[0])
-            };
+            let (a, b) = if eps[0] <= eps[1] { (eps[0], eps[1]) } else { (eps[1], eps[0]) };
             if a == b {
                 return Err(bad(
                     entry,
-                    format!(
-                        "links chip {} channel {} to itself",
-                        chips[a.chip.0 as usize].id, a.chan
-                    ),
+                    format!("links chip {} channel {} to itself", chips[a.chip.0 as usize].id, a.chan),
                 ));
             }
             if let Some(&prev) = by_ends.get(&(a, b)) {
@@ -386,20 +345,10 @@ impl Cluster {
             chan_owner.insert(b, entry.clone());
             by_ends.insert((a, b), links.len());
             link_entry.push(n);
-            links.push(Link {
-                a,
-                b,
-                routing_enabled: routing,
-                reserved: false,
-            });
+            links.push(Link { a, b, routing_enabled: routing, reserved: false });
         }
         let mut remote_links = Vec::new();
-        for (n, conn) in raw
-            .ethernet_connections_to_remote_devices
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+        for (n, conn) in raw.ethernet_connections_to_remote_devices.unwrap_or_default().iter().enumerate() {
             let entry = format!("ethernet_connections_to_remote_devices[{n}]");
             let (ends, _) = split_connection(conn, &entry, file)?;
             let (local, remote) = match (ends[0].chip, ends[1].chip) {
@@ -412,12 +361,9 @@ impl Cluster {
                     ));
                 }
             };
-            let remote_chip_id = remote.remote_chip_id.ok_or_else(|| {
-                bad(
-                    entry.clone(),
-                    "remote endpoint has no `remote_chip_id`".into(),
-                )
-            })?;
+            let remote_chip_id = remote
+                .remote_chip_id
+                .ok_or_else(|| bad(entry.clone(), "remote endpoint has no `remote_chip_id`".into()))?;
             let ep = Endpoint {
                 chip: lookup(local.chip.expect("checked"), &entry)?,
                 chan: channel(local, &entry, file)?,
@@ -458,11 +404,7 @@ impl Cluster {
         }
         let mut adj = vec![Vec::new(); chips.len()];
         for ((a, b), ids) in pairs {
-            graph.add_edge(
-                NodeIndex::new(a.0 as usize),
-                NodeIndex::new(b.0 as usize),
-                ids,
-            );
+            graph.add_edge(NodeIndex::new(a.0 as usize), NodeIndex::new(b.0 as usize), ids);
             adj[a.0 as usize].push(b);
             adj[b.0 as usize].push(a);
         }
@@ -500,10 +442,7 @@ impl Cluster {
 
     /// The dense index of the chip the file calls `id`.
     pub fn chip_by_id(&self, id: FileChipId) -> Option<ChipIdx> {
-        self.chips
-            .binary_search_by_key(&id, |c| c.id)
-            .ok()
-            .map(|i| ChipIdx(i as u32))
+        self.chips.binary_search_by_key(&id, |c| c.id).ok().map(|i| ChipIdx(i as u32))
     }
 
     /// All links within the cluster.
@@ -544,11 +483,7 @@ impl Cluster {
             .edge_indices()
             .map(|e| {
                 let (a, b) = self.graph.edge_endpoints(e).expect("edge exists");
-                (
-                    ChipIdx(a.index() as u32),
-                    ChipIdx(b.index() as u32),
-                    self.graph[e].as_slice(),
-                )
+                (ChipIdx(a.index() as u32), ChipIdx(b.index() as u32), self.graph[e].as_slice())
             })
             .collect();
         out.sort_by_key(|&(a, b, _)| (a, b));
@@ -568,35 +503,22 @@ impl Cluster {
 
     /// Links between two chips that user kernels may use (reserved links excluded).
     pub fn usable_links_between(&self, a: ChipIdx, b: ChipIdx) -> Vec<LinkId> {
-        self.links_between(a, b)
-            .into_iter()
-            .filter(|&l| !self.link(l).reserved)
-            .collect()
+        self.links_between(a, b).into_iter().filter(|&l| !self.link(l).reserved).collect()
     }
 
     /// PCIe-attached (MMIO) chips, by index.
     pub fn mmio_chips(&self) -> Vec<ChipIdx> {
-        (0..self.chips.len())
-            .filter(|&i| self.chips[i].pcie.is_some())
-            .map(|i| ChipIdx(i as u32))
-            .collect()
+        (0..self.chips.len()).filter(|&i| self.chips[i].pcie.is_some()).map(|i| ChipIdx(i as u32)).collect()
     }
 
     /// Links reserved for fast dispatch.
     pub fn reserved_links(&self) -> Vec<LinkId> {
-        (0..self.links.len())
-            .filter(|&i| self.links[i].reserved)
-            .map(|i| LinkId(i as u32))
-            .collect()
+        (0..self.links.len()).filter(|&i| self.links[i].reserved).map(|i| LinkId(i as u32)).collect()
     }
 
     /// The link on a chip's channel, if the channel is connected within the cluster.
     pub fn link_on(&self, ep: Endpoint) -> Option<LinkId> {
-        self.chan_link
-            .get(ep.chip.0 as usize)?
-            .get(ep.chan as usize)
-            .copied()
-            .flatten()
+        self.chan_link.get(ep.chip.0 as usize)?.get(ep.chan as usize).copied().flatten()
     }
 
     /// The far end of the link on `ep`: the connected chip and channel.
@@ -646,11 +568,9 @@ impl Cluster {
     /// tell the user which hop is missing.
     pub fn lines(&self) -> Vec<Path> {
         match &self.shape {
-            Shape::Mesh(g) | Shape::Torus(g) => g
-                .rows_and_columns()
-                .into_iter()
-                .map(|chips| self.path(chips, false))
-                .collect(),
+            Shape::Mesh(g) | Shape::Torus(g) => {
+                g.rows_and_columns().into_iter().map(|chips| self.path(chips, false)).collect()
+            }
             Shape::Line(_) => vec![self.path(shape::line_order(&self.adj), false)],
             _ => Vec::new(),
         }
@@ -671,11 +591,7 @@ impl Cluster {
         let hops = (0..hop_count)
             .map(|i| {
                 let (from, to) = (chips[i], chips[(i + 1) % n]);
-                Hop {
-                    from,
-                    to,
-                    links: self.usable_links_between(from, to),
-                }
+                Hop { from, to, links: self.usable_links_between(from, to) }
             })
             .collect();
         Path { chips, hops }
@@ -737,46 +653,26 @@ fn split_connection<'a>(
     let mut ends = Vec::with_capacity(2);
     let mut routing = None;
     for e in conn {
-        match (
-            e.routing_enabled,
-            e.chip.is_some() || e.remote_chip_id.is_some() || e.chan.is_some(),
-        ) {
+        match (e.routing_enabled, e.chip.is_some() || e.remote_chip_id.is_some() || e.chan.is_some()) {
             (Some(r), false) => routing = Some(r),
             (None, true) => ends.push(e),
             (Some(_), true) => {
-                return Err(TopologyError::invalid(
-                    file,
-                    entry,
-                    "`routing_enabled` must be its own element",
-                ));
+                return Err(TopologyError::invalid(file, entry, "`routing_enabled` must be its own element"));
             }
             (None, false) => return Err(TopologyError::invalid(file, entry, "empty endpoint")),
         }
     }
     match ends[..] {
         [a, b] => Ok(([a, b], routing)),
-        _ => Err(TopologyError::invalid(
-            file,
-            entry,
-            format!("expected 2 endpoints, found {}", ends.len()),
-        )),
+        _ => Err(TopologyError::invalid(file, entry, format!("expected 2 endpoints, found {}", ends.len()))),
     }
 }
 
 fn channel(e: &RawEnd, entry: &str, file: &str) -> Result<u8, TopologyError> {
-    let chan = e
-        .chan
-        .ok_or_else(|| TopologyError::invalid(file, entry, "endpoint has no `chan`"))?;
-    u8::try_from(chan)
-        .ok()
-        .filter(|&c| c < ETH_CHANNELS)
-        .ok_or_else(|| {
-            TopologyError::invalid(
-                file,
-                entry,
-                format!("channel {chan} is outside 0..{}", ETH_CHANNELS - 1),
-            )
-        })
+    let chan = e.chan.ok_or_else(|| TopologyError::invalid(file, entry, "endpoint has no `chan`"))?;
+    u8::try_from(chan).ok().filter(|&c| c < ETH_CHANNELS).ok_or_else(|| {
+        TopologyError::invalid(file, entry, format!("channel {chan} is outside 0..{}", ETH_CHANNELS - 1))
+    })
 }
 
 /// The dispatch rule: every chip without PCIe reserves one link to a PCIe-attached neighbour on

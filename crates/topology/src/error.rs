@@ -60,16 +60,8 @@ pub enum TopologyError {
 }
 
 impl TopologyError {
-    pub(crate) fn invalid(
-        file: &str,
-        entry: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        TopologyError::Invalid {
-            file: file.to_owned(),
-            entry: entry.into(),
-            message: message.into(),
-        }
+    pub(crate) fn invalid(file: &str, entry: impl Into<String>, message: impl Into<String>) -> Self {
+        TopologyError::Invalid { file: file.to_owned(), entry: entry.into(), message: message.into() }
     }
 
     /// Converts a YAML error, keeping the parser's location when it has one.
@@ -95,18 +87,11 @@ impl TopologyError {
 /// Checks that `bytes` are non-empty UTF-8 text without NUL bytes and returns the text.
 pub(crate) fn text_of<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, TopologyError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(TopologyError::Empty {
-            file: file.to_owned(),
-        });
+        return Err(TopologyError::Empty { file: file.to_owned() });
     }
     if let Some(offset) = bytes.iter().position(|&b| b == 0) {
-        return Err(TopologyError::Binary {
-            file: file.to_owned(),
-            offset,
-        });
+        return Err(TopologyError::Binary { file: file.to_owned(), offset });
     }
-    std::str::from_utf8(bytes).map_err(|e| TopologyError::Binary {
-        file: file.to_owned(),
-        offset: e.valid_up_to(),
-    })
+    std::str::from_utf8(bytes)
+        .map_err(|e| TopologyError::Binary { file: file.to_owned(), offset: e.valid_up_to() })
 }

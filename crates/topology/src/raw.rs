@@ -124,8 +124,6 @@ impl RawCluster {
         let raw: Option<RawCluster> =
             serde_yaml::from_str(text).map_err(|e| crate::TopologyError::yaml(file, e))?;
         // A document of only comments parses as null.
-        raw.ok_or_else(|| crate::TopologyError::Empty {
-            file: file.to_owned(),
-        })
+        raw.ok_or_else(|| crate::TopologyError::Empty { file: file.to_owned() })
     }
 }

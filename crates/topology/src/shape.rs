@@ -59,11 +59,7 @@ impl Grid {
         } else {
             return None;
         };
-        let (r_n, c_n) = if even_rows {
-            (rows, cols)
-        } else {
-            (cols, rows)
-        };
+        let (r_n, c_n) = if even_rows { (rows, cols) } else { (cols, rows) };
         if r_n < 2 || c_n < 2 {
             return None;
         }
@@ -199,35 +195,18 @@ fn grid_from_coords(
             edges += 1;
         }
     }
-    let expected = if torus {
-        2 * n
-    } else {
-        rows * (cols - 1) + cols * (rows - 1)
-    };
+    let expected = if torus { 2 * n } else { rows * (cols - 1) + cols * (rows - 1) };
     if edges / 2 != expected {
         return None;
     }
     let at: Vec<ChipIdx> = at.into_iter().collect::<Option<_>>()?;
-    let grid = Grid {
-        rows,
-        cols,
-        at,
-        torus,
-    };
+    let grid = Grid { rows, cols, at, torus };
     Some(if rows <= cols { grid } else { transpose(&grid) })
 }
 
 fn transpose(g: &Grid) -> Grid {
-    let at = (0..g.cols)
-        .flat_map(|c| (0..g.rows).map(move |r| (r, c)))
-        .map(|(r, c)| g.chip(r, c))
-        .collect();
-    Grid {
-        rows: g.cols,
-        cols: g.rows,
-        at,
-        torus: g.torus,
-    }
+    let at = (0..g.cols).flat_map(|c| (0..g.rows).map(move |r| (r, c))).map(|(r, c)| g.chip(r, c)).collect();
+    Grid { rows: g.cols, cols: g.rows, at, torus: g.torus }
 }
 
 /// Recognises an R x C mesh (R, C >= 2).
@@ -236,16 +215,10 @@ fn mesh(adj: &Adj) -> Option<Grid> {
     if (0..n).any(|v| deg(adj, ChipIdx(v as u32)) > 4) {
         return None;
     }
-    let corners: Vec<ChipIdx> = (0..n)
-        .map(|v| ChipIdx(v as u32))
-        .filter(|&v| deg(adj, v) == 2)
-        .collect();
+    let corners: Vec<ChipIdx> = (0..n).map(|v| ChipIdx(v as u32)).filter(|&v| deg(adj, v) == 2).collect();
     let &a = corners.first()?;
     let da = bfs(adj, a);
-    let &b = corners
-        .iter()
-        .filter(|&&c| c != a)
-        .min_by_key(|&&c| (da[c.0 as usize], c))?;
+    let &b = corners.iter().filter(|&&c| c != a).min_by_key(|&&c| (da[c.0 as usize], c))?;
     let w = da[b.0 as usize]?;
     let db = bfs(adj, b);
     let mut coords = Vec::with_capacity(n);
@@ -265,9 +238,7 @@ fn mesh(adj: &Adj) -> Option<Grid> {
 
 /// Whether `x` and `y` (both neighbours of `cur`) close a square: share a neighbour besides `cur`.
 fn squares(adj: &Adj, cur: ChipIdx, x: ChipIdx, y: ChipIdx) -> bool {
-    adj[x.0 as usize]
-        .iter()
-        .any(|&z| z != cur && adjacent(adj, z, y))
+    adj[x.0 as usize].iter().any(|&z| z != cur && adjacent(adj, z, y))
 }
 
 /// The neighbour of `cur` opposite to `prev` in a 4-regular grid-like graph.
@@ -277,29 +248,15 @@ fn squares(adj: &Adj, cur: ChipIdx, x: ChipIdx, y: ChipIdx) -> bool {
 /// a square through the chip two steps away, and is told apart as the one neighbour that closes
 /// squares with both perpendicular ones). `None` when the graph gives no answer (a 4x4 torus).
 fn straight(adj: &Adj, prev: ChipIdx, cur: ChipIdx) -> Option<ChipIdx> {
-    let others: Vec<ChipIdx> = adj[cur.0 as usize]
-        .iter()
-        .copied()
-        .filter(|&w| w != prev)
-        .collect();
+    let others: Vec<ChipIdx> = adj[cur.0 as usize].iter().copied().filter(|&w| w != prev).collect();
     if others.len() != 3 {
         return None;
     }
     let only = |v: Vec<ChipIdx>| if let [w] = v[..] { Some(w) } else { None };
-    if let Some(w) = only(
-        others
-            .iter()
-            .copied()
-            .filter(|&w| adjacent(adj, w, prev))
-            .collect(),
-    ) {
+    if let Some(w) = only(others.iter().copied().filter(|&w| adjacent(adj, w, prev)).collect()) {
         return Some(w);
     }
-    let no_square: Vec<ChipIdx> = others
-        .iter()
-        .copied()
-        .filter(|&w| !squares(adj, cur, w, prev))
-        .collect();
+    let no_square: Vec<ChipIdx> = others.iter().copied().filter(|&w| !squares(adj, cur, w, prev)).collect();
     if !no_square.is_empty() {
         return only(no_square);
     }
@@ -307,12 +264,7 @@ fn straight(adj: &Adj, prev: ChipIdx, cur: ChipIdx) -> Option<ChipIdx> {
         others
             .iter()
             .copied()
-            .filter(|&w| {
-                others
-                    .iter()
-                    .filter(|&&o| o != w)
-                    .all(|&o| squares(adj, cur, w, o))
-            })
+            .filter(|&w| others.iter().filter(|&&o| o != w).all(|&o| squares(adj, cur, w, o)))
             .collect(),
     )
 }
@@ -352,9 +304,7 @@ fn torus(adj: &Adj) -> Option<Grid> {
         let up = if c == 0 {
             b
         } else {
-            *adj[x.0 as usize]
-                .iter()
-                .find(|&&w| adjacent(adj, w, above) && !row.contains(&w))?
+            *adj[x.0 as usize].iter().find(|&&w| adjacent(adj, w, above) && !row.contains(&w))?
         };
         let column = walk_ring(adj, x, up)?;
         if column.len() != rows {
@@ -375,10 +325,7 @@ pub(crate) fn cycle_order(adj: &Adj) -> Vec<ChipIdx> {
     let mut cur = adj[0][0];
     while cur != ChipIdx(0) {
         order.push(cur);
-        let next = *adj[cur.0 as usize]
-            .iter()
-            .find(|&&w| w != prev)
-            .expect("a cycle");
+        let next = *adj[cur.0 as usize].iter().find(|&&w| w != prev).expect("a cycle");
         prev = cur;
         cur = next;
     }
@@ -387,10 +334,8 @@ pub(crate) fn cycle_order(adj: &Adj) -> Vec<ChipIdx> {
 
 /// The chips of a path graph from its lower-indexed end.
 pub(crate) fn line_order(adj: &Adj) -> Vec<ChipIdx> {
-    let start = (0..adj.len())
-        .map(|v| ChipIdx(v as u32))
-        .find(|&v| deg(adj, v) <= 1)
-        .expect("a path has an end");
+    let start =
+        (0..adj.len()).map(|v| ChipIdx(v as u32)).find(|&v| deg(adj, v) <= 1).expect("a path has an end");
     let mut order = vec![start];
     let mut prev = None;
     let mut cur = start;
@@ -419,23 +364,13 @@ const SEARCH_BUDGET: usize = 200_000;
 
 /// A bounded depth-first search for a cycle through every chip over edges where `usable`
 /// holds, trying neighbours with the fewest onward options first (Warnsdorff's rule).
-pub(crate) fn search_cycle(
-    adj: &Adj,
-    usable: &dyn Fn(ChipIdx, ChipIdx) -> bool,
-) -> Option<Vec<ChipIdx>> {
+pub(crate) fn search_cycle(adj: &Adj, usable: &dyn Fn(ChipIdx, ChipIdx) -> bool) -> Option<Vec<ChipIdx>> {
     let n = adj.len();
     if n < 3 {
         return None;
     }
-    let ok: Vec<Vec<ChipIdx>> = (0..n)
-        .map(|v| {
-            adj[v]
-                .iter()
-                .copied()
-                .filter(|&w| usable(ChipIdx(v as u32), w))
-                .collect()
-        })
-        .collect();
+    let ok: Vec<Vec<ChipIdx>> =
+        (0..n).map(|v| adj[v].iter().copied().filter(|&w| usable(ChipIdx(v as u32), w)).collect()).collect();
     let start = ChipIdx(0);
     let mut on_path = vec![false; n];
     let mut path = vec![start];
@@ -466,17 +401,8 @@ pub(crate) fn search_cycle(
 
 /// Unvisited neighbours of `v`, ordered so that `pop()` yields the most constrained first.
 fn order_candidates(ok: &[Vec<ChipIdx>], on_path: &[bool], v: ChipIdx) -> Vec<ChipIdx> {
-    let onward = |w: ChipIdx| {
-        ok[w.0 as usize]
-            .iter()
-            .filter(|x| !on_path[x.0 as usize])
-            .count()
-    };
-    let mut c: Vec<ChipIdx> = ok[v.0 as usize]
-        .iter()
-        .copied()
-        .filter(|w| !on_path[w.0 as usize])
-        .collect();
+    let onward = |w: ChipIdx| ok[w.0 as usize].iter().filter(|x| !on_path[x.0 as usize]).count();
+    let mut c: Vec<ChipIdx> = ok[v.0 as usize].iter().copied().filter(|w| !on_path[w.0 as usize]).collect();
     c.sort_by_key(|&w| (std::cmp::Reverse(onward(w)), std::cmp::Reverse(w)));
     c
 }

@@ -82,15 +82,8 @@ impl SocDescriptor {
                 )
             };
             let (x, y) = s.trim().split_once('-').ok_or_else(bad)?;
-            let c = CoreCoord {
-                x: x.parse().map_err(|_| bad())?,
-                y: y.parse().map_err(|_| bad())?,
-            };
-            if c.x < gx && c.y < gy {
-                Ok(c)
-            } else {
-                Err(bad())
-            }
+            let c = CoreCoord { x: x.parse().map_err(|_| bad())?, y: y.parse().map_err(|_| bad())? };
+            if c.x < gx && c.y < gy { Ok(c) } else { Err(bad()) }
         };
         let list = |key: &str, v: &[String]| -> Result<Vec<CoreCoord>, TopologyError> {
             v.iter().enumerate().map(|(i, s)| core(key, i, s)).collect()
@@ -101,11 +94,7 @@ impl SocDescriptor {
             grid_y: gy,
             eth_cores: list("eth", &raw.eth)?,
             workers: list("functional_workers", &raw.functional_workers)?,
-            dram: raw
-                .dram
-                .iter()
-                .map(|ch| list("dram", ch))
-                .collect::<Result<_, _>>()?,
+            dram: raw.dram.iter().map(|ch| list("dram", ch)).collect::<Result<_, _>>()?,
             worker_l1_bytes: raw.worker_l1_size,
             eth_l1_bytes: raw.eth_l1_size,
             dram_bank_bytes: raw.dram_bank_size,
@@ -119,10 +108,7 @@ impl SocDescriptor {
 
     /// The channel of an Ethernet core.
     pub fn eth_channel(&self, core: CoreCoord) -> Option<u8> {
-        self.eth_cores
-            .iter()
-            .position(|&c| c == core)
-            .map(|i| i as u8)
+        self.eth_cores.iter().position(|&c| c == core).map(|i| i as u8)
     }
 }
 
@@ -144,23 +130,14 @@ mod tests {
         assert_eq!(soc.eth_core(2), Some(CoreCoord { x: 8, y: 0 }));
         assert_eq!(soc.eth_channel(CoreCoord { x: 4, y: 6 }), Some(15));
         assert_eq!(soc.workers.len(), 80);
-        assert!(
-            soc.workers
-                .iter()
-                .all(|c| c.x != 0 && c.x != 5 && c.y != 0 && c.y != 6)
-        );
+        assert!(soc.workers.iter().all(|c| c.x != 0 && c.x != 5 && c.y != 0 && c.y != 6));
         assert_eq!((soc.grid_x, soc.grid_y), (10, 12));
     }
 
     #[test]
     fn a_core_outside_the_grid_is_rejected_with_its_key() {
         let text = b"grid: {x_size: 2, y_size: 2}\neth: [1-5]\nfunctional_workers: []\ndram: []\nworker_l1_size: 1\neth_l1_size: 1\ndram_bank_size: 1\narch_name: X\n";
-        let err = SocDescriptor::parse("x.yaml", text)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "x.yaml: eth[0]: '1-5' is not a core x-y inside the 2x2 grid"
-        );
+        let err = SocDescriptor::parse("x.yaml", text).unwrap_err().to_string();
+        assert_eq!(err, "x.yaml: eth[0]: '1-5' is not a core x-y inside the 2x2 grid");
     }
 }

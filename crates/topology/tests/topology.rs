@@ -10,12 +10,7 @@ fn parse(text: &str) -> Result<Cluster, TopologyError> {
 
 /// A one-screen summary of a cluster; tests compare it whole.
 fn summary(c: &Cluster) -> String {
-    let ids = |v: &[ChipIdx]| {
-        v.iter()
-            .map(|&x| c.chip(x).id.to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let ids = |v: &[ChipIdx]| v.iter().map(|&x| c.chip(x).id.to_string()).collect::<Vec<_>>().join(" ");
     let mut s = format!(
         "chips {} links {} reserved {} mmio [{}] shape {} diameter {:?}\n",
         c.chips().len(),
@@ -91,10 +86,7 @@ fn n300_reserves_the_lowest_channel_pair_and_keeps_one_user_link() {
     assert_eq!(c.active_channels(c0, true), [9]);
     assert_eq!(c.active_channels(c1, true), [1]);
     assert_eq!(c.usable_links_between(c0, c1).len(), 1);
-    assert_eq!(
-        c.connected(Endpoint { chip: c0, chan: 9 }),
-        Some(Endpoint { chip: c1, chan: 1 })
-    );
+    assert_eq!(c.connected(Endpoint { chip: c0, chan: 9 }), Some(Endpoint { chip: c1, chan: 1 }));
     assert_eq!(c.connected(Endpoint { chip: c0, chan: 3 }), None);
 }
 
@@ -105,42 +97,19 @@ fn t3000_ring_uses_one_usable_link_per_hop_and_rows_and_columns_are_lines() {
     // On-board hops keep one usable link (the other is reserved for dispatch); others two.
     let per_hop: Vec<usize> = ring.hops.iter().map(|h| h.links.len()).collect();
     assert_eq!(per_hop, [2, 1, 2, 1, 2, 1, 2, 1]);
-    assert!(
-        ring.hops
-            .iter()
-            .flat_map(|h| &h.links)
-            .all(|&l| !c.link(l).reserved)
-    );
-    let lines: Vec<Vec<u64>> = c
-        .lines()
-        .iter()
-        .map(|l| l.chips.iter().map(|&x| c.chip(x).id).collect())
-        .collect();
-    assert_eq!(
-        lines,
-        [
-            vec![4, 0, 2, 6],
-            vec![5, 1, 3, 7],
-            vec![4, 5],
-            vec![0, 1],
-            vec![2, 3],
-            vec![6, 7]
-        ]
-    );
+    assert!(ring.hops.iter().flat_map(|h| &h.links).all(|&l| !c.link(l).reserved));
+    let lines: Vec<Vec<u64>> =
+        c.lines().iter().map(|l| l.chips.iter().map(|&x| c.chip(x).id).collect()).collect();
+    assert_eq!(lines, [vec![4, 0, 2, 6], vec![5, 1, 3, 7], vec![4, 5], vec![0, 1], vec![2, 3], vec![6, 7]]);
     // The board links on a row are reserved on one of their two links.
     let row0 = &c.lines()[0];
-    assert_eq!(
-        row0.hops.iter().map(|h| h.links.len()).collect::<Vec<_>>(),
-        [1, 2, 1]
-    );
+    assert_eq!(row0.hops.iter().map(|h| h.links.len()).collect::<Vec<_>>(), [1, 2, 1]);
 }
 
 #[test]
 fn routes_are_shortest_and_prefer_lower_chips() {
     let c = builtin::cluster("galaxy").unwrap();
-    let route = c
-        .route(c.chip_by_id(0).unwrap(), c.chip_by_id(31).unwrap())
-        .unwrap();
+    let route = c.route(c.chip_by_id(0).unwrap(), c.chip_by_id(31).unwrap()).unwrap();
     assert_eq!(route.len(), 11);
     let ids: Vec<u64> = route.iter().map(|&x| c.chip(x).id).collect();
     assert_eq!(ids, [0, 1, 2, 3, 4, 5, 6, 7, 15, 23, 31]);
@@ -156,10 +125,7 @@ fn flow_style_legacy_names_bare_mmio_and_routing_flags_parse() {
          boardtype: {\n   0: n300,\n   1: null,\n}\nio_device_type: PCIe\nsome_future_key: [1, 2]\n",
     )
     .unwrap();
-    assert_eq!(
-        summary(&c),
-        "chips 2 links 2 reserved 1 mmio [0] shape line 2 diameter Some(1)\nring 0 1\n"
-    );
+    assert_eq!(summary(&c), "chips 2 links 2 reserved 1 mmio [0] shape line 2 diameter Some(1)\nring 0 1\n");
     assert_eq!(c.links()[0].routing_enabled, Some(true));
     assert_eq!(c.chip(ChipIdx(0)).harvest_mask, Some(65));
     assert_eq!(c.chip(ChipIdx(0)).board_type.as_deref(), Some("n300"));
@@ -213,9 +179,7 @@ fn shapes_are_inferred_without_coordinates_and_with_arbitrary_ids() {
 fn rings_are_found_on_meshes_tori_and_by_search() {
     for (rows, cols, torus) in [(4, 8, false), (3, 5, true), (5, 5, true), (3, 4, false)] {
         let c = parse(&grid_yaml(rows, cols, torus, &|v| v as u64 + 100)).unwrap();
-        let ring = c
-            .ring()
-            .unwrap_or_else(|| panic!("no ring on {rows}x{cols} torus={torus}"));
+        let ring = c.ring().unwrap_or_else(|| panic!("no ring on {rows}x{cols} torus={torus}"));
         let n = ring.chips.len();
         assert_eq!(n, rows * cols);
         let mut seen = ring.chips.clone();
@@ -294,10 +258,7 @@ fn bad_descriptions_name_the_file_the_place_and_the_problem() {
         (b"arch: {0: wormhole_b0}\nethernet_connections: {a: 1}\n", "test.yaml:2:23: ethernet_connections: invalid type: map, expected a sequence"),
     ];
     for (text, want) in cases {
-        let got = Cluster::from_bytes("test.yaml", text)
-            .map(|_| ())
-            .unwrap_err()
-            .to_string();
+        let got = Cluster::from_bytes("test.yaml", text).map(|_| ()).unwrap_err().to_string();
         assert_eq!(got, want, "for {:?}", String::from_utf8_lossy(text));
         assert!(!got.contains('\n'));
     }
@@ -313,9 +274,7 @@ fn unknown_cluster_names_list_the_built_in_ones() {
         err,
         "unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus)"
     );
-    let err = builtin::cluster("no/such/file.yaml")
-        .unwrap_err()
-        .to_string();
+    let err = builtin::cluster("no/such/file.yaml").unwrap_err().to_string();
     assert!(err.starts_with("no/such/file.yaml: cannot read: "), "{err}");
 }
 
@@ -331,22 +290,15 @@ fn anchor_descriptors_parse_with_their_chip_and_link_counts() {
     let known = [
         ("umd_wormhole_N300.yaml", 2, 2, "line 2"),
         ("umd_wormhole_N300_routing_info.yaml", 2, 2, "line 2"),
-        (
-            "umd_wormhole_N300_with_remote_connections.yaml",
-            2,
-            2,
-            "line 2",
-        ),
+        ("umd_wormhole_N300_with_remote_connections.yaml", 2, 2, "line 2"),
         ("umd_2x2_n300_cluster_desc.yaml", 4, 8, "mesh 2x2"),
         ("umd_t3k_cluster_desc.yaml", 8, 20, "mesh 2x4"),
         ("tcd_t3k_cluster_desc.yaml", 8, 20, "mesh 2x4"),
         ("umd_6u_cluster_desc.yaml", 32, 208, "mesh 4x8"),
         ("umd_hist_galaxy.yaml", 36, 216, "irregular"),
     ];
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("MESHSIM_ANCHORS is a folder")
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).expect("MESHSIM_ANCHORS is a folder").map(|e| e.unwrap().path()).collect();
     files.sort();
     assert!(!files.is_empty());
     for path in files {
@@ -355,19 +307,10 @@ fn anchor_descriptors_parse_with_their_chip_and_link_counts() {
         let naive: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
         let chips = naive["arch"].as_mapping().unwrap().len();
         let links = naive["ethernet_connections"].as_sequence().unwrap().len();
-        assert_eq!(
-            (c.chips().len(), c.links().len()),
-            (chips, links),
-            "{}",
-            path.display()
-        );
+        assert_eq!((c.chips().len(), c.links().len()), (chips, links), "{}", path.display());
         let name = path.file_name().unwrap().to_str().unwrap();
         if let Some(&(_, kc, kl, shape)) = known.iter().find(|k| k.0 == name) {
-            assert_eq!(
-                (chips, links, c.shape().to_string().as_str()),
-                (kc, kl, shape),
-                "{name}"
-            );
+            assert_eq!((chips, links, c.shape().to_string().as_str()), (kc, kl, shape), "{name}");
         }
         if name.contains("t3k") {
             assert_eq!(c.ring().expect("T3000 has an 8-chip ring").chips.len(), 8);
