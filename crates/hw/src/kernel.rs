@@ -327,6 +327,11 @@ impl Kernel {
         }
     }
 
+    /// Address of `erisc_info` channel record `ch` in this ERISC's L1.
+    pub fn erisc_info_addr(&self, ch: u8) -> u64 {
+        self.info_addr(ch)
+    }
+
     fn info_addr(&self, ch: u8) -> u64 {
         self.ctx.with(|hw, _| hw.params.erisc_info_base) + ch as u64 * CHANNEL_SYNC_BYTES
     }

@@ -229,7 +229,7 @@ impl Hw {
             Mode::Functional => (offset, offset + n),
             Mode::Timing => (offset.max(len.saturating_sub(16)), offset + n),
         };
-        (lo < hi).then_some((lo, hi - lo))
+        (lo < hi).then(|| (lo, hi - lo))
     }
 
     fn latch(

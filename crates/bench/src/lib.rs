@@ -1,0 +1,21 @@
+//! meshsim's microbenchmarks, written against the device and host APIs the way tt-metal writes
+//! its Ethernet microbenchmarks, and the sweeps and reports around them.
+//!
+//! - [`latency`]: single-link send + echo round trip over a ring of buffer slots;
+//! - [`bandwidth`]: raw ERISC bandwidth, uni- or bi-directional, by packet size and slot count,
+//!   optionally forwarding every slot to a Tensix core over the NoC;
+//! - [`ring`]: the CCL guide's ring ping (receiver → NoC → sender → next chip);
+//! - [`report`]: text tables, CSV and JSON of any sweep.
+//!
+//! Sweep points are independent simulations, run in parallel with rayon and returned in input
+//! order.
+
+#![warn(missing_docs)]
+
+pub mod bandwidth;
+mod common;
+pub mod latency;
+pub mod report;
+pub mod ring;
+
+pub use common::{BenchError, Setup, user_link};
