@@ -5,7 +5,12 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand, ValueEnum};
+use meshsim_bench::plot::{self, Plot, Series};
+use meshsim_bench::{BenchError, Setup, bandwidth, latency, report, ring};
+use meshsim_hw::Params;
 use meshsim_topology::{Cluster, builtin};
 
 /// meshsim: a cycle-resolution simulator of Ethernet-linked Tenstorrent Wormhole meshes.
@@ -18,6 +23,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print every model parameter with its value, unit and description.
+    Params {
+        /// A parameter file to read instead of the built-in configs/wormhole_b0.yaml.
+        #[arg(long, value_name = "FILE")]
+        params: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Run an Ethernet microbenchmark as a simulated program.
+    #[command(subcommand)]
+    Bench(Bench),
     /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
     Topo {
         /// A cluster description file (tt-umd YAML) or a built-in name: n300, t3000, galaxy,
@@ -27,6 +44,119 @@ enum Command {
         #[arg(long, value_enum, default_value_t = TopoFormat::Text)]
         format: TopoFormat,
     },
+}
+
+/// The microbenchmarks.
+#[derive(Subcommand)]
+enum Bench {
+    /// Single-link round trip: send and echo over one link, payload and sync in one packet.
+    Latency {
+        #[command(flatten)]
+        common: BenchArgs,
+        /// Buffer slots the pings rotate over.
+        #[arg(long, default_value_t = 16)]
+        slots: u64,
+        /// Measured pings per point (after one unmeasured).
+        #[arg(long, default_value_t = 4)]
+        samples: u64,
+        /// Send payload and sync record separately, with the guide's ack/done flow control.
+        #[arg(long)]
+        unmerged: bool,
+    },
+    /// Raw ERISC bandwidth over one link, by packet size and slot count.
+    Bandwidth {
+        #[command(flatten)]
+        common: BenchArgs,
+        /// Buffer slots (channels) per direction.
+        #[arg(long, default_value_t = 16)]
+        slots: u64,
+        /// Packets sent per direction and point.
+        #[arg(long, default_value_t = 256)]
+        packets: u64,
+        /// Both directions at once (the figure is their sum).
+        #[arg(long)]
+        bidir: bool,
+        /// The receiver forwards every slot to a Tensix core over the NoC before acknowledging.
+        #[arg(long)]
+        to_worker: bool,
+    },
+    /// The CCL guide's ring ping: receiver -> NoC -> sender -> next chip, first trip unmeasured.
+    Ring {
+        #[command(flatten)]
+        common: BenchArgs,
+        /// Hops around the ring (more hops than chips revisit chips over unused links).
+        #[arg(long, default_value_t = 8)]
+        hops: usize,
+        /// Measured trips per point (after one unmeasured).
+        #[arg(long, default_value_t = 4)]
+        samples: u64,
+        /// The walkthrough's kernels as written: payload and sync sent separately.
+        #[arg(long)]
+        unmerged: bool,
+    },
+}
+
+/// Arguments every benchmark takes.
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// A cluster description file or a built-in name (n300, t3000, galaxy, galaxy_torus).
+    #[arg(long, default_value = "n300")]
+    cluster: String,
+    /// Payload sizes in bytes, comma-separated; K and M suffixes are powers of 1024.
+    #[arg(long, value_delimiter = ',', default_value = "16,128,256,512,1K,2K,4K,8K", value_parser = parse_size)]
+    sizes: Vec<u64>,
+    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
+    #[arg(long, value_name = "FILE")]
+    params: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also draw the sweep to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+/// Output formats of tables.
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// An aligned text table.
+    Text,
+    /// Comma-separated values.
+    Csv,
+    /// JSON.
+    Json,
+}
+
+impl From<Format> for report::Format {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Text => report::Format::Text,
+            Format::Csv => report::Format::Csv,
+            Format::Json => report::Format::Json,
+        }
+    }
+}
+
+/// Parses a byte size: `4096`, `4K`, `4KiB`, `1M`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.to_ascii_uppercase() {
+        u if u.ends_with("KIB") || u.ends_with('K') => {
+            (t.trim_end_matches(['K', 'k', 'i', 'B', 'b']), 1u64 << 10)
+        }
+        u if u.ends_with("MIB") || u.ends_with('M') => {
+            (t.trim_end_matches(['M', 'm', 'i', 'B', 'b']), 1 << 20)
+        }
+        u if u.ends_with("GIB") || u.ends_with('G') => {
+            (t.trim_end_matches(['G', 'g', 'i', 'B', 'b']), 1 << 30)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (examples: 16, 4096, 4K, 1M)"))?;
+    match n.checked_mul(mult) {
+        Some(0) | None => Err(format!("'{s}' is not a positive size")),
+        Some(v) => Ok(v),
+    }
 }
 
 /// Output formats of `meshsim topo`.
@@ -78,8 +208,98 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             print!("{out}");
         }
+        Command::Params { params, format } => {
+            let p = load_params(params.as_deref())?;
+            #[derive(serde::Serialize)]
+            struct Row {
+                name: &'static str,
+                value: u64,
+                description: &'static str,
+            }
+            let rows: Vec<Row> = p
+                .table()
+                .into_iter()
+                .map(|(name, value, description)| Row { name, value, description })
+                .collect();
+            print!("{}", report::render(&rows, format.into()));
+        }
+        Command::Bench(b) => run_bench(b)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn load_params(path: Option<&std::path::Path>) -> anyhow::Result<Params> {
+    match path {
+        None => Ok(Params::default()),
+        Some(p) => Params::load(p).map_err(|e| BadInput(e.to_string()).into()),
+    }
+}
+
+fn bench_error(e: BenchError) -> anyhow::Error {
+    if e.is_bad_input() { BadInput(e.to_string()).into() } else { anyhow::Error::new(e) }
+}
+
+fn run_bench(b: Bench) -> anyhow::Result<()> {
+    let common = match &b {
+        Bench::Latency { common, .. } | Bench::Bandwidth { common, .. } | Bench::Ring { common, .. } => {
+            common
+        }
+    };
+    let setup =
+        Setup { cluster: load_cluster(&common.cluster)?, params: load_params(common.params.as_deref())? };
+    let format = common.format.into();
+    let label = common.cluster.clone();
+    let (table, plot) = match &b {
+        Bench::Latency { common, slots, samples, unmerged } => {
+            let spec =
+                latency::LatencySpec { size_bytes: 0, slots: *slots, samples: *samples, unmerged: *unmerged };
+            let rows = latency::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
+            let plot = Plot {
+                title: format!("Ethernet round trip, {label}"),
+                x_desc: "payload (bytes)".into(),
+                y_desc: "round trip (ns)".into(),
+                series: vec![Series { label, points }],
+            };
+            (report::render(&rows, format), plot)
+        }
+        Bench::Bandwidth { common, slots, packets, bidir, to_worker } => {
+            let spec = bandwidth::BandwidthSpec {
+                size_bytes: 0,
+                slots: *slots,
+                packets: *packets,
+                bidir: *bidir,
+                to_worker: *to_worker,
+            };
+            let rows = bandwidth::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps)).collect();
+            let what = if *bidir { "bidirectional" } else { "unidirectional" };
+            let plot = Plot {
+                title: format!("ERISC {what} bandwidth, {slots} slots, {label}"),
+                x_desc: "packet payload (bytes)".into(),
+                y_desc: "GB/s".into(),
+                series: vec![Series { label, points }],
+            };
+            (report::render(&rows, format), plot)
+        }
+        Bench::Ring { common, hops, samples, unmerged } => {
+            let spec = ring::RingSpec { size_bytes: 0, hops: *hops, samples: *samples, unmerged: *unmerged };
+            let rows = ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
+            let plot = Plot {
+                title: format!("Ring ping, {hops} hops, {label}"),
+                x_desc: "payload (bytes)".into(),
+                y_desc: "ns per hop".into(),
+                series: vec![Series { label, points }],
+            };
+            (report::render(&rows, format), plot)
+        }
+    };
+    print!("{table}");
+    if let Some(path) = &common.plot {
+        plot::write(path, &plot).map_err(|e| BadInput(e.to_string()))?;
+    }
+    Ok(())
 }
 
 fn load_cluster(spec: &str) -> anyhow::Result<Cluster> {

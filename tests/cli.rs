@@ -202,3 +202,141 @@ mod bad_input {
         assert_eq!(meshsim(&["frobnicate"]).0, 2);
     }
 }
+
+mod params {
+    use super::*;
+
+    #[test]
+    fn every_parameter_is_printed_with_its_value_and_description() {
+        let (code, out, _) = meshsim(&["params", "--format", "json"]);
+        assert_eq!(code, 0);
+        let v = json(&out);
+        let rows = v.as_array().unwrap();
+        assert!(rows.len() >= 20);
+        let link = rows.iter().find(|r| r["name"] == "eth_link_gbps").unwrap();
+        assert_eq!(link["value"], 100);
+        assert!(rows.iter().all(|r| !r["description"].as_str().unwrap().is_empty()));
+    }
+
+    #[test]
+    fn a_parameter_file_with_an_unknown_key_is_bad_input() {
+        let text = format!("{}\nnoc_hops_per_cycle: 3\n", include_str!("../configs/wormhole_b0.yaml"));
+        let path = file("params_unknown.yaml", text.as_bytes());
+        let (code, _, err) = meshsim(&["params", "--params", path.to_str().unwrap()]);
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("params_unknown.yaml") && err.contains("unknown field `noc_hops_per_cycle`"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1);
+    }
+}
+
+mod bench {
+    use super::*;
+
+    #[test]
+    fn latency_bandwidth_and_ring_print_their_units_in_json() {
+        let (code, out, err) =
+            meshsim(&["bench", "latency", "--cluster", "n300", "--sizes", "16,1K", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        assert_eq!(v[1]["size_bytes"], 1024);
+        assert!(v[0]["round_trip_ns"].as_f64().unwrap() > 800.0);
+        let (code, out, _) = meshsim(&["bench", "bandwidth", "--sizes", "8K", "--format", "json"]);
+        assert_eq!(code, 0);
+        assert!(json(&out)[0]["gbps"].as_f64().unwrap() > 11.0);
+        let (code, out, _) = meshsim(&[
+            "bench",
+            "ring",
+            "--cluster",
+            "t3000",
+            "--hops",
+            "4",
+            "--sizes",
+            "16",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0);
+        assert_eq!(json(&out)[0]["hops"], 4);
+        assert!(json(&out)[0]["ns_per_hop"].as_f64().unwrap() > 500.0);
+    }
+
+    #[test]
+    fn csv_has_a_header_and_one_line_per_size_in_input_order() {
+        let (code, out, _) = meshsim(&[
+            "bench",
+            "bandwidth",
+            "--bidir",
+            "--slots",
+            "4",
+            "--sizes",
+            "4K,256",
+            "--format",
+            "csv",
+        ]);
+        assert_eq!(code, 0);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "size_bytes,slots,directions,gbps");
+        assert!(lines[1].starts_with("4096,4,2,") && lines[2].starts_with("256,4,2,"), "{out}");
+    }
+
+    #[test]
+    fn a_swapped_parameter_file_changes_the_result() {
+        let slow = include_str!("../configs/wormhole_b0.yaml")
+            .replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 1318");
+        let path = file("slow_link.yaml", slow.as_bytes());
+        let base =
+            json(&meshsim(&["bench", "latency", "--sizes", "16", "--format", "json"]).1)[0]["round_trip_ns"]
+                .as_f64()
+                .unwrap();
+        let (code, out, _) = meshsim(&[
+            "bench",
+            "latency",
+            "--sizes",
+            "16",
+            "--format",
+            "json",
+            "--params",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0);
+        let slower = json(&out)[0]["round_trip_ns"].as_f64().unwrap();
+        assert!((slower - base - 2000.0).abs() < 1.0, "two extra microseconds of wire: {base} -> {slower}");
+    }
+
+    #[test]
+    fn plots_are_written_as_svg() {
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-bw.svg", std::process::id()));
+        let (code, _, err) =
+            meshsim(&["bench", "bandwidth", "--sizes", "16,1K,8K", "--plot", path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("GB/s"));
+    }
+
+    #[test]
+    fn impossible_benchmark_arguments_are_bad_input() {
+        let cases: [(&[&str], &str); 6] = [
+            (&["bench", "latency", "--sizes", "24"], "size 24 B is not a positive multiple of 16 B"),
+            (&["bench", "latency", "--sizes", "0"], "'0' is not a positive size"),
+            (&["bench", "bandwidth", "--sizes", "64K", "--slots", "16"], "16 slots of 65536 B"),
+            (
+                &["bench", "ring", "--cluster", "n300", "--hops", "8", "--sizes", "16"],
+                "has no ring of 8 hops",
+            ),
+            (&["bench", "latency", "--cluster", "t4000"], "unknown cluster 't4000'"),
+            (
+                &["bench", "latency", "--sizes", "16", "--plot", "out.jpg"],
+                "plots are written as .svg or .png",
+            ),
+        ];
+        for (args, want) in cases {
+            let (code, _, err) = meshsim(args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(err.contains(want), "{args:?}: {want:?} not in {err:?}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}

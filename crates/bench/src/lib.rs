@@ -5,7 +5,8 @@
 //! - [`bandwidth`]: raw ERISC bandwidth, uni- or bi-directional, by packet size and slot count,
 //!   optionally forwarding every slot to a Tensix core over the NoC;
 //! - [`ring`]: the CCL guide's ring ping (receiver → NoC → sender → next chip);
-//! - [`report`]: text tables, CSV and JSON of any sweep.
+//! - [`report`]: text tables, CSV and JSON of any sweep;
+//! - [`plot`]: SVG and PNG plots of sweeps.
 //!
 //! Sweep points are independent simulations, run in parallel with rayon and returned in input
 //! order.
@@ -15,6 +16,7 @@
 pub mod bandwidth;
 mod common;
 pub mod latency;
+pub mod plot;
 pub mod report;
 pub mod ring;
 
