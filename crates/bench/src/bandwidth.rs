@@ -22,7 +22,7 @@ use meshsim_topology::soc::CoreCoord;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::common::{BenchError, Layout, Setup, user_link};
+use crate::common::{BenchError, Layout, Measured, Setup, user_link};
 
 /// What a bandwidth point is asked to do.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +56,7 @@ pub struct BandwidthRow {
 const WORKER_BUF: u64 = 0x10000;
 
 /// Runs one bandwidth point.
-pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<BandwidthRow, BenchError> {
+pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<Measured<BandwidthRow>, BenchError> {
     let (a, a_chan, b, b_chan) = user_link(&setup.cluster)?;
     if spec.packets == 0 {
         return Err(BenchError::BadArgument("at least one packet is needed".into()));
@@ -130,16 +130,20 @@ pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<BandwidthRow, Ben
             },
         );
     }
-    m.launch(programs, |_| Time::ZERO)?;
+    let stats = m.launch(programs, |_| Time::ZERO)?;
     let gbps = spans
         .borrow()
         .iter()
         .map(|&(start, end)| (spec.packets * size) as f64 / (end - start).as_ns_f64())
         .sum();
-    Ok(BandwidthRow { size_bytes: size, slots, directions: directions.len() as u64, gbps })
+    let row = BandwidthRow { size_bytes: size, slots, directions: directions.len() as u64, gbps };
+    Ok(Measured { row, stats })
 }
 
 /// Runs a sweep over packet sizes in parallel; rows come back in input order.
 pub fn sweep(setup: &Setup, sizes: &[u64], spec: BandwidthSpec) -> Result<Vec<BandwidthRow>, BenchError> {
-    sizes.par_iter().map(|&size_bytes| bandwidth(setup, BandwidthSpec { size_bytes, ..spec })).collect()
+    sizes
+        .par_iter()
+        .map(|&size_bytes| bandwidth(setup, BandwidthSpec { size_bytes, ..spec }).map(|m| m.row))
+        .collect()
 }

@@ -1,6 +1,6 @@
 //! What every microbenchmark shares: the set-up, the link it runs on, buffer layout and errors.
 
-use meshsim_engine::SimError;
+use meshsim_engine::{SimError, Stats};
 use meshsim_hw::{Machine, Mode, Params};
 use meshsim_topology::{ChipIdx, Cluster};
 
@@ -18,6 +18,15 @@ impl Setup {
     pub(crate) fn machine(&self) -> Machine {
         Machine::new(self.cluster.clone(), self.params.clone(), Mode::Timing)
     }
+}
+
+/// A benchmark result with the engine's counters of the run that measured it.
+#[derive(Clone, Debug)]
+pub struct Measured<R> {
+    /// The result.
+    pub row: R,
+    /// Events, simulated end time and event-log hash of the run.
+    pub stats: Stats,
 }
 
 /// Why a benchmark point could not run.

@@ -22,7 +22,7 @@ use meshsim_hw::Program;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::common::{BenchError, Layout, Setup, user_link};
+use crate::common::{BenchError, Layout, Measured, Setup, user_link};
 
 /// What a latency point is asked to do.
 #[derive(Clone, Copy, Debug)]
@@ -53,7 +53,7 @@ const PING_CH: u8 = 1;
 const ECHO_CH: u8 = 2;
 
 /// Runs one latency point.
-pub fn latency(setup: &Setup, spec: LatencySpec) -> Result<LatencyRow, BenchError> {
+pub fn latency(setup: &Setup, spec: LatencySpec) -> Result<Measured<LatencyRow>, BenchError> {
     let (a, a_chan, b, b_chan) = user_link(&setup.cluster)?;
     let lay = Rc::new(Layout::new(&setup.params, spec.size_bytes, spec.slots, 16)?);
     if spec.samples == 0 {
@@ -111,14 +111,18 @@ pub fn latency(setup: &Setup, spec: LatencySpec) -> Result<LatencyRow, BenchErro
         }
         Ok(())
     });
-    m.launch(vec![pa, pb], |_| Time::ZERO)?;
+    let stats = m.launch(vec![pa, pb], |_| Time::ZERO)?;
     let times = times.borrow();
     let rtt = times.iter().map(|t| t.as_ns_f64()).sum::<f64>() / times.len() as f64;
     let ser = setup.params.eth_wire_time(size).as_ns_f64();
-    Ok(LatencyRow { size_bytes: size, round_trip_ns: rtt, one_way_ns: (rtt - 2.0 * ser) / 2.0 })
+    let row = LatencyRow { size_bytes: size, round_trip_ns: rtt, one_way_ns: (rtt - 2.0 * ser) / 2.0 };
+    Ok(Measured { row, stats })
 }
 
 /// Runs a sweep over payload sizes in parallel; rows come back in input order.
 pub fn sweep(setup: &Setup, sizes: &[u64], spec: LatencySpec) -> Result<Vec<LatencyRow>, BenchError> {
-    sizes.par_iter().map(|&size_bytes| latency(setup, LatencySpec { size_bytes, ..spec })).collect()
+    sizes
+        .par_iter()
+        .map(|&size_bytes| latency(setup, LatencySpec { size_bytes, ..spec }).map(|m| m.row))
+        .collect()
 }

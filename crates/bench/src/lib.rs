@@ -20,4 +20,4 @@ pub mod plot;
 pub mod report;
 pub mod ring;
 
-pub use common::{BenchError, Setup, user_link};
+pub use common::{BenchError, Measured, Setup, user_link};

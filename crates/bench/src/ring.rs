@@ -24,7 +24,7 @@ use meshsim_topology::{ChipIdx, Cluster, LinkId};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::common::{BenchError, Layout, Setup};
+use crate::common::{BenchError, Layout, Measured, Setup};
 
 /// What a ring point is asked to do.
 #[derive(Clone, Copy, Debug)]
@@ -127,7 +127,7 @@ fn dfs(
 }
 
 /// Runs one ring point.
-pub fn ring(setup: &Setup, spec: RingSpec) -> Result<RingRow, BenchError> {
+pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchError> {
     let walk = ring_walk(&setup.cluster, spec.hops)
         .ok_or_else(|| BenchError::NoRing { cluster: setup.cluster.origin().to_owned(), hops: spec.hops })?;
     if spec.samples == 0 {
@@ -227,13 +227,15 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<RingRow, BenchError> {
             },
         );
     }
-    m.launch(programs, |_| Time::ZERO)?;
+    let stats = m.launch(programs, |_| Time::ZERO)?;
     let times = times.borrow();
     let rtt = times.iter().map(|t| t.as_ns_f64()).sum::<f64>() / times.len() as f64;
-    Ok(RingRow { size_bytes: size, hops: hops as u64, round_trip_ns: rtt, ns_per_hop: rtt / hops as f64 })
+    let row =
+        RingRow { size_bytes: size, hops: hops as u64, round_trip_ns: rtt, ns_per_hop: rtt / hops as f64 };
+    Ok(Measured { row, stats })
 }
 
 /// Runs a sweep over payload sizes in parallel; rows come back in input order.
 pub fn sweep(setup: &Setup, sizes: &[u64], spec: RingSpec) -> Result<Vec<RingRow>, BenchError> {
-    sizes.par_iter().map(|&size_bytes| ring(setup, RingSpec { size_bytes, ..spec })).collect()
+    sizes.par_iter().map(|&size_bytes| ring(setup, RingSpec { size_bytes, ..spec }).map(|m| m.row)).collect()
 }

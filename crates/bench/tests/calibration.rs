@@ -72,7 +72,7 @@ fn single_link_round_trip_matches_the_published_curve() {
 #[test]
 fn one_way_latency_in_the_guides_formulation_lies_in_530_to_620_ns() {
     let spec = LatencySpec { size_bytes: 16, slots: 16, samples: 4, unmerged: true };
-    let row = latency::latency(&setup("n300"), spec).unwrap();
+    let row = latency::latency(&setup("n300"), spec).unwrap().row;
     assert!((530.0..=620.0).contains(&row.one_way_ns), "one-way {:.1} ns", row.one_way_ns);
     assert!(
         row.round_trip_ns > 1000.0 && row.round_trip_ns < 1200.0,
@@ -84,7 +84,8 @@ fn one_way_latency_in_the_guides_formulation_lies_in_530_to_620_ns() {
 #[test]
 fn ring_ping_on_the_t3000_takes_about_650_ns_per_hop() {
     let row = ring::ring(&setup("t3000"), RingSpec { size_bytes: 16, hops: 8, samples: 4, unmerged: false })
-        .unwrap();
+        .unwrap()
+        .row;
     assert_eq!(row.hops, 8);
     assert!(
         check("ring ping", 16, row.ns_per_hop, 650.0, 0.10).is_none(),
@@ -99,7 +100,8 @@ fn ring_ping_on_the_t3000_takes_about_650_ns_per_hop() {
 fn guide_walkthrough_round_trip_ping_runs_on_4_and_8_hop_rings() {
     for hops in [4, 8] {
         let row = ring::ring(&setup("t3000"), RingSpec { size_bytes: 16, hops, samples: 3, unmerged: true })
-            .unwrap();
+            .unwrap()
+            .row;
         assert_eq!(row.hops, hops as u64);
         assert!((600.0..780.0).contains(&row.ns_per_hop), "{hops} hops: {:.1} ns per hop", row.ns_per_hop);
     }
@@ -108,11 +110,13 @@ fn guide_walkthrough_round_trip_ping_runs_on_4_and_8_hop_rings() {
 #[test]
 fn larger_pings_cost_more_per_hop_and_bandwidth_saturates_near_the_line_rate() {
     let t = setup("t3000");
-    let small = ring::ring(&t, RingSpec { size_bytes: 16, hops: 8, samples: 2, unmerged: false }).unwrap();
-    let kib = ring::ring(&t, RingSpec { size_bytes: 1024, hops: 8, samples: 2, unmerged: false }).unwrap();
+    let small =
+        ring::ring(&t, RingSpec { size_bytes: 16, hops: 8, samples: 2, unmerged: false }).unwrap().row;
+    let kib =
+        ring::ring(&t, RingSpec { size_bytes: 1024, hops: 8, samples: 2, unmerged: false }).unwrap().row;
     assert!(kib.ns_per_hop > small.ns_per_hop + 150.0);
     let spec = BandwidthSpec { size_bytes: 16384, slots: 8, packets: 128, bidir: false, to_worker: false };
-    let big = bandwidth::bandwidth(&setup("n300"), spec).unwrap();
+    let big = bandwidth::bandwidth(&setup("n300"), spec).unwrap().row;
     assert!(big.gbps < 12.5 && big.gbps > 11.9, "{}", big.gbps);
 }
 
@@ -120,15 +124,15 @@ fn larger_pings_cost_more_per_hop_and_bandwidth_saturates_near_the_line_rate() {
 fn bidirectional_bandwidth_is_two_directions_and_forwarding_to_a_worker_costs_little_for_large_packets() {
     let s = setup("n300");
     let uni = BandwidthSpec { size_bytes: 4096, slots: 8, packets: 128, bidir: false, to_worker: false };
-    let one = bandwidth::bandwidth(&s, uni).unwrap();
-    let both = bandwidth::bandwidth(&s, BandwidthSpec { bidir: true, ..uni }).unwrap();
+    let one = bandwidth::bandwidth(&s, uni).unwrap().row;
+    let both = bandwidth::bandwidth(&s, BandwidthSpec { bidir: true, ..uni }).unwrap().row;
     assert_eq!(both.directions, 2);
     assert!(both.gbps > 1.9 * one.gbps, "bidir {} vs uni {}", both.gbps, one.gbps);
-    let fwd = bandwidth::bandwidth(&s, BandwidthSpec { to_worker: true, ..uni }).unwrap();
+    let fwd = bandwidth::bandwidth(&s, BandwidthSpec { to_worker: true, ..uni }).unwrap().row;
     assert!(fwd.gbps <= one.gbps && fwd.gbps > 0.9 * one.gbps, "to worker {} vs {}", fwd.gbps, one.gbps);
     let small = BandwidthSpec { size_bytes: 256, slots: 16, packets: 256, bidir: false, to_worker: false };
-    let direct = bandwidth::bandwidth(&s, small).unwrap();
-    let fwd_small = bandwidth::bandwidth(&s, BandwidthSpec { to_worker: true, ..small }).unwrap();
+    let direct = bandwidth::bandwidth(&s, small).unwrap().row;
+    let fwd_small = bandwidth::bandwidth(&s, BandwidthSpec { to_worker: true, ..small }).unwrap().row;
     assert!(fwd_small.gbps < direct.gbps, "the NoC hop lengthens the slot turnaround");
 }
 

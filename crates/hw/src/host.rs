@@ -162,7 +162,7 @@ impl Machine {
     pub fn device(&self, chip: ChipIdx) -> Device {
         let ctx = self.sim.ctx();
         let hw = ctx.world();
-        Device { chip, cluster: hw.cluster.clone(), soc: hw.soc.clone(), params: hw.params.clone() }
+        Device { chip, cluster: hw.cluster.clone(), soc: hw.soc.clone(), params: (*hw.params).clone() }
     }
 
     /// The cluster.

@@ -147,7 +147,7 @@ impl Kernel {
 
     /// Checks that this kernel may touch `[addr, addr + len)` of its own L1.
     fn check_local(&self, addr: u64, len: u64) -> Result<(), HwError> {
-        self.ctx.with(|hw, _| check_access(hw, self.kind, &self.core_name(), addr, len))
+        self.ctx.with(|hw, _| check_access(hw, self.kind, || self.core_name(), addr, len))
     }
 
     /// Writes a word of this core's L1.
@@ -181,8 +181,11 @@ impl Kernel {
     fn target(&self, noc_addr: u64, len: u64) -> Result<(CoreCoord, MemSpace, u64, CoreKind), HwError> {
         let (at, addr) = split_noc_addr(noc_addr);
         self.ctx.with(|hw, s| {
-            let slot =
-                hw.core(self.chip, at).ok_or(HwError::NoCore { core: self.core_name(), x: at.x, y: at.y })?;
+            let slot = hw.core(self.chip, at).ok_or_else(|| HwError::NoCore {
+                core: self.core_name(),
+                x: at.x,
+                y: at.y,
+            })?;
             s.memory().check_range(slot.mem, addr, len)?;
             Ok((at, slot.mem, addr, slot.kind))
         })
@@ -195,29 +198,19 @@ impl Kernel {
         let (dst_at, dst_mem, dst, _) = self.target(dst_noc_addr, size)?;
         self.issue().await;
         self.ctx.with(|hw, s| -> Result<(), HwError> {
-            let p = hw.params.clone();
+            let p = Rc::clone(&hw.params);
             let mut off = 0;
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
                 let arrive =
                     hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, dst_at, n, s.now());
-                let data = match hw.carried(size, off, n) {
-                    Some((o, len)) => {
-                        let mut d = vec![0; len as usize];
-                        s.memory().read(self.mem, src + o, &mut d)?;
-                        (dst + o, d)
-                    }
-                    None => (dst + off, Vec::new()),
-                };
-                let pending = s.read_u32(self.regs, REG_WRITES)?;
-                s.write_u32(self.regs, REG_WRITES, pending + 1)?;
-                let slot = hw.park(Delivery {
-                    mem: dst_mem,
-                    addr: data.0,
-                    what: Payload::Bytes(data.1),
-                    done: Some((self.regs, REG_WRITES)),
-                });
-                s.schedule(arrive, HwEvent::Deliver { slot });
+                let (o, len) = hw.carried(size, off, n).unwrap_or((off, 0));
+                let what = Payload::read(s.memory(), self.mem, src + o, len)?;
+                hw.post(
+                    s,
+                    arrive,
+                    Delivery { mem: dst_mem, addr: dst + o, what, done: Some((self.regs, REG_WRITES)) },
+                )?;
                 off += n.max(1);
             }
             Ok(())
@@ -232,7 +225,7 @@ impl Kernel {
         let (src_at, src_mem, src, kind) = self.target(src_noc_addr, size)?;
         self.issue().await;
         self.ctx.with(|hw, s| -> Result<(), HwError> {
-            let p = hw.params.clone();
+            let p = Rc::clone(&hw.params);
             let mut off = 0;
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
@@ -246,17 +239,12 @@ impl Kernel {
                 }
                 let arrive = chip.noc.send(&p, self.noc, src_at, self.at, n, ready);
                 let (o, len) = hw.carried(size, off, n).unwrap_or((off, 0));
-                let mut d = vec![0; len as usize];
-                s.memory().read(src_mem, src + o, &mut d)?;
-                let pending = s.read_u32(self.regs, REG_READS)?;
-                s.write_u32(self.regs, REG_READS, pending + 1)?;
-                let slot = hw.park(Delivery {
-                    mem: self.mem,
-                    addr: dst + o,
-                    what: Payload::Bytes(d),
-                    done: Some((self.regs, REG_READS)),
-                });
-                s.schedule(arrive, HwEvent::Deliver { slot });
+                let what = Payload::read(s.memory(), src_mem, src + o, len)?;
+                hw.post(
+                    s,
+                    arrive,
+                    Delivery { mem: self.mem, addr: dst + o, what, done: Some((self.regs, REG_READS)) },
+                )?;
                 off += n.max(1);
             }
             Ok(())
@@ -285,11 +273,10 @@ impl Kernel {
         let (at, mem, addr, _) = self.target(noc_addr, 4)?;
         self.issue().await;
         self.ctx.with(|hw, s| {
-            let p = hw.params.clone();
+            let p = Rc::clone(&hw.params);
             let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, at, 4, s.now());
-            let slot = hw.park(Delivery { mem, addr, what: Payload::Add(inc), done: None });
-            s.schedule(arrive, HwEvent::Deliver { slot });
-        });
+            hw.post(s, arrive, Delivery { mem, addr, what: Payload::Add(inc), done: None })
+        })?;
         Ok(())
     }
 
@@ -365,7 +352,7 @@ impl Kernel {
             check_access(
                 hw,
                 CoreKind::Eth(far.chan),
-                &format!("chip{}/eth{}", hw.cluster.chip(far.chip).id, far.chan),
+                || format!("chip{}/eth{}", hw.cluster.chip(far.chip).id, far.chan),
                 dst,
                 bytes,
             )
@@ -388,7 +375,7 @@ impl Kernel {
         }
         self.delay_cycles(self.ctx.with(|hw, _| hw.params.eth_send_initiate_cycles)).await;
         self.ctx.with(|hw, s| {
-            let p = hw.params.clone();
+            let p = Rc::clone(&hw.params);
             let port = &mut hw.chips[self.chip.0 as usize].eth[chan as usize];
             let txq = &mut port.txq[q];
             assert!(txq.claimed && txq.pending.is_none(), "the claimed queue is ours");
@@ -528,7 +515,14 @@ impl Kernel {
 }
 
 /// Checks that a kernel on a core of `kind` may access `[addr, addr + len)` of its L1.
-pub(crate) fn check_access(hw: &Hw, kind: CoreKind, core: &str, addr: u64, len: u64) -> Result<(), HwError> {
+/// `core` names the core, built only when the access is refused.
+pub(crate) fn check_access(
+    hw: &Hw,
+    kind: CoreKind,
+    core: impl FnOnce() -> String,
+    addr: u64,
+    len: u64,
+) -> Result<(), HwError> {
     let p = &hw.params;
     let (lo, hi) = match kind {
         CoreKind::Eth(_) => {
@@ -547,7 +541,7 @@ pub(crate) fn check_access(hw: &Hw, kind: CoreKind, core: &str, addr: u64, len: 
     if addr >= lo && addr.checked_add(len).is_some_and(|end| end <= hi) {
         Ok(())
     } else {
-        Err(HwError::OutsideWindow { core: core.to_owned(), addr, len, lo, hi })
+        Err(HwError::OutsideWindow { core: core(), addr, len, lo, hi })
     }
 }
 

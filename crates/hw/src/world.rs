@@ -82,18 +82,42 @@ pub(crate) struct Delivery {
 #[derive(Debug)]
 pub(crate) enum Payload {
     Bytes(Vec<u8>),
+    /// Up to 16 bytes held inline: sync records, flags, and every write in timing mode.
+    Small([u8; 16], u8),
     Add(u32),
+}
+
+impl Payload {
+    /// `len` bytes of `mem` at `addr` as a payload.
+    pub(crate) fn read(
+        mem: &meshsim_engine::Memory,
+        space: MemSpace,
+        addr: u64,
+        len: u64,
+    ) -> Result<Payload, MemError> {
+        if len <= 16 {
+            let mut b = [0u8; 16];
+            mem.read(space, addr, &mut b[..len as usize])?;
+            Ok(Payload::Small(b, len as u8))
+        } else {
+            let mut d = vec![0; len as usize];
+            mem.read(space, addr, &mut d)?;
+            Ok(Payload::Bytes(d))
+        }
+    }
 }
 
 /// The cluster's hardware.
 pub struct Hw {
-    pub(crate) params: Params,
+    pub(crate) params: Rc<Params>,
     pub(crate) cluster: Rc<Cluster>,
     pub(crate) soc: SocDescriptor,
     pub(crate) mode: Mode,
     pub(crate) chips: Vec<ChipHw>,
     in_flight: Vec<Option<Delivery>>,
     free_slots: Vec<u32>,
+    /// Scratch list of packet landings (kept to avoid an allocation per send).
+    landings: Vec<crate::eth::Landing>,
 }
 
 /// The events hardware schedules for itself.
@@ -157,7 +181,16 @@ impl Hw {
                 ChipHw { noc: Noc::new(gx, gy), cores, eth, dram_free: vec![Time::ZERO; soc.dram.len()] }
             })
             .collect();
-        Hw { params, cluster, soc, mode, chips, in_flight: Vec::new(), free_slots: Vec::new() }
+        Hw {
+            params: Rc::new(params),
+            cluster,
+            soc,
+            mode,
+            chips,
+            in_flight: Vec::new(),
+            free_slots: Vec::new(),
+            landings: Vec::new(),
+        }
     }
 
     /// The model parameters.
@@ -222,6 +255,17 @@ impl Hw {
         }
     }
 
+    /// Puts a transfer in flight to land at `at`, counting it in the issuer's counter if any.
+    pub(crate) fn post(&mut self, s: &mut Scheduler<HwEvent>, at: Time, d: Delivery) -> Result<(), MemError> {
+        if let Some((regs, counter)) = d.done {
+            let pending = s.read_u32(regs, counter)?;
+            s.write_u32(regs, counter, pending + 1)?;
+        }
+        let slot = self.park(d);
+        s.schedule(at, HwEvent::Deliver { slot });
+        Ok(())
+    }
+
     /// The part of a write of `len` bytes at `offset..offset + n` that this mode carries:
     /// everything when functional, only the overlap with the last 16 bytes when timing.
     pub(crate) fn carried(&self, len: u64, offset: u64, n: u64) -> Option<(u64, u64)> {
@@ -250,23 +294,23 @@ impl Hw {
             .expect("sends are only accepted on connected channels");
         let dst_mem = self.eth_l1(far.chip, far.chan);
         let mut rx_free = self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free;
-        let landings =
-            transmit(&self.params, &mut self.chips[chip].eth[chan as usize], &mut rx_free, cmd.bytes, now);
+        let mut landings = std::mem::take(&mut self.landings);
+        transmit(
+            &self.params,
+            &mut self.chips[chip].eth[chan as usize],
+            &mut rx_free,
+            cmd.bytes,
+            now,
+            &mut landings,
+        );
         self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free = rx_free;
-        for l in landings {
-            let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes) else {
-                continue;
-            };
-            let mut data = vec![0; n as usize];
-            sched.memory().read(src_mem, cmd.src + off, &mut data)?;
-            let slot = self.park(Delivery {
-                mem: dst_mem,
-                addr: cmd.dst + off,
-                what: Payload::Bytes(data),
-                done: None,
-            });
+        for l in landings.drain(..) {
+            let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes) else { continue };
+            let what = Payload::read(sched.memory(), src_mem, cmd.src + off, n)?;
+            let slot = self.park(Delivery { mem: dst_mem, addr: cmd.dst + off, what, done: None });
             sched.schedule(l.at, HwEvent::Deliver { slot });
         }
+        self.landings = landings;
         sched.notify(free);
         Ok(())
     }
@@ -276,6 +320,7 @@ impl Hw {
         self.free_slots.push(slot);
         match d.what {
             Payload::Bytes(data) => sched.write_bytes(d.mem, d.addr, &data)?,
+            Payload::Small(b, n) => sched.write_bytes(d.mem, d.addr, &b[..n as usize])?,
             Payload::Add(inc) => {
                 sched.add_u32(d.mem, d.addr, inc)?;
             }
