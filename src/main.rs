@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use meshsim_bench::plot::{self, Plot, Series};
-use meshsim_bench::{BenchError, Setup, bandwidth, latency, report, ring};
+use meshsim_bench::{BenchError, Setup, bandwidth, calibration, latency, report, ring};
 use meshsim_hw::Params;
 use meshsim_topology::{Cluster, builtin};
 
@@ -26,6 +26,16 @@ enum Command {
     /// Print every model parameter with its value, unit and description.
     Params {
         /// A parameter file to read instead of the built-in configs/wormhole_b0.yaml.
+        #[arg(long, value_name = "FILE")]
+        params: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Compare the model with every published measurement of the calibration set; exit 1 if a
+    /// point misses its tolerance.
+    Calibrate {
+        /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
         #[arg(long, value_name = "FILE")]
         params: Option<PathBuf>,
         /// Output format.
@@ -224,6 +234,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", report::render(&rows, format.into()));
         }
         Command::Bench(b) => run_bench(b)?,
+        Command::Calibrate { params, format } => {
+            let params = load_params(params.as_deref())?;
+            let n300 = Setup { cluster: load_cluster("n300")?, params: params.clone() };
+            let t3000 = Setup { cluster: load_cluster("t3000")?, params };
+            let rows = calibration::run(&n300, &t3000).map_err(bench_error)?;
+            print!("{}", report::render(&rows, format.into()));
+            if rows.iter().any(|r| !r.ok) {
+                eprintln!(
+                    "meshsim: {} calibration point(s) miss their tolerance",
+                    rows.iter().filter(|r| !r.ok).count()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

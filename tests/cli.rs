@@ -340,3 +340,23 @@ mod bench {
         }
     }
 }
+
+mod calibrate {
+    use super::*;
+
+    #[test]
+    fn the_model_meets_the_calibration_set_and_a_broken_parameter_fails_it() {
+        let (code, out, err) = meshsim(&["calibrate", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let rows = json(&out);
+        assert_eq!(rows.as_array().unwrap().len(), 18);
+        assert!(rows.as_array().unwrap().iter().all(|r| r["ok"] == true));
+        let slow =
+            include_str!("../configs/wormhole_b0.yaml").replace("eth_link_gbps: 100", "eth_link_gbps: 40");
+        let path = file("slow_gbps.yaml", slow.as_bytes());
+        let (code, out, err) = meshsim(&["calibrate", "--params", path.to_str().unwrap(), "--format", "csv"]);
+        assert_eq!(code, 1, "{err}");
+        assert!(out.lines().any(|l| l.starts_with("bandwidth GB/s,8192,") && l.ends_with(",false")), "{out}");
+        assert!(err.contains("calibration point(s) miss their tolerance"), "{err}");
+    }
+}

@@ -5,6 +5,7 @@
 //! - [`bandwidth`]: raw ERISC bandwidth, uni- or bi-directional, by packet size and slot count,
 //!   optionally forwarding every slot to a Tensix core over the NoC;
 //! - [`ring`]: the CCL guide's ring ping (receiver → NoC → sender → next chip);
+//! - [`calibration`]: the published points the model must reproduce, measured;
 //! - [`report`]: text tables, CSV and JSON of any sweep;
 //! - [`plot`]: SVG and PNG plots of sweeps.
 //!
@@ -14,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod bandwidth;
+pub mod calibration;
 mod common;
 pub mod latency;
 pub mod plot;

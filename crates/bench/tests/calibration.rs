@@ -2,10 +2,10 @@
 //! One global parameter set (configs/wormhole_b0.yaml) must meet every point; nothing here is
 //! tuned per size.
 
-use meshsim_bench::Setup;
 use meshsim_bench::bandwidth::{self, BandwidthSpec};
 use meshsim_bench::latency::{self, LatencySpec};
 use meshsim_bench::ring::{self, RingSpec};
+use meshsim_bench::{Setup, calibration};
 use meshsim_hw::Params;
 use meshsim_topology::builtin;
 
@@ -13,85 +13,29 @@ fn setup(name: &str) -> Setup {
     Setup { cluster: builtin::cluster(name).unwrap(), params: Params::default() }
 }
 
-/// Single link, 16 slots, payload + 16 B sync as one packet: (payload bytes, GB/s, round trip ns).
-const PUBLISHED: [(u64, f64, f64); 8] = [
-    (16, 0.28, 894.0),
-    (128, 2.25, 911.0),
-    (256, 4.39, 966.0),
-    (512, 8.35, 984.0),
-    (1024, 11.74, 1245.0),
-    (2048, 11.84, 1479.0),
-    (4096, 12.04, 1803.0),
-    (8192, 12.07, 2451.0),
-];
-
-/// The tolerance of a point: 20 % at 16 B, 10 % from 128 B up.
-fn tolerance(size: u64) -> f64 {
-    if size < 128 { 0.20 } else { 0.10 }
-}
-
-fn check(what: &str, size: u64, got: f64, want: f64, tol: f64) -> Option<String> {
-    let err = (got - want) / want;
-    (err.abs() > tol).then(|| {
-        format!(
-            "{what} at {size} B: simulated {got:.3}, published {want}, error {:+.1}% (tolerance {:.0}%)",
-            err * 100.0,
-            tol * 100.0
-        )
-    })
-}
-
-fn sizes() -> Vec<u64> {
-    PUBLISHED.iter().map(|p| p.0).collect()
-}
-
+/// Every point of the calibration set meets its tolerance with the one parameter set.
 #[test]
-fn single_link_bandwidth_matches_the_published_curve() {
-    let spec = BandwidthSpec { size_bytes: 0, slots: 16, packets: 256, bidir: false, to_worker: false };
-    let rows = bandwidth::sweep(&setup("n300"), &sizes(), spec).unwrap();
+fn every_calibration_point_meets_its_tolerance() {
+    let rows = calibration::run(&setup("n300"), &setup("t3000")).unwrap();
+    assert_eq!(rows.len(), 18);
     let misses: Vec<String> = rows
         .iter()
-        .zip(PUBLISHED)
-        .filter_map(|(r, (size, gbps, _))| check("bandwidth", size, r.gbps, gbps, tolerance(size)))
+        .filter(|r| !r.ok)
+        .map(|r| {
+            format!(
+                "{} at {} B: simulated {:.3}, published {}, error {:+.1}% (tolerance {:.0}%)",
+                r.measure, r.size_bytes, r.simulated, r.published, r.error_pct, r.tolerance_pct
+            )
+        })
         .collect();
     assert!(misses.is_empty(), "{}", misses.join("\n"));
 }
 
 #[test]
-fn single_link_round_trip_matches_the_published_curve() {
-    let spec = LatencySpec { size_bytes: 0, slots: 16, samples: 4, unmerged: false };
-    let rows = latency::sweep(&setup("n300"), &sizes(), spec).unwrap();
-    let misses: Vec<String> = rows
-        .iter()
-        .zip(PUBLISHED)
-        .filter_map(|(r, (size, _, rtt))| check("round trip", size, r.round_trip_ns, rtt, tolerance(size)))
-        .collect();
-    assert!(misses.is_empty(), "{}", misses.join("\n"));
-}
-
-#[test]
-fn one_way_latency_in_the_guides_formulation_lies_in_530_to_620_ns() {
+fn the_guides_formulation_round_trip_is_about_1100_ns() {
     let spec = LatencySpec { size_bytes: 16, slots: 16, samples: 4, unmerged: true };
     let row = latency::latency(&setup("n300"), spec).unwrap().row;
-    assert!((530.0..=620.0).contains(&row.one_way_ns), "one-way {:.1} ns", row.one_way_ns);
-    assert!(
-        row.round_trip_ns > 1000.0 && row.round_trip_ns < 1200.0,
-        "about 1100 ns: {:.1}",
-        row.round_trip_ns
-    );
-}
-
-#[test]
-fn ring_ping_on_the_t3000_takes_about_650_ns_per_hop() {
-    let row = ring::ring(&setup("t3000"), RingSpec { size_bytes: 16, hops: 8, samples: 4, unmerged: false })
-        .unwrap()
-        .row;
-    assert_eq!(row.hops, 8);
-    assert!(
-        check("ring ping", 16, row.ns_per_hop, 650.0, 0.10).is_none(),
-        "{:.1} ns per hop",
-        row.ns_per_hop
-    );
+    assert!(row.round_trip_ns > 1000.0 && row.round_trip_ns < 1200.0, "{:.1}", row.round_trip_ns);
 }
 
 /// The walkthrough's program (host set-up plus receiver and sender kernels as written) runs on
