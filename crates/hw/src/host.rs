@@ -119,6 +119,11 @@ impl Device {
         noc_coord(&self.soc, core)
     }
 
+    /// NoC0 coordinates of the first endpoint of DRAM bank `bank`.
+    pub fn dram_noc_coord(&self, bank: usize) -> CoreCoord {
+        self.soc.dram[bank][0]
+    }
+
     /// The L1 semaphore address of semaphore `index` on `core`.
     pub fn semaphore_addr(&self, core: CoreRef, index: u64) -> u64 {
         semaphore_area(&self.params, kind_of(core)).0 + 4 * index
@@ -187,6 +192,22 @@ impl Machine {
         ctx.with(|hw, s| {
             let at = noc_coord(&hw.soc, core);
             let mem = hw.core(chip, at).expect("core exists").mem;
+            s.write_bytes(mem, addr, data)
+        })
+    }
+
+    /// Host write into DRAM bank `bank` of a chip.
+    pub fn write_dram(
+        &self,
+        chip: ChipIdx,
+        bank: usize,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), meshsim_engine::MemError> {
+        let ctx = self.sim.ctx();
+        ctx.with(|hw, s| {
+            let at = hw.soc.dram[bank][0];
+            let mem = hw.core(chip, at).expect("DRAM endpoint exists").mem;
             s.write_bytes(mem, addr, data)
         })
     }

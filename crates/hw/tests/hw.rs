@@ -201,3 +201,34 @@ fn noc_writes_and_semaphores_arrive_in_order_and_barriers_wait_for_them() {
     m.launch(vec![prog], |_| Time::ZERO).unwrap();
     assert!(*ok.borrow());
 }
+
+#[test]
+fn a_worker_reads_dram_through_the_noc_after_the_bank_latency() {
+    let p = Params::default();
+    let mut m = Machine::new(builtin::cluster("n300").unwrap(), Params::default(), Mode::Functional);
+    let dev = m.device(ChipIdx(1));
+    let bank = dev.dram_noc_coord(3);
+    let data: Vec<u8> = (0..12288u32).map(|i| (i * 13 % 251) as u8).collect();
+    m.write_dram(ChipIdx(1), 3, 0x4000_0000, &data).unwrap();
+    let got = Rc::new(RefCell::new((Vec::new(), Time::ZERO)));
+    let g = got.clone();
+    let mut prog = Program::new(ChipIdx(1));
+    prog.create_kernel(
+        CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 2, y: 5 }),
+        "reader",
+        1,
+        vec![],
+        move |k| async move {
+            k.noc_async_read(k.get_noc_addr(bank.x, bank.y, 0x4000_0000), 0x8000, 12288).await?;
+            k.noc_async_read_barrier().await?;
+            *g.borrow_mut() = (k.read_bytes(0x8000, 12288)?, k.now());
+            Ok(())
+        },
+    );
+    m.launch(vec![prog], |_| Time::ZERO).unwrap();
+    let (bytes, at) = got.borrow().clone();
+    assert_eq!(bytes, data);
+    // Two packets (8 KiB + 4 KiB) stream out of the bank after its latency.
+    let floor = p.cycles(p.dram_latency_cycles + 12288 / p.dram_bank_bytes_per_cycle);
+    assert!(at > floor && at < floor + Time::from_us(1), "{at}");
+}
