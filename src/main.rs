@@ -103,6 +103,9 @@ enum Bench {
         /// The walkthrough's kernels as written: payload and sync sent separately.
         #[arg(long)]
         unmerged: bool,
+        /// Program start skew: chip i starts i x this many ns after chip 0.
+        #[arg(long, default_value_t = 0, value_name = "NS")]
+        skew_ns: u64,
     },
 }
 
@@ -306,8 +309,14 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
             };
             (report::render(&rows, format), plot)
         }
-        Bench::Ring { common, hops, samples, unmerged } => {
-            let spec = ring::RingSpec { size_bytes: 0, hops: *hops, samples: *samples, unmerged: *unmerged };
+        Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
+            let spec = ring::RingSpec {
+                size_bytes: 0,
+                hops: *hops,
+                samples: *samples,
+                unmerged: *unmerged,
+                start_skew_ns: *skew_ns,
+            };
             let rows = ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
             let plot = Plot {

@@ -26,7 +26,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| bandwidth::bandwidth(&n300, small).unwrap())
     });
 
-    let rs = RingSpec { size_bytes: 1024, hops: 8, samples: 2000, unmerged: true };
+    let rs = RingSpec { size_bytes: 1024, hops: 8, samples: 2000, unmerged: true, start_skew_ns: 0 };
     g.throughput(Throughput::Elements(ring::ring(&t3000, rs).unwrap().stats.events));
     g.bench_function("ring8_unmerged_1KiB_x2000_events", |b| b.iter(|| ring::ring(&t3000, rs).unwrap()));
     g.finish();

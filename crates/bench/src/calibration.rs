@@ -90,8 +90,11 @@ pub fn run(n300: &Setup, t3000: &Setup) -> Result<Vec<CalibrationRow>, BenchErro
                 latency::latency(n300, LatencySpec { size_bytes: 16, slots: 16, samples: 4, unmerged: true })
                     .map(|m| m.row.one_way_ns)
             }
-            _ => ring::ring(t3000, RingSpec { size_bytes: 16, hops: 8, samples: 4, unmerged: false })
-                .map(|m| m.row.ns_per_hop),
+            _ => ring::ring(
+                t3000,
+                RingSpec { size_bytes: 16, hops: 8, samples: 4, unmerged: false, start_skew_ns: 0 },
+            )
+            .map(|m| m.row.ns_per_hop),
         })
         .collect();
     let mut guide = guide.into_iter();

@@ -38,6 +38,9 @@ pub struct RingSpec {
     /// The walkthrough's kernels as written: payload and sync sent separately
     /// (`eth_send_bytes_over_channel`), receivers acknowledge and free channel 0.
     pub unmerged: bool,
+    /// Program start skew: chip `i` (by index) starts `i * start_skew_ns` after chip 0, as when
+    /// programs are compiled and launched one after another. The unmeasured first trip absorbs it.
+    pub start_skew_ns: u64,
 }
 
 /// One measured point.
@@ -227,7 +230,8 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchErr
             },
         );
     }
-    let stats = m.launch(programs, |_| Time::ZERO)?;
+    let skew = spec.start_skew_ns;
+    let stats = m.launch(programs, |c| Time::from_ns(c.0 as u64 * skew))?;
     let times = times.borrow();
     let rtt = times.iter().map(|t| t.as_ns_f64()).sum::<f64>() / times.len() as f64;
     let row =

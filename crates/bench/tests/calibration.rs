@@ -43,9 +43,12 @@ fn the_guides_formulation_round_trip_is_about_1100_ns() {
 #[test]
 fn guide_walkthrough_round_trip_ping_runs_on_4_and_8_hop_rings() {
     for hops in [4, 8] {
-        let row = ring::ring(&setup("t3000"), RingSpec { size_bytes: 16, hops, samples: 3, unmerged: true })
-            .unwrap()
-            .row;
+        let row = ring::ring(
+            &setup("t3000"),
+            RingSpec { size_bytes: 16, hops, samples: 3, unmerged: true, start_skew_ns: 0 },
+        )
+        .unwrap()
+        .row;
         assert_eq!(row.hops, hops as u64);
         assert!((600.0..780.0).contains(&row.ns_per_hop), "{hops} hops: {:.1} ns per hop", row.ns_per_hop);
     }
@@ -55,9 +58,13 @@ fn guide_walkthrough_round_trip_ping_runs_on_4_and_8_hop_rings() {
 fn larger_pings_cost_more_per_hop_and_bandwidth_saturates_near_the_line_rate() {
     let t = setup("t3000");
     let small =
-        ring::ring(&t, RingSpec { size_bytes: 16, hops: 8, samples: 2, unmerged: false }).unwrap().row;
+        ring::ring(&t, RingSpec { size_bytes: 16, hops: 8, samples: 2, unmerged: false, start_skew_ns: 0 })
+            .unwrap()
+            .row;
     let kib =
-        ring::ring(&t, RingSpec { size_bytes: 1024, hops: 8, samples: 2, unmerged: false }).unwrap().row;
+        ring::ring(&t, RingSpec { size_bytes: 1024, hops: 8, samples: 2, unmerged: false, start_skew_ns: 0 })
+            .unwrap()
+            .row;
     assert!(kib.ns_per_hop > small.ns_per_hop + 150.0);
     let spec = BandwidthSpec { size_bytes: 16384, slots: 8, packets: 128, bidir: false, to_worker: false };
     let big = bandwidth::bandwidth(&setup("n300"), spec).unwrap().row;
@@ -88,4 +95,41 @@ fn sweeps_are_deterministic_and_in_input_order() {
     let b = latency::sweep(&s, &[4096, 16, 512], spec).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [4096, 16, 512]);
+}
+
+/// Programs start at different times on different chips; the unmeasured first trip absorbs
+/// the skew, so the measured ring time does not change, while the run as a whole ends later.
+#[test]
+fn start_skew_is_absorbed_by_the_unmeasured_first_trip() {
+    let t = setup("t3000");
+    let spec = RingSpec { size_bytes: 16, hops: 8, samples: 3, unmerged: true, start_skew_ns: 0 };
+    let flat = ring::ring(&t, spec).unwrap();
+    let skewed = ring::ring(&t, RingSpec { start_skew_ns: 3_000, ..spec }).unwrap();
+    assert_eq!(flat.row.round_trip_ns, skewed.row.round_trip_ns);
+    assert!(skewed.stats.end_time > flat.stats.end_time);
+    assert_ne!(skewed.stats.log_hash, flat.stats.log_hash);
+}
+
+/// The same inputs give the same event log, whatever the number of threads a sweep runs on.
+#[test]
+fn event_logs_do_not_depend_on_the_number_of_threads() {
+    let s = setup("n300");
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            use rayon::prelude::*;
+            [16u64, 1024, 8192]
+                .par_iter()
+                .map(|&size_bytes| {
+                    let spec =
+                        BandwidthSpec { size_bytes, slots: 8, packets: 64, bidir: true, to_worker: true };
+                    bandwidth::bandwidth(&s, spec).unwrap().stats.log_hash
+                })
+                .collect::<Vec<u64>>()
+        })
+    };
+    let one = run(1);
+    assert_eq!(one, run(2));
+    assert_eq!(one, run(4));
+    assert_eq!(one.len(), 3);
 }
