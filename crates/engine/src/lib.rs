@@ -38,6 +38,6 @@ pub use memory::{Cond, MemError, MemSpace, Memory};
 pub use queue::EventQueue;
 pub use sim::{
     Ctx, Delay, NoWorld, Scheduler, SignalId, Sim, SimError, Stall, Stalled, Stats, TaskError, TaskId,
-    TaskResult, WaitSignal, WaitWord, World,
+    TaskResult, WaitAny, WaitSignal, WaitWord, World,
 };
 pub use time::{ClockDomain, Cycles, Time};

@@ -71,11 +71,17 @@ pub struct TaskId(pub u32);
 pub struct SignalId(pub u32);
 
 /// What a task is waiting for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Wait {
     Start,
     Delay,
-    Word { space: MemSpace, addr: u64, cond: Cond },
+    Word {
+        space: MemSpace,
+        addr: u64,
+        cond: Cond,
+    },
+    /// The first of several words to satisfy its condition (a service loop over channels).
+    AnyWord(Box<[(MemSpace, u64, Cond)]>),
     Signal(SignalId),
 }
 
@@ -152,6 +158,8 @@ pub struct Scheduler<E> {
     /// Watched words per memory space, in the order the waits began. A space rarely has more
     /// than a few waiting tasks (one wait per task), so a write scans its space's short list.
     watches: Vec<Vec<Watch>>,
+    /// Scratch list of the tasks one write wakes.
+    fired: Vec<TaskId>,
     signals: Vec<SignalState>,
     tasks: Vec<TaskMeta>,
     spawned: Vec<(TaskId, BoxFuture)>,
@@ -168,6 +176,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             queue: EventQueue::new(),
             memory: Memory::default(),
             watches: Vec::new(),
+            fired: Vec::new(),
             signals: Vec::new(),
             tasks: Vec::new(),
             spawned: Vec::new(),
@@ -246,8 +255,12 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         }
         let end = addr.saturating_add(len);
         let at = self.now + self.poll_latency;
-        let (memory, queue) = (&self.memory, &mut self.queue);
+        let (memory, queue, fired) = (&self.memory, &mut self.queue, &mut self.fired);
         list.retain(|w| {
+            if fired.contains(&w.task) {
+                // Another of this task's words already woke it.
+                return false;
+            }
             // Only words overlapping [addr, addr + len) can have changed.
             if w.addr + 4 <= addr || w.addr >= end {
                 return true;
@@ -255,14 +268,29 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             let value = memory.read_u32(space, w.addr).expect("watch was validated");
             if w.cond.holds(value) {
                 queue.push(at, Action::Wake(w.task));
+                fired.push(w.task);
                 return false;
             }
             true
         });
+        // A task woken by one of several words stops watching the others.
+        for i in 0..self.fired.len() {
+            let task = self.fired[i];
+            if let Some(Wait::AnyWord(words)) = &self.tasks[task.0 as usize].waiting {
+                for &(sp, _, _) in words.iter() {
+                    self.watches[sp.0 as usize].retain(|w| w.task != task);
+                }
+            }
+        }
+        self.fired.clear();
     }
 
     fn add_watch(&mut self, space: MemSpace, addr: u64, cond: Cond) {
         let task = self.set_wait(Wait::Word { space, addr, cond });
+        self.push_watch(task, space, addr, cond);
+    }
+
+    fn push_watch(&mut self, task: TaskId, space: MemSpace, addr: u64, cond: Cond) {
         let i = space.0 as usize;
         if self.watches.len() <= i {
             self.watches.resize_with(i + 1, Vec::new);
@@ -401,6 +429,13 @@ impl<W: World> Ctx<W> {
         WaitWord { ctx: self.clone(), space, addr, cond }
     }
 
+    /// Waits until the first of several words satisfies its condition; returns the index of a
+    /// satisfied one (the lowest, if several hold when the task resumes). A service loop over
+    /// many channels waits like this instead of polling each in turn.
+    pub fn wait_any(&self, words: Vec<(MemSpace, u64, Cond)>) -> WaitAny<W> {
+        WaitAny { ctx: self.clone(), words }
+    }
+
     /// Waits for the next notification of `signal`.
     pub fn wait_signal(&self, signal: SignalId) -> WaitSignal<W> {
         WaitSignal { ctx: self.clone(), signal, seen: None }
@@ -457,6 +492,32 @@ impl<W: World> Future for WaitWord<W> {
     }
 }
 
+/// Future of [`Ctx::wait_any`].
+pub struct WaitAny<W: World> {
+    ctx: Ctx<W>,
+    words: Vec<(MemSpace, u64, Cond)>,
+}
+
+impl<W: World> Future for WaitAny<W> {
+    type Output = Result<usize, MemError>;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.ctx.sched();
+        for (i, &(space, addr, cond)) in self.words.iter().enumerate() {
+            match s.memory.read_u32(space, addr) {
+                Ok(v) if cond.holds(v) => return Poll::Ready(Ok(i)),
+                Ok(_) => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        assert!(!self.words.is_empty(), "wait_any needs at least one word");
+        let task = s.set_wait(Wait::AnyWord(self.words.clone().into_boxed_slice()));
+        for &(space, addr, cond) in &self.words {
+            s.push_watch(task, space, addr, cond);
+        }
+        Poll::Pending
+    }
+}
+
 /// Future of [`Ctx::wait_signal`].
 pub struct WaitSignal<W: World> {
     ctx: Ctx<W>,
@@ -496,6 +557,8 @@ pub enum Stall {
         /// The word's value when the run stopped.
         current: u32,
     },
+    /// Several words, none of which came to satisfy its condition.
+    AnyOf(Vec<Stall>),
     /// A signal that was never raised again.
     Signal {
         /// The signal's name.
@@ -512,14 +575,24 @@ pub struct Stalled {
     pub waits_for: Stall,
 }
 
+impl fmt::Display for Stall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stall::Word { space, addr, cond, current } => {
+                write!(f, "{space}[{addr:#x}] {cond} (value is {current})")
+            }
+            Stall::AnyOf(words) => {
+                let each: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+                write!(f, "any of {}", each.join(", "))
+            }
+            Stall::Signal { name } => write!(f, "signal '{name}'"),
+        }
+    }
+}
+
 impl fmt::Display for Stalled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.waits_for {
-            Stall::Word { space, addr, cond, current } => {
-                write!(f, "'{}' waits for {space}[{addr:#x}] {cond} (value is {current})", self.task)
-            }
-            Stall::Signal { name } => write!(f, "'{}' waits for signal '{name}'", self.task),
-        }
+        write!(f, "'{}' waits for {}", self.task, self.waits_for)
     }
 }
 
@@ -685,14 +758,18 @@ fn stalled<E: Hash + fmt::Debug + 'static>(s: &Scheduler<E>) -> Vec<Stalled> {
         .iter()
         .filter(|t| !t.done)
         .filter_map(|t| {
-            let waits_for = match t.waiting? {
-                Wait::Word { space, addr, cond } => Stall::Word {
-                    space: s.memory.name(space).to_owned(),
-                    addr,
-                    cond,
-                    current: s.memory.read_u32(space, addr).unwrap_or(0),
-                },
-                Wait::Signal(id) => Stall::Signal { name: s.signals[id.0 as usize].name.clone() },
+            let word = |space: MemSpace, addr: u64, cond: Cond| Stall::Word {
+                space: s.memory.name(space).to_owned(),
+                addr,
+                cond,
+                current: s.memory.read_u32(space, addr).unwrap_or(0),
+            };
+            let waits_for = match t.waiting.as_ref()? {
+                &Wait::Word { space, addr, cond } => word(space, addr, cond),
+                Wait::AnyWord(words) => {
+                    Stall::AnyOf(words.iter().map(|&(sp, a, c)| word(sp, a, c)).collect())
+                }
+                &Wait::Signal(id) => Stall::Signal { name: s.signals[id.0 as usize].name.clone() },
                 // A task waiting for a start or a delay always has its wake-up queued.
                 Wait::Start | Wait::Delay => return None,
             };

@@ -191,3 +191,55 @@ fn tasks_can_spawn_tasks_and_yield_to_same_time_events() {
     assert_eq!(*log.borrow(), [("child", Time::ZERO), ("parent", Time::ZERO)]);
     assert_eq!(stats.tasks, 2);
 }
+
+#[test]
+fn wait_any_wakes_on_the_first_word_and_forgets_the_others() {
+    let mut sim = Sim::new(NoWorld);
+    let ctx = sim.ctx();
+    let a = ctx.sched().add_space("a", 64);
+    let b = ctx.sched().add_space("b", 64);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (c, l) = (ctx.clone(), log.clone());
+    sim.spawn("service", Time::ZERO, async move {
+        for _ in 0..2 {
+            let i = c.wait_any(vec![(a, 0, Cond::Ne(0)), (b, 8, Cond::Ge(2))]).await?;
+            l.borrow_mut().push((i, c.now()));
+            if i == 0 {
+                c.sched().write_u32(a, 0, 0)?;
+            }
+        }
+        Ok(())
+    });
+    let w = ctx.clone();
+    sim.spawn("writer", Time::ZERO, async move {
+        w.delay(Time::from_ns(5)).await;
+        w.sched().write_u32(b, 8, 1)?; // not yet >= 2
+        w.delay(Time::from_ns(5)).await;
+        w.sched().write_u32(a, 0, 7)?; // wakes index 0
+        w.delay(Time::from_ns(5)).await;
+        w.sched().write_u32(b, 8, 2)?; // wakes index 1
+        w.delay(Time::from_ns(5)).await;
+        w.sched().write_u32(a, 0, 9)?; // nobody watches any more
+        Ok(())
+    });
+    let stats = sim.run().unwrap();
+    assert_eq!(*log.borrow(), [(0, Time::from_ns(10)), (1, Time::from_ns(15))]);
+    assert_eq!(stats.wakes, 2 + 4 + 2, "two starts, four delays, two word wake-ups: no stale wake");
+}
+
+#[test]
+fn a_deadlocked_service_loop_lists_every_word_it_waits_for() {
+    let mut sim = Sim::new(NoWorld);
+    let ctx = sim.ctx();
+    let l1 = ctx.sched().add_space("chip0/eth0/l1", 64);
+    let c = ctx.clone();
+    sim.spawn("chip0/eth0/edm", Time::ZERO, async move {
+        c.wait_any(vec![(l1, 0, Cond::Eq(1)), (l1, 16, Cond::Ne(0))]).await?;
+        Ok(())
+    });
+    let err = sim.run().unwrap_err().to_string();
+    assert!(
+        err.contains("'chip0/eth0/edm' waits for any of chip0/eth0/l1[0x0] == 1 (value is 0), chip0/eth0/l1[0x10] != 0 (value is 0)"),
+        "{err}"
+    );
+}
