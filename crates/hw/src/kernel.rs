@@ -299,6 +299,20 @@ impl Kernel {
         Ok(())
     }
 
+    /// `n` core cycles as time.
+    pub fn cycles(&self, n: u64) -> Time {
+        self.ctx.with(|hw, _| hw.params.cycles(n))
+    }
+
+    /// Waits until the first of several local words satisfies its condition (a service loop
+    /// polling many flags); returns the index of a satisfied one.
+    pub async fn wait_any(&self, words: Vec<(u64, Cond)>) -> Result<usize, HwError> {
+        for &(addr, _) in &words {
+            self.check_local(addr, 4)?;
+        }
+        Ok(self.ctx.wait_any(words.into_iter().map(|(a, c)| (self.mem, a, c)).collect()).await?)
+    }
+
     /// Waits until the local word at `addr` satisfies `cond` (a polling loop on any flag).
     pub async fn wait_until(&self, addr: u64, cond: Cond) -> Result<u32, HwError> {
         self.check_local(addr, 4)?;

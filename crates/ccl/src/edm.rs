@@ -1,0 +1,540 @@
+//! The ERISC Data Mover (EDM): a multi-channel, bidirectional data mover on the two Ethernet
+//! cores of a link, as the CCL guide describes it.
+//!
+//! ```text
+//!  sender worker ──NoC write + sem inc──► EDM sender channel ══Ethernet══► EDM receiver channel
+//!        ▲                                   │  (payload + 16 B sync, one packet)      │
+//!        └──── sem inc: buffer free ◄────────┘◄── ack, then "buffer free" ─────────────┤
+//!                                                          receiver worker ◄── sem inc: data here
+//!                                                                │ NoC read, barrier
+//!                                                                └── sem inc: read done ──► EDM
+//! ```
+//!
+//! Each EDM has up to 8 channels, each a sender or a receiver channel whose mirror sits on the
+//! peer EDM at the same index and the same buffer addresses. A channel has
+//! `buffers_per_channel` buffers, each followed by its 16 B sync record (`bytes_sent`,
+//! `receiver_ack`). The EDM:
+//!
+//! 1. clears its semaphores and records, then handshakes with its peer over `erisc_info`
+//!    channel 0 (the side owning the lowest sender channel leads);
+//! 2. tells sender workers which buffers they may fill (a semaphore increment per buffer);
+//! 3. runs a round-robin service loop: a sender channel sends a filled buffer with its sync
+//!    record as one packet, and frees the buffer for its worker when the receiver's "buffer free"
+//!    record arrives; a receiver channel acknowledges a landed buffer at once (first level, from a
+//!    fixed source word), tells its worker, and sends "buffer free" (second level, the cleared
+//!    record) when the worker has read it. With nothing to do it waits for any of the words its
+//!    channels wait on, and after `idle_cycles_before_routing` of idling it calls `run_routing()`;
+//! 4. terminates each channel after its message count (`MessageCountReached`) or its workers'
+//!    signal (`WorkerInitiated`), and before exiting waits for every outstanding
+//!    acknowledgement (teardown), so no late record can reach a later kernel on the core.
+//!
+//! Workers take one credit from their semaphore per message (wait for at least 1, then subtract
+//! 1), so several buffers of a channel can be signalled without a credit being lost.
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, TaskResult};
+use meshsim_hw::{CoreRef, Kernel, Params, Program};
+use meshsim_topology::ChipIdx;
+use meshsim_topology::soc::CoreCoord;
+
+/// Channels an EDM can have.
+pub const MAX_CHANNELS: usize = 8;
+/// Bytes of a sync record.
+const SYNC: u64 = 16;
+
+/// When a channel stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// After a fixed number of messages, set by the host.
+    MessageCountReached,
+    /// When its workers say so: the sender worker with its last message, the receiver worker
+    /// after reading its last one.
+    WorkerInitiated,
+}
+
+/// How the workers of a channel share its buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferSharing {
+    /// One worker per channel.
+    NotShared,
+    /// Several workers take the channel's messages in turn.
+    RoundRobin,
+}
+
+/// How an EDM is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EdmConfig {
+    /// Channels, decided ahead (buffer sizes depend on it); at most 8.
+    pub channels: usize,
+    /// Buffers per channel.
+    pub buffers_per_channel: u64,
+    /// Buffer sizes are rounded down to a multiple of this (a page, a tile).
+    pub page_bytes: u64,
+    /// Termination mode, shared by all channels.
+    pub termination: Termination,
+    /// Buffer sharing mode.
+    pub sharing: BufferSharing,
+    /// Idle cycles of the service loop after which it calls `run_routing()`.
+    pub idle_cycles_before_routing: u64,
+}
+
+impl Default for EdmConfig {
+    fn default() -> Self {
+        EdmConfig {
+            channels: 1,
+            buffers_per_channel: 2,
+            page_bytes: 2048,
+            termination: Termination::MessageCountReached,
+            sharing: BufferSharing::NotShared,
+            idle_cycles_before_routing: 10_000,
+        }
+    }
+}
+
+/// A configuration the EDM cannot run.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum EdmError {
+    /// The buffers do not fit the ERISC kernel window.
+    #[error(
+        "EDM with {channels} channels x {buffers} buffers does not fit: each buffer needs at least one {page} B page plus a 16 B sync record, the ERISC window leaves {space} B"
+    )]
+    DoesNotFit {
+        /// Channels.
+        channels: usize,
+        /// Buffers per channel.
+        buffers: u64,
+        /// Page bytes.
+        page: u64,
+        /// Bytes of window left for buffers.
+        space: u64,
+    },
+    /// More channels than configured (or than an EDM has).
+    #[error("EDM has room for {0} channels")]
+    TooManyChannels(usize),
+    /// A channel needs workers and messages that fit its buffers.
+    #[error("{0}")]
+    BadChannel(String),
+}
+
+/// A worker attached to an EDM channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerSlot {
+    /// The worker core's NoC coordinates.
+    pub core: CoreCoord,
+    /// The worker's semaphore the EDM increments.
+    pub semaphore: u64,
+}
+
+/// What a worker needs to talk to one EDM channel: buffer and semaphore addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelInterface {
+    /// NoC coordinates of the EDM's Ethernet core.
+    pub eth_core: CoreCoord,
+    /// The channel's buffers, used in turn.
+    pub buffers: Vec<u64>,
+    /// Usable bytes per buffer.
+    pub buffer_bytes: u64,
+    /// The EDM channel semaphore workers increment.
+    pub semaphore: u64,
+    /// The word workers increment to terminate the channel (`WorkerInitiated`).
+    pub terminate: u64,
+    /// Workers sharing the channel, and which one this interface is handed to is up to the op.
+    pub workers: usize,
+    /// Payload bytes of message `k` are `message_bytes`, except the last, `last_message_bytes`.
+    pub message_bytes: u64,
+    /// Payload bytes of the last message.
+    pub last_message_bytes: u64,
+    /// Messages on the channel (`MessageCountReached`).
+    pub messages: u64,
+}
+
+impl ChannelInterface {
+    /// Payload bytes of message `k`.
+    pub fn bytes_of(&self, k: u64) -> u64 {
+        if k + 1 == self.messages { self.last_message_bytes } else { self.message_bytes }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Channel {
+    sender: bool,
+    workers: Vec<WorkerSlot>,
+    messages: u64,
+    message_bytes: u64,
+    last_message_bytes: u64,
+}
+
+/// Addresses of an EDM's structures in the ERISC kernel window (the same on both ends).
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    handshake: u64,
+    semaphores: u64,
+    terminates: u64,
+    ack_source: u64,
+    buffers: u64,
+    buffer_bytes: u64,
+    buffers_per_channel: u64,
+}
+
+impl Layout {
+    fn semaphore(&self, ch: usize) -> u64 {
+        self.semaphores + SYNC * ch as u64
+    }
+    fn terminate(&self, ch: usize) -> u64 {
+        self.terminates + SYNC * ch as u64
+    }
+    fn buffer(&self, ch: usize, b: u64) -> u64 {
+        self.buffers + (ch as u64 * self.buffers_per_channel + b) * (self.buffer_bytes + SYNC)
+    }
+}
+
+/// The EDMs at both ends of one link: channels are added in pairs (a sender channel on one end,
+/// its receiver mirror on the other), then both kernels are installed into the chips' programs.
+pub struct EdmLink {
+    config: EdmConfig,
+    ends: [(ChipIdx, u8, CoreCoord); 2],
+    channels: Vec<(usize, Channel)>,
+    layout: Layout,
+}
+
+impl EdmLink {
+    /// EDMs for the link between `a` and `b` (chip, channel, Ethernet core NoC coordinates);
+    /// sizes the buffers from the ERISC window and refuses configurations that do not fit.
+    pub fn new(
+        config: EdmConfig,
+        params: &Params,
+        a: (ChipIdx, u8, CoreCoord),
+        b: (ChipIdx, u8, CoreCoord),
+    ) -> Result<EdmLink, EdmError> {
+        if config.channels == 0 || config.channels > MAX_CHANNELS {
+            return Err(EdmError::TooManyChannels(MAX_CHANNELS));
+        }
+        if config.buffers_per_channel == 0 || config.page_bytes == 0 || config.page_bytes % 16 != 0 {
+            return Err(EdmError::BadChannel(
+                "buffers per channel and a page size that is a multiple of 16 B are needed".into(),
+            ));
+        }
+        let (lo, hi) = params.erisc_window();
+        let handshake = lo;
+        let semaphores = lo + SYNC;
+        let terminates = semaphores + SYNC * MAX_CHANNELS as u64;
+        let ack_source = terminates + SYNC * MAX_CHANNELS as u64;
+        let buffers = ack_source + SYNC;
+        let count = config.channels as u64 * config.buffers_per_channel;
+        let space = hi.saturating_sub(buffers);
+        let per = (space / count).saturating_sub(SYNC);
+        let buffer_bytes = per / config.page_bytes * config.page_bytes;
+        if buffer_bytes == 0 {
+            return Err(EdmError::DoesNotFit {
+                channels: config.channels,
+                buffers: config.buffers_per_channel,
+                page: config.page_bytes,
+                space,
+            });
+        }
+        let layout = Layout {
+            handshake,
+            semaphores,
+            terminates,
+            ack_source,
+            buffers,
+            buffer_bytes,
+            buffers_per_channel: config.buffers_per_channel,
+        };
+        Ok(EdmLink { config, ends: [a, b], channels: Vec::new(), layout })
+    }
+
+    /// Usable bytes of every buffer.
+    pub fn buffer_bytes(&self) -> u64 {
+        self.layout.buffer_bytes
+    }
+
+    /// Adds a channel carrying `messages` messages from end `from` (0 = a, 1 = b) to the other:
+    /// a sender channel fed by `senders` on that end and its receiver mirror drained by
+    /// `receivers` on the other. Messages are `message_bytes` each (at most a buffer), except the
+    /// last, `last_message_bytes`. Returns the interfaces for the sender and receiver workers.
+    pub fn add_channel(
+        &mut self,
+        from: usize,
+        senders: Vec<WorkerSlot>,
+        receivers: Vec<WorkerSlot>,
+        messages: u64,
+        message_bytes: u64,
+        last_message_bytes: u64,
+    ) -> Result<(ChannelInterface, ChannelInterface), EdmError> {
+        // Channels are stored as (sender end, receiver end) pairs.
+        let ch = self.channels.len() / 2;
+        if ch >= self.config.channels {
+            return Err(EdmError::TooManyChannels(self.config.channels));
+        }
+        let shared = self.config.sharing == BufferSharing::RoundRobin;
+        for (side, w) in [("sender", &senders), ("receiver", &receivers)] {
+            if w.is_empty() || (!shared && w.len() > 1) {
+                return Err(EdmError::BadChannel(format!(
+                    "channel {ch} has {} {side} workers; {} allowed",
+                    w.len(),
+                    if shared { "one or more" } else { "exactly one is" }
+                )));
+            }
+        }
+        let sizes_ok = |n: u64| n > 0 && n % 16 == 0 && n <= self.layout.buffer_bytes;
+        if messages == 0 || !sizes_ok(message_bytes) || !sizes_ok(last_message_bytes) {
+            return Err(EdmError::BadChannel(format!(
+                "channel {ch}: {messages} messages of {message_bytes} B (last {last_message_bytes} B) do not fit {} B buffers in 16 B words",
+                self.layout.buffer_bytes
+            )));
+        }
+        let chan = Channel { sender: true, workers: senders, messages, message_bytes, last_message_bytes };
+        let mirror = Channel { sender: false, workers: receivers, ..chan.clone() };
+        let iface = |end: usize, workers: usize| ChannelInterface {
+            eth_core: self.ends[end].2,
+            buffers: (0..self.layout.buffers_per_channel).map(|b| self.layout.buffer(ch, b)).collect(),
+            buffer_bytes: self.layout.buffer_bytes,
+            semaphore: self.layout.semaphore(ch),
+            terminate: self.layout.terminate(ch),
+            workers,
+            message_bytes,
+            last_message_bytes,
+            messages,
+        };
+        let out = (iface(from, chan.workers.len()), iface(1 - from, mirror.workers.len()));
+        self.channels.push((from, chan));
+        self.channels.push((1 - from, mirror));
+        Ok(out)
+    }
+
+    /// Places both EDM kernels: `programs` is indexed by chip.
+    pub fn install(self, programs: &mut [Program]) {
+        let lowest_sender = self.channels.iter().find(|(_, c)| c.sender).map(|(end, _)| *end).unwrap_or(0);
+        for end in 0..2 {
+            let (chip, chan, _) = self.ends[end];
+            // Channel index i is the i-th channel added; both ends list every index.
+            let mut mine: Vec<Option<Channel>> = vec![None; self.channels.len() / 2];
+            for (i, (e, c)) in self.channels.iter().enumerate() {
+                if *e == end {
+                    mine[i / 2] = Some(c.clone());
+                }
+            }
+            let spec = Rc::new(EdmSpec {
+                config: self.config.clone(),
+                layout: self.layout,
+                channels: mine.into_iter().map(|c| c.expect("every index has both ends")).collect(),
+                leader: end == lowest_sender,
+            });
+            programs[chip.0 as usize]
+                .create_kernel(CoreRef::Eth(chan), "edm", 0, vec![], move |k| edm_kernel(k, spec));
+        }
+    }
+}
+
+struct EdmSpec {
+    config: EdmConfig,
+    layout: Layout,
+    channels: Vec<Channel>,
+    leader: bool,
+}
+
+/// Per-channel progress in the service loop.
+struct State {
+    /// Messages handed to the EDM (sender) or landed (receiver).
+    next: u64,
+    /// Sender: buffers in flight, oldest first, with their sync record address.
+    inflight: VecDeque<u64>,
+    /// Messages completed: freed (sender) or read by the worker (receiver).
+    done: u64,
+    /// Receiver: a landed buffer waits for its worker.
+    waiting_worker: Option<u64>,
+    terminated: bool,
+}
+
+impl Channel {
+    fn bytes_of(&self, k: u64) -> u64 {
+        if k + 1 == self.messages { self.last_message_bytes } else { self.message_bytes }
+    }
+}
+
+async fn notify(k: &Kernel, w: WorkerSlot) -> TaskResult {
+    k.noc_semaphore_inc(k.get_noc_addr(w.core.x, w.core.y, w.semaphore), 1).await?;
+    Ok(())
+}
+
+async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
+    let lay = spec.layout;
+    let bpc = lay.buffers_per_channel;
+    let worker_mode = spec.config.termination == Termination::WorkerInitiated;
+    // Clear every semaphore, termination word and sync record before anyone can signal us.
+    for (i, c) in spec.channels.iter().enumerate() {
+        k.write_u32(lay.semaphore(i), 0)?;
+        k.write_u32(lay.terminate(i), 0)?;
+        // A message's record sits right after its payload, so where depends on its size: clear
+        // where the first message of each buffer will put it.
+        for m in 0..bpc {
+            k.write_bytes(lay.buffer(i, m) + c.bytes_of(m), &[0; 16])?;
+        }
+    }
+    let mut ack = [0u8; 16];
+    ack[0..4].copy_from_slice(&1u32.to_le_bytes());
+    ack[4..8].copy_from_slice(&1u32.to_le_bytes());
+    k.write_bytes(lay.ack_source, &ack)?;
+    k.eth_setup_handshake(lay.handshake, spec.leader).await?;
+
+    let mut st: Vec<State> = spec
+        .channels
+        .iter()
+        .map(|_| State {
+            next: 0,
+            inflight: VecDeque::new(),
+            done: 0,
+            waiting_worker: None,
+            terminated: false,
+        })
+        .collect();
+    // Sender workers may fill the first buffers at once.
+    for c in spec.channels.iter().filter(|c| c.sender) {
+        for m in 0..bpc.min(c.messages) {
+            notify(&k, c.workers[(m % c.workers.len() as u64) as usize]).await?;
+        }
+    }
+    let record = |ch: usize, c: &Channel, m: u64| lay.buffer(ch, m % bpc) + c.bytes_of(m);
+    let mut turn = 0usize;
+    let idle_threshold = k.cycles(spec.config.idle_cycles_before_routing);
+    loop {
+        let mut progressed = false;
+        let n = spec.channels.len();
+        for step in 0..n {
+            let ch = (turn + step) % n;
+            let c = &spec.channels[ch];
+            let s = &mut st[ch];
+            if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? > 0 {
+                // The workers said stop: a sender once nothing more is posted, a receiver once
+                // its worker has read the last buffer.
+                let idle =
+                    if c.sender { k.read_u32(lay.semaphore(ch))? == 0 } else { s.waiting_worker.is_none() };
+                if idle {
+                    s.terminated = true;
+                    progressed = true;
+                }
+            }
+            if c.sender {
+                // Send a buffer the worker has filled.
+                let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+                if more && s.inflight.len() < bpc as usize && k.read_u32(lay.semaphore(ch))? >= 1 {
+                    let sem = k.read_u32(lay.semaphore(ch))?;
+                    k.write_u32(lay.semaphore(ch), sem - 1)?;
+                    let (buf, rec, bytes) =
+                        (lay.buffer(ch, s.next % bpc), record(ch, c, s.next), c.bytes_of(s.next));
+                    k.write_bytes(rec, &sync_record(bytes))?;
+                    k.eth_send_packet(0, buf >> 4, buf >> 4, (bytes + SYNC) >> 4).await?;
+                    s.inflight.push_back(rec);
+                    s.next += 1;
+                    progressed = true;
+                }
+                // Free the oldest buffer once the receiver says so; give it back to a worker.
+                if let Some(&rec) = s.inflight.front()
+                    && k.read_u32(rec)? == 0
+                {
+                    s.inflight.pop_front();
+                    let reuse = s.done + bpc;
+                    s.done += 1;
+                    if worker_mode || reuse < c.messages {
+                        notify(&k, c.workers[(reuse % c.workers.len() as u64) as usize]).await?;
+                    }
+                    progressed = true;
+                }
+            } else if let Some(rec) = s.waiting_worker {
+                // The worker has read the buffer: free it on the sender.
+                if k.read_u32(lay.semaphore(ch))? >= 1 {
+                    let sem = k.read_u32(lay.semaphore(ch))?;
+                    k.write_u32(lay.semaphore(ch), sem - 1)?;
+                    k.write_bytes(rec, &[0; 16])?;
+                    // Stale payload must not pass for the next message's record in this buffer.
+                    let reuse = s.done + bpc;
+                    k.write_bytes(lay.buffer(ch, reuse % bpc) + c.bytes_of(reuse), &[0; 16])?;
+                    k.eth_send_packet(0, rec >> 4, rec >> 4, 1).await?;
+                    s.waiting_worker = None;
+                    s.done += 1;
+                    progressed = true;
+                }
+            } else {
+                let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+                let rec = record(ch, c, s.next);
+                if more && k.read_u32(rec)? != 0 {
+                    // First-level ack from the fixed source word, then tell the worker.
+                    k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
+                    notify(&k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
+                    s.waiting_worker = Some(rec);
+                    s.next += 1;
+                    progressed = true;
+                }
+            }
+        }
+        turn = (turn + 1) % spec.channels.len().max(1);
+        let finished = spec.channels.iter().zip(&st).all(|(c, s)| channel_done(c, s, worker_mode));
+        if finished {
+            break;
+        }
+        if !progressed {
+            let words = waits(&k, &spec, &st, worker_mode)?;
+            let idle_from = k.now();
+            k.wait_any(words).await?;
+            if k.now() - idle_from >= idle_threshold {
+                k.run_routing().await;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn sync_record(bytes: u64) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[0..4].copy_from_slice(&(bytes as u32).to_le_bytes());
+    r
+}
+
+/// Whether a channel has terminated and, for a sender, every buffer came back (teardown).
+fn channel_done(c: &Channel, s: &State, worker_mode: bool) -> bool {
+    let count_reached = if worker_mode { s.terminated } else { s.done == c.messages };
+    if c.sender {
+        count_reached && s.inflight.is_empty() && (worker_mode || s.next == c.messages)
+    } else {
+        count_reached && s.waiting_worker.is_none()
+    }
+}
+
+/// The words the idle service loop waits on: whatever would let some channel progress.
+fn waits(
+    k: &Kernel,
+    spec: &EdmSpec,
+    st: &[State],
+    worker_mode: bool,
+) -> Result<Vec<(u64, Cond)>, meshsim_hw::HwError> {
+    let lay = spec.layout;
+    let bpc = lay.buffers_per_channel;
+    let mut words = Vec::new();
+    for (ch, (c, s)) in spec.channels.iter().zip(st).enumerate() {
+        if channel_done(c, s, worker_mode) {
+            continue;
+        }
+        if worker_mode && !s.terminated {
+            words.push((lay.terminate(ch), Cond::Ge(1)));
+        }
+        if c.sender {
+            let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+            if more && s.inflight.len() < bpc as usize {
+                words.push((lay.semaphore(ch), Cond::Ge(1)));
+            }
+            if let Some(&rec) = s.inflight.front() {
+                words.push((rec, Cond::Eq(0)));
+            }
+        } else if s.waiting_worker.is_some() {
+            words.push((lay.semaphore(ch), Cond::Ge(1)));
+        } else {
+            let rec = lay.buffer(ch, s.next % bpc) + c.bytes_of(s.next);
+            words.push((rec, Cond::Ne(0)));
+        }
+    }
+    let _ = k;
+    Ok(words)
+}

@@ -1,0 +1,11 @@
+//! meshsim's collective-communication layer on the hardware model.
+//!
+//! - [`edm`]: the ERISC Data Mover — a multi-channel, bidirectional data mover running on the
+//!   Ethernet cores at both ends of a link — and its builder, which hands out the buffer and
+//!   semaphore addresses workers need;
+//! - [`worker`]: the worker side of the EDM's semaphore protocol.
+
+#![warn(missing_docs)]
+
+pub mod edm;
+pub mod worker;

@@ -1,0 +1,104 @@
+//! The worker side of the EDM's semaphore protocol (CCL guide, "Worker - Sender Side EDM
+//! Interface" and "Receiver Side EDM - Worker Interface").
+//!
+//! ```text
+//!  sender worker:   wait credit ─► NoC write payload → EDM buffer ─► sem inc → EDM channel
+//!  receiver worker: wait credit ─► NoC read EDM buffer → L1 ─► read barrier ─► sem inc → EDM
+//! ```
+//!
+//! The write and the semaphore increment use the same NoC, so the increment lands after the
+//! payload. A worker sharing a channel round-robin handles messages `index`, `index + n`, ...
+
+use meshsim_hw::{HwError, Kernel};
+
+use crate::edm::ChannelInterface;
+
+/// Waits for a credit on the local semaphore and takes it.
+async fn take_credit(k: &Kernel, semaphore: u64) -> Result<(), HwError> {
+    k.noc_semaphore_wait_min(semaphore, 1).await?;
+    let v = k.read_u32(semaphore)?;
+    k.write_u32(semaphore, v - 1)
+}
+
+/// A worker feeding an EDM sender channel.
+pub struct SenderWorker {
+    iface: ChannelInterface,
+    semaphore: u64,
+    next: u64,
+}
+
+/// A worker draining an EDM receiver channel.
+pub struct ReceiverWorker {
+    iface: ChannelInterface,
+    semaphore: u64,
+    next: u64,
+}
+
+impl SenderWorker {
+    /// Worker `index` of the channel described by `iface`, whose credits arrive on its local
+    /// `semaphore`.
+    pub fn new(iface: ChannelInterface, semaphore: u64, index: usize) -> SenderWorker {
+        SenderWorker { iface, semaphore, next: index as u64 }
+    }
+
+    /// The next message this worker sends, if any are left.
+    pub fn next_message(&self) -> Option<u64> {
+        (self.next < self.iface.messages).then_some(self.next)
+    }
+
+    /// Payload bytes of message `m` of the channel.
+    pub fn bytes_of(&self, m: u64) -> u64 {
+        self.iface.bytes_of(m)
+    }
+
+    /// Sends this worker's next message from local L1 `src`; returns its payload bytes.
+    pub async fn send(&mut self, k: &Kernel, src: u64) -> Result<u64, HwError> {
+        let m = self.next;
+        let bytes = self.iface.bytes_of(m);
+        let eth = self.iface.eth_core;
+        take_credit(k, self.semaphore).await?;
+        let buf = self.iface.buffers[(m % self.iface.buffers.len() as u64) as usize];
+        k.noc_async_write(src, k.get_noc_addr(eth.x, eth.y, buf), bytes).await?;
+        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.semaphore), 1).await?;
+        self.next += self.iface.workers as u64;
+        Ok(bytes)
+    }
+
+    /// Signals the EDM channel to terminate (`WorkerInitiated`), after the last message.
+    pub async fn terminate(&self, k: &Kernel) -> Result<(), HwError> {
+        let eth = self.iface.eth_core;
+        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.terminate), 1).await
+    }
+}
+
+impl ReceiverWorker {
+    /// Worker `index` of the channel described by `iface`, signalled on its local `semaphore`.
+    pub fn new(iface: ChannelInterface, semaphore: u64, index: usize) -> ReceiverWorker {
+        ReceiverWorker { iface, semaphore, next: index as u64 }
+    }
+
+    /// The next message this worker receives, if any are left.
+    pub fn next_message(&self) -> Option<u64> {
+        (self.next < self.iface.messages).then_some(self.next)
+    }
+
+    /// Receives this worker's next message into local L1 `dst`; returns its payload bytes.
+    pub async fn receive(&mut self, k: &Kernel, dst: u64) -> Result<u64, HwError> {
+        let m = self.next;
+        let bytes = self.iface.bytes_of(m);
+        let eth = self.iface.eth_core;
+        take_credit(k, self.semaphore).await?;
+        let buf = self.iface.buffers[(m % self.iface.buffers.len() as u64) as usize];
+        k.noc_async_read(k.get_noc_addr(eth.x, eth.y, buf), dst, bytes).await?;
+        k.noc_async_read_barrier().await?;
+        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.semaphore), 1).await?;
+        self.next += self.iface.workers as u64;
+        Ok(bytes)
+    }
+
+    /// Signals the EDM channel to terminate (`WorkerInitiated`), after reading the last message.
+    pub async fn terminate(&self, k: &Kernel) -> Result<(), HwError> {
+        let eth = self.iface.eth_core;
+        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.terminate), 1).await
+    }
+}
