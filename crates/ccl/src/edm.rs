@@ -142,10 +142,9 @@ pub struct ChannelInterface {
     pub terminate: u64,
     /// Workers sharing the channel, and which one this interface is handed to is up to the op.
     pub workers: usize,
-    /// Payload bytes of message `k` are `message_bytes`, except the last, `last_message_bytes`.
-    pub message_bytes: u64,
-    /// Payload bytes of the last message.
-    pub last_message_bytes: u64,
+    /// Payload bytes of each message (with `WorkerInitiated`, messages beyond the list have
+    /// the size of the last one).
+    pub sizes: Rc<[u64]>,
     /// Messages on the channel (`MessageCountReached`).
     pub messages: u64,
 }
@@ -153,8 +152,12 @@ pub struct ChannelInterface {
 impl ChannelInterface {
     /// Payload bytes of message `k`.
     pub fn bytes_of(&self, k: u64) -> u64 {
-        if k + 1 == self.messages { self.last_message_bytes } else { self.message_bytes }
+        size_of(&self.sizes, k)
     }
+}
+
+fn size_of(sizes: &[u64], k: u64) -> u64 {
+    sizes.get(k as usize).or(sizes.last()).copied().unwrap_or(0)
 }
 
 #[derive(Clone, Debug)]
@@ -162,8 +165,7 @@ struct Channel {
     sender: bool,
     workers: Vec<WorkerSlot>,
     messages: u64,
-    message_bytes: u64,
-    last_message_bytes: u64,
+    sizes: Rc<[u64]>,
 }
 
 /// Addresses of an EDM's structures in the ERISC kernel window (the same on both ends).
@@ -251,18 +253,16 @@ impl EdmLink {
         self.layout.buffer_bytes
     }
 
-    /// Adds a channel carrying `messages` messages from end `from` (0 = a, 1 = b) to the other:
-    /// a sender channel fed by `senders` on that end and its receiver mirror drained by
-    /// `receivers` on the other. Messages are `message_bytes` each (at most a buffer), except the
-    /// last, `last_message_bytes`. Returns the interfaces for the sender and receiver workers.
+    /// Adds a channel from end `from` (0 = a, 1 = b) to the other carrying one message per
+    /// entry of `sizes` (payload bytes, at most a buffer): a sender channel fed by `senders` on
+    /// that end and its receiver mirror drained by `receivers` on the other. Returns the
+    /// interfaces for the sender and receiver workers.
     pub fn add_channel(
         &mut self,
         from: usize,
         senders: Vec<WorkerSlot>,
         receivers: Vec<WorkerSlot>,
-        messages: u64,
-        message_bytes: u64,
-        last_message_bytes: u64,
+        sizes: Vec<u64>,
     ) -> Result<(ChannelInterface, ChannelInterface), EdmError> {
         // Channels are stored as (sender end, receiver end) pairs.
         let ch = self.channels.len() / 2;
@@ -279,14 +279,18 @@ impl EdmLink {
                 )));
             }
         }
-        let sizes_ok = |n: u64| n > 0 && n % 16 == 0 && n <= self.layout.buffer_bytes;
-        if messages == 0 || !sizes_ok(message_bytes) || !sizes_ok(last_message_bytes) {
+        let messages = sizes.len() as u64;
+        if let Some(bad) = sizes.iter().find(|&&n| n == 0 || n % 16 != 0 || n > self.layout.buffer_bytes) {
             return Err(EdmError::BadChannel(format!(
-                "channel {ch}: {messages} messages of {message_bytes} B (last {last_message_bytes} B) do not fit {} B buffers in 16 B words",
+                "channel {ch}: a message of {bad} B does not fit {} B buffers in 16 B words",
                 self.layout.buffer_bytes
             )));
         }
-        let chan = Channel { sender: true, workers: senders, messages, message_bytes, last_message_bytes };
+        if messages == 0 {
+            return Err(EdmError::BadChannel(format!("channel {ch} carries no message")));
+        }
+        let sizes: Rc<[u64]> = sizes.into();
+        let chan = Channel { sender: true, workers: senders, messages, sizes: sizes.clone() };
         let mirror = Channel { sender: false, workers: receivers, ..chan.clone() };
         let iface = |end: usize, workers: usize| ChannelInterface {
             eth_core: self.ends[end].2,
@@ -295,8 +299,7 @@ impl EdmLink {
             semaphore: self.layout.semaphore(ch),
             terminate: self.layout.terminate(ch),
             workers,
-            message_bytes,
-            last_message_bytes,
+            sizes: sizes.clone(),
             messages,
         };
         let out = (iface(from, chan.workers.len()), iface(1 - from, mirror.workers.len()));
@@ -351,7 +354,7 @@ struct State {
 
 impl Channel {
     fn bytes_of(&self, k: u64) -> u64 {
-        if k + 1 == self.messages { self.last_message_bytes } else { self.message_bytes }
+        size_of(&self.sizes, k)
     }
 }
 

@@ -3,9 +3,13 @@
 //! - [`edm`]: the ERISC Data Mover — a multi-channel, bidirectional data mover running on the
 //!   Ethernet cores at both ends of a link — and its builder, which hands out the buffer and
 //!   semaphore addresses workers need;
-//! - [`worker`]: the worker side of the EDM's semaphore protocol.
+//! - [`worker`]: the worker side of the EDM's semaphore protocol;
+//! - [`tensor`]: tensor shapes, dtypes, pages and their placement;
+//! - [`allgather`]: the all-gather op.
 
 #![warn(missing_docs)]
 
+pub mod allgather;
 pub mod edm;
+pub mod tensor;
 pub mod worker;

@@ -58,7 +58,7 @@ fn run(
         };
         let (senders, receivers) = (slots(src), slots(dst));
         let (tx, rx) = link
-            .add_channel(from, senders.clone(), receivers.clone(), messages, bytes, last)
+            .add_channel(from, senders.clone(), receivers.clone(), sizes(messages, bytes, last))
             .map_err(|e| e.to_string())?;
         for (w, &core) in cores.iter().enumerate() {
             let (tx, sem) = (tx.clone(), senders[w].semaphore);
@@ -92,6 +92,10 @@ fn run(
     let stats = m.launch(programs, |c| Time::from_ns(700 * c.0 as u64)).map_err(|e| e.to_string())?;
     let out = delivered.borrow().clone();
     Ok((out, stats.end_time))
+}
+
+fn sizes(messages: u64, bytes: u64, last: u64) -> Vec<u64> {
+    (0..messages).map(|m| if m + 1 == messages { last } else { bytes }).collect()
 }
 
 fn check_all_arrived(got: &Delivered, directions: u64, messages: u64, bytes: u64, last: u64) {
@@ -157,7 +161,7 @@ fn configurations_that_do_not_fit_are_refused_with_the_sizes() {
     // 160 KiB less the EDM's own words, over 2 buffers, rounded down to 2 KiB pages.
     assert_eq!(link.buffer_bytes(), 79872);
     let w = vec![WorkerSlot { core: CoreCoord { x: 1, y: 1 }, semaphore: 0x100 }];
-    assert!(link.add_channel(0, w.clone(), w.clone(), 1, 100_000, 16).is_err());
-    assert!(link.add_channel(0, w.clone(), w.clone(), 1, 2048, 2048).is_ok());
-    assert!(matches!(link.add_channel(0, w.clone(), w, 1, 2048, 2048), Err(EdmError::TooManyChannels(1))));
+    assert!(link.add_channel(0, w.clone(), w.clone(), vec![100_000]).is_err());
+    assert!(link.add_channel(0, w.clone(), w.clone(), vec![2048]).is_ok());
+    assert!(matches!(link.add_channel(0, w.clone(), w, vec![2048]), Err(EdmError::TooManyChannels(1))));
 }

@@ -212,6 +212,23 @@ impl Machine {
         })
     }
 
+    /// Host read of DRAM bank `bank` of a chip (after a run).
+    pub fn read_dram(
+        &self,
+        chip: ChipIdx,
+        bank: usize,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, meshsim_engine::MemError> {
+        let ctx = self.sim.ctx();
+        ctx.with(|hw, s| {
+            let mem = hw.core(chip, hw.soc.dram[bank][0]).expect("DRAM endpoint exists").mem;
+            let mut buf = vec![0; len as usize];
+            s.memory().read(mem, addr, &mut buf)?;
+            Ok(buf)
+        })
+    }
+
     /// Host read of the L1 of a core (after a run).
     pub fn read_l1(
         &self,

@@ -299,6 +299,11 @@ impl Kernel {
         Ok(())
     }
 
+    /// NoC0 coordinates of the first endpoint of DRAM bank `bank` of this chip.
+    pub fn dram_endpoint(&self, bank: usize) -> CoreCoord {
+        self.ctx.with(|hw, _| hw.soc.dram[bank][0])
+    }
+
     /// `n` core cycles as time.
     pub fn cycles(&self, n: u64) -> Time {
         self.ctx.with(|hw, _| hw.params.cycles(n))

@@ -1,0 +1,513 @@
+//! All-gather on a ring or a line of chips, built from EDMs and worker kernels.
+//!
+//! ```text
+//!  chip i:  input ─(DRAM read)─► sender worker ─► EDM ══► chip i+1 EDM ─► receiver worker ─(DRAM write)─► output
+//!                                    ▲                                         │
+//!                                    └──── forward: semaphore per packet ◄─────┘  (read back from output)
+//! ```
+//!
+//! Every chip holds one slice of the gathered tensor. A slice travels in packets of
+//! `pages_per_packet` pages: the sender worker of a chip sends its own slice (and writes it into
+//! its own output), then forwards each slice its receiver worker has written into the output,
+//! until a slice has visited every chip. Packets are dealt round-robin over the hop's links
+//! (reserved links are never used). On a ring a slice travels `n - 1` hops one way; on a line it
+//! travels both ways to both ends; with `Bidir::Split` a ring sends half of each slice each way
+//! around, with `Bidir::Full` the whole slice goes half-way round each way.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use meshsim_engine::{Stats, TaskResult, Time};
+use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
+use meshsim_topology::soc::CoreCoord;
+use meshsim_topology::{ChipIdx, Cluster, LinkId};
+
+use crate::edm::{EdmConfig, EdmLink, WorkerSlot};
+use crate::tensor::{Placement, TensorSpec};
+use crate::worker::{ReceiverWorker, SenderWorker};
+
+/// How slices move around a ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bidir {
+    /// One direction only.
+    None,
+    /// Each slice split in two halves, one going each way around.
+    Split,
+    /// The whole slice goes half-way round each way.
+    Full,
+}
+
+/// The chips an op runs on and how they connect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// A closed ring.
+    Ring,
+    /// An open line.
+    Line,
+}
+
+/// An all-gather to run.
+#[derive(Clone, Debug)]
+pub struct AllGatherSpec {
+    /// The gathered (output) tensor on every chip.
+    pub output: TensorSpec,
+    /// The dimension gathered along.
+    pub dim: usize,
+    /// The chips in ring or line order.
+    pub chips: Vec<ChipIdx>,
+    /// Ring or line.
+    pub topology: Topology,
+    /// Links used per hop.
+    pub links: usize,
+    /// Bidirectional mode (rings).
+    pub bidir: Bidir,
+    /// Pages per EDM packet; `None` picks 16 KiB worth.
+    pub pages_per_packet: Option<u64>,
+    /// EDM buffers per channel.
+    pub buffers_per_channel: u64,
+    /// Move real bytes and check every output.
+    pub verify: bool,
+    /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
+    pub skew_ns: u64,
+}
+
+/// A problem with an op's arguments.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{0}")]
+pub struct OpError(pub String);
+
+/// What a run of an op measured.
+#[derive(Clone, Debug)]
+pub struct OpRun {
+    /// The op's time, measured on the last chip to start: from its start to its end.
+    pub time: Time,
+    /// `(chip, start, end)` per chip, in `chips` order.
+    pub per_chip: Vec<(ChipIdx, Time, Time)>,
+    /// `Some(Ok)` when verified, `Some(Err(message))` on the first mismatch, `None` in timing mode.
+    pub verified: Option<Result<(), String>>,
+    /// Engine counters.
+    pub stats: Stats,
+    /// Bytes moved over Ethernet per (chip, channel).
+    pub eth_bytes: Vec<(ChipIdx, u8, u64)>,
+}
+
+/// One directed hop with the links it uses.
+#[derive(Clone, Debug)]
+struct Hop {
+    from: usize,
+    to: usize,
+    links: Vec<LinkId>,
+}
+
+/// A flow of slices: which slices enter at which position, how far they go, along which hops.
+#[derive(Clone, Debug)]
+struct Flow {
+    /// Hops in travel order: `hops[k]` goes from position `k` to the next.
+    next: Vec<Option<Hop>>,
+    /// For each chip position, the slices its sender sends (own first, then forwarded), with
+    /// whether each is forwarded (`true`) or own.
+    sends: Vec<Vec<(usize, bool)>>,
+    /// For each chip position, the slices its receiver receives, with whether it forwards them.
+    receives: Vec<Vec<(usize, bool)>>,
+    /// The page range of each slice this flow carries.
+    pages: (u64, u64),
+}
+
+/// Per-packet page ranges of a slice's page range `[lo, hi)`.
+fn packets(lo: u64, hi: u64, ppp: u64) -> Vec<(u64, u64)> {
+    (lo..hi).step_by(ppp as usize).map(|p| (p, (p + ppp).min(hi))).collect()
+}
+
+fn worker_core(k: usize) -> CoreRef {
+    CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 })
+}
+
+/// Checks an all-gather's arguments against the cluster.
+pub fn validate(cluster: &Cluster, spec: &AllGatherSpec) -> Result<TensorSpec, OpError> {
+    let n = spec.chips.len();
+    if n < 2 {
+        return Err(OpError(format!("an all-gather needs at least 2 chips, got {n}")));
+    }
+    let slice = spec.output.split(spec.dim, n as u64).map_err(|e| OpError(e.0))?;
+    if spec.links == 0 {
+        return Err(OpError("links must be at least 1".into()));
+    }
+    let hops = n - if spec.topology == Topology::Line { 1 } else { 0 };
+    for h in 0..hops {
+        let (a, b) = (spec.chips[h], spec.chips[(h + 1) % n]);
+        let have = cluster.usable_links_between(a, b).len();
+        if have == 0 {
+            return Err(OpError(format!(
+                "chips {} and {} are not linked (reserved links excluded)",
+                cluster.chip(a).id,
+                cluster.chip(b).id
+            )));
+        }
+        if spec.links > have {
+            return Err(OpError(format!(
+                "{} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
+                spec.links,
+                cluster.chip(a).id,
+                cluster.chip(b).id
+            )));
+        }
+    }
+    if spec.topology == Topology::Line && spec.bidir != Bidir::None {
+        return Err(OpError("a line all-gather is bidirectional by nature; --bidir applies to rings".into()));
+    }
+    Ok(slice)
+}
+
+/// Builds, runs and (optionally) verifies an all-gather on `cluster`.
+pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> Result<OpRun, OpError> {
+    let slice = validate(cluster, spec)?;
+    let n = spec.chips.len();
+    let page = slice.page_bytes();
+    let pages = slice.pages();
+    let ppp = spec.pages_per_packet.unwrap_or((16384 / page).max(1)).max(1);
+    let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
+    let mut m = Machine::new(cluster.clone(), params.clone(), mode);
+    let soc_banks = 6u64;
+    let input = Placement { base: 0, banks: soc_banks, page_bytes: page };
+    let out_base = input.bank_bytes(pages).div_ceil(4096) * 4096;
+    let output = Placement { base: out_base, banks: soc_banks, page_bytes: page };
+    if output.base + output.bank_bytes(pages * n as u64) > params.dram_bank_bytes {
+        return Err(OpError(format!(
+            "input and output ({} B per chip) do not fit in DRAM",
+            (n as u64 + 1) * slice.bytes()
+        )));
+    }
+
+    // Flows: each a direction of travel with the page range of every slice it carries.
+    let fwd: Vec<Option<Hop>> = (0..n)
+        .map(|k| {
+            let to = (k + 1) % n;
+            (spec.topology == Topology::Ring || k + 1 < n).then(|| Hop {
+                from: k,
+                to,
+                links: cluster.usable_links_between(spec.chips[k], spec.chips[to])[..spec.links].to_vec(),
+            })
+        })
+        .collect();
+    let bwd: Vec<Option<Hop>> = (0..n)
+        .map(|k| {
+            let to = (k + n - 1) % n;
+            (spec.topology == Topology::Ring || k > 0).then(|| Hop {
+                from: k,
+                to,
+                links: cluster.usable_links_between(spec.chips[k], spec.chips[to])[..spec.links].to_vec(),
+            })
+        })
+        .collect();
+    let flow =
+        |next: &Vec<Option<Hop>>, dir: i64, reach: &dyn Fn(usize) -> usize, pages: (u64, u64)| -> Flow {
+            let mut sends = vec![Vec::new(); n];
+            let mut receives = vec![Vec::new(); n];
+            for s in 0..n {
+                let hops = reach(s);
+                for h in 0..hops {
+                    let at = (s as i64 + dir * h as i64).rem_euclid(n as i64) as usize;
+                    sends[at].push((s, h > 0));
+                    let to = (s as i64 + dir * (h as i64 + 1)).rem_euclid(n as i64) as usize;
+                    receives[to].push((s, h + 1 < hops));
+                }
+            }
+            // Senders send their own slice first, then forward in arrival order.
+            for k in 0..n {
+                sends[k].sort_by_key(|&(s, fwd)| {
+                    (fwd, (k as i64 - s as i64).rem_euclid(n as i64) * dir.signum())
+                });
+                receives[k].sort_by_key(|&(s, _)| (k as i64 - s as i64).rem_euclid(n as i64) * dir.signum());
+            }
+            Flow { next: next.clone(), sends, receives, pages }
+        };
+    let flows: Vec<Flow> = match (spec.topology, spec.bidir) {
+        (Topology::Ring, Bidir::None) => vec![flow(&fwd, 1, &|_| n - 1, (0, pages))],
+        (Topology::Ring, Bidir::Split) => {
+            let half = pages / 2;
+            let mut f = vec![flow(&fwd, 1, &|_| n - 1, (0, half.max(1).min(pages)))];
+            if half < pages && half > 0 {
+                f.push(flow(&bwd, -1, &|_| n - 1, (half, pages)));
+            }
+            f
+        }
+        (Topology::Ring, Bidir::Full) => {
+            let right = n / 2;
+            let left = n - 1 - right;
+            let mut f = vec![flow(&fwd, 1, &|_| right, (0, pages))];
+            if left > 0 {
+                f.push(flow(&bwd, -1, &|_| left, (0, pages)));
+            }
+            f
+        }
+        (Topology::Line, _) => {
+            vec![flow(&fwd, 1, &|s| n - 1 - s, (0, pages)), flow(&bwd, -1, &|s| s, (0, pages))]
+        }
+    };
+
+    // EDM channels per physical link, in the order they are added.
+    let mut uses: BTreeMap<LinkId, usize> = BTreeMap::new();
+    for f in &flows {
+        for hop in f.next.iter().flatten() {
+            for &l in &hop.links {
+                *uses.entry(l).or_default() += 1;
+            }
+        }
+    }
+    let mut edms: BTreeMap<LinkId, EdmLink> = BTreeMap::new();
+    for (&l, &channels) in &uses {
+        let link = cluster.link(l);
+        let end = |e: meshsim_topology::Endpoint| {
+            (e.chip, e.chan, m.device(e.chip).noc_coord(CoreRef::Eth(e.chan)))
+        };
+        let cfg = EdmConfig {
+            channels,
+            buffers_per_channel: spec.buffers_per_channel,
+            page_bytes: page,
+            ..EdmConfig::default()
+        };
+        let edm = EdmLink::new(cfg, params, end(link.a), end(link.b)).map_err(|e| OpError(e.to_string()))?;
+        if edm.buffer_bytes() < ppp * page {
+            return Err(OpError(format!(
+                "packets of {ppp} pages ({} B) do not fit the EDM buffers ({} B); use fewer pages per packet or buffers",
+                ppp * page,
+                edm.buffer_bytes()
+            )));
+        }
+        edms.insert(l, edm);
+    }
+
+    let mut programs: Vec<Program> =
+        (0..cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect();
+    let mut next_core = vec![0usize; cluster.chips().len()];
+    let ends: Rc<RefCell<Vec<(ChipIdx, Time)>>> = Rc::new(RefCell::new(Vec::new()));
+    let (n64, dim) = (n as u64, spec.dim);
+
+    // Pass 1: a sender and a receiver worker per (flow, hop, link), their semaphores and channel.
+    struct Plan {
+        flow: usize,
+        from: usize,
+        to: usize,
+        j: usize,
+        mine: Vec<(u64, u64)>,
+        s_core: CoreRef,
+        r_core: CoreRef,
+        s_slot: WorkerSlot,
+        r_slot: WorkerSlot,
+        fwd: (CoreCoord, u64),
+        channel: (crate::edm::ChannelInterface, crate::edm::ChannelInterface),
+    }
+    let mut plans: Vec<Plan> = Vec::new();
+    for (fi, f) in flows.iter().enumerate() {
+        for hop in f.next.iter().flatten() {
+            for (j, &l) in hop.links.iter().enumerate() {
+                let (a, b) = (spec.chips[hop.from], spec.chips[hop.to]);
+                let mine: Vec<(u64, u64)> =
+                    packets(f.pages.0, f.pages.1, ppp).into_iter().skip(j).step_by(hop.links.len()).collect();
+                let sizes: Vec<u64> = f.sends[hop.from]
+                    .iter()
+                    .flat_map(|_| mine.iter().map(|&(lo, hi)| (hi - lo) * page))
+                    .collect();
+                if sizes.is_empty() {
+                    continue;
+                }
+                let mut core = |chip: ChipIdx| {
+                    let c = worker_core(next_core[chip.0 as usize]);
+                    next_core[chip.0 as usize] += 1;
+                    c
+                };
+                let (s_core, r_core) = (core(a), core(b));
+                let (da, db) = (m.device(a), m.device(b));
+                let s_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
+                let fwd_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
+                let r_sem = programs[b.0 as usize].create_semaphore(&[r_core], 0);
+                let s_slot =
+                    WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
+                let r_slot =
+                    WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
+                let from_end = if cluster.link(l).a.chip == a { 0 } else { 1 };
+                let edm = edms.get_mut(&l).expect("every used link has an EDM");
+                let channel = edm
+                    .add_channel(from_end, vec![s_slot], vec![r_slot], sizes)
+                    .map_err(|e| OpError(e.to_string()))?;
+                let fwd = (s_slot.core, da.semaphore_addr(s_core, fwd_sem));
+                plans.push(Plan {
+                    flow: fi,
+                    from: hop.from,
+                    to: hop.to,
+                    j,
+                    mine,
+                    s_core,
+                    r_core,
+                    s_slot,
+                    r_slot,
+                    fwd,
+                    channel,
+                });
+            }
+        }
+    }
+
+    // Pass 2: the kernels. A receiver that forwards feeds the sender of the next hop of its flow
+    // on its chip, on the same link index.
+    for plan in &plans {
+        let f = &flows[plan.flow];
+        let (a, b) = (spec.chips[plan.from], spec.chips[plan.to]);
+        let forward_to =
+            plans.iter().find(|q| q.flow == plan.flow && q.from == plan.to && q.j == plan.j).map(|q| q.fwd);
+        let (sends, receives) = (f.sends[plan.from].clone(), f.receives[plan.to].clone());
+        let (tx, rx) = plan.channel.clone();
+        let (mine, e, s_slot, fwd_addr) = (plan.mine.clone(), ends.clone(), plan.s_slot, plan.fwd.1);
+        programs[a.0 as usize].create_kernel(plan.s_core, "ag_sender", 0, vec![], move |k| async move {
+            let mut w = SenderWorker::new(tx, s_slot.semaphore, 0);
+            let mut forwarded = 0u32;
+            for &(s, fwd) in &sends {
+                for &(lo, hi) in &mine {
+                    if fwd {
+                        forwarded += 1;
+                        k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
+                        stage_pages(&k, &output, &slice, dim, n64, s as u64, lo, hi, false).await?;
+                    } else {
+                        stage_pages(&k, &input, &slice, dim, n64, s as u64, lo, hi, true).await?;
+                        write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
+                    }
+                    w.send(&k, STAGING).await?;
+                    k.noc_async_write_barrier().await?;
+                }
+            }
+            e.borrow_mut().push((k.chip(), k.now()));
+            Ok(())
+        });
+        let (mine, e, r_slot) = (plan.mine.clone(), ends.clone(), plan.r_slot);
+        programs[b.0 as usize].create_kernel(plan.r_core, "ag_receiver", 1, vec![], move |k| async move {
+            let mut w = ReceiverWorker::new(rx, r_slot.semaphore, 0);
+            for &(s, forward) in &receives {
+                for &(lo, hi) in &mine {
+                    w.receive(&k, STAGING).await?;
+                    write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
+                    k.noc_async_write_barrier().await?;
+                    if forward {
+                        let (at, addr) = forward_to.expect("a forwarding receiver has a next hop");
+                        k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                    }
+                }
+            }
+            e.borrow_mut().push((k.chip(), k.now()));
+            Ok(())
+        });
+    }
+    for (_, edm) in edms {
+        edm.install(&mut programs);
+    }
+    let start_of = |c: ChipIdx| {
+        spec.chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * spec.skew_ns))
+    };
+    if spec.verify {
+        for (k, &chip) in spec.chips.iter().enumerate() {
+            for p in 0..pages {
+                let (bank, addr) = input.page(p);
+                m.write_dram(chip, bank as usize, addr, &page_bytes(k as u64, p, page))
+                    .map_err(|e| OpError(e.to_string()))?;
+            }
+        }
+    }
+    let stats = m.launch(programs, start_of).map_err(|e| OpError(format!("simulation failed: {e}")))?;
+    let per_chip: Vec<(ChipIdx, Time, Time)> = spec
+        .chips
+        .iter()
+        .map(|&c| {
+            let end = ends.borrow().iter().filter(|e| e.0 == c).map(|e| e.1).max().unwrap_or(start_of(c));
+            (c, start_of(c), end)
+        })
+        .collect();
+    let last = per_chip.iter().max_by_key(|p| (p.1, p.0)).expect("chips");
+    let verified = spec.verify.then(|| verify(&m, spec, &slice, &output));
+    let eth_bytes = m.eth_traffic().into_iter().map(|(c, ch, b, _)| (c, ch, b)).collect();
+    Ok(OpRun { time: last.2 - last.1, per_chip, verified, stats, eth_bytes })
+}
+
+/// L1 staging buffer of the worker kernels.
+const STAGING: u64 = 0x10000;
+
+/// The bytes of page `p` of chip `k`'s input slice: distinct words per chip, page and offset.
+pub fn page_bytes(k: u64, p: u64, page: u64) -> Vec<u8> {
+    (0..page / 4).flat_map(|i| (((k << 24) ^ (p << 10) ^ i) as u32).to_le_bytes()).collect()
+}
+
+/// Reads pages `[lo, hi)` of slice `s` (from the input, or from the output where slice `s` sits)
+/// into the staging buffer, and waits for them.
+#[allow(clippy::too_many_arguments)]
+async fn stage_pages(
+    k: &Kernel,
+    place: &Placement,
+    slice: &TensorSpec,
+    dim: usize,
+    n: u64,
+    s: u64,
+    lo: u64,
+    hi: u64,
+    own: bool,
+) -> TaskResult {
+    let page = slice.page_bytes();
+    for (i, p) in (lo..hi).enumerate() {
+        let q = if own { p } else { slice.page_in_whole(dim, n, s, p) };
+        let (bank, addr) = place.page(q);
+        let at = dram_core(k, bank);
+        k.noc_async_read(k.get_noc_addr(at.x, at.y, addr), STAGING + i as u64 * page, page).await?;
+    }
+    k.noc_async_read_barrier().await?;
+    Ok(())
+}
+
+/// Writes the staged pages `[lo, hi)` of slice `s` to their places in the output.
+#[allow(clippy::too_many_arguments)]
+async fn write_out(
+    k: &Kernel,
+    output: &Placement,
+    slice: &TensorSpec,
+    dim: usize,
+    n: u64,
+    s: u64,
+    lo: u64,
+    hi: u64,
+) -> TaskResult {
+    let page = slice.page_bytes();
+    for (i, p) in (lo..hi).enumerate() {
+        let (bank, addr) = output.page(slice.page_in_whole(dim, n, s, p));
+        let at = dram_core(k, bank);
+        k.noc_async_write(STAGING + i as u64 * page, k.get_noc_addr(at.x, at.y, addr), page).await?;
+    }
+    Ok(())
+}
+
+fn dram_core(k: &Kernel, bank: u64) -> CoreCoord {
+    k.dram_endpoint(bank as usize)
+}
+
+/// Checks every chip's output against the concatenation of all input slices.
+fn verify(m: &Machine, spec: &AllGatherSpec, slice: &TensorSpec, output: &Placement) -> Result<(), String> {
+    let n = spec.chips.len() as u64;
+    let page = slice.page_bytes();
+    for &chip in &spec.chips {
+        for s in 0..n {
+            for p in 0..slice.pages() {
+                let q = slice.page_in_whole(spec.dim, n, s, p);
+                let (bank, addr) = output.page(q);
+                let got = m.read_dram(chip, bank as usize, addr, page).map_err(|e| e.to_string())?;
+                let want = page_bytes(s, p, page);
+                if let Some(i) = (0..page as usize).step_by(4).find(|&i| got[i..i + 4] != want[i..i + 4]) {
+                    let word = |b: &[u8]| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+                    return Err(format!(
+                        "chip {}: output byte offset {} (page {q}): expected {:#010x}, got {:#010x}",
+                        m.cluster().chip(chip).id,
+                        q * page + i as u64,
+                        word(&want),
+                        word(&got)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! Tensors: shape `[w, z, y, x]`, a dtype, a layout, and pages interleaved across DRAM banks.
+//!
+//! In tile layout a page is one 32x32 tile (bf16 2048 B, bfp8 1088 B, fp32 and uint32 4096 B)
+//! and pages run row-major over the tile grid `(w, z, y/32, x/32)`; in row-major layout a page is
+//! one row of `x` elements and pages run over `(w, z, y)`. Page `p` of an interleaved tensor lives
+//! in DRAM bank `p % banks` at `base + (p / banks) * page_bytes`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Element types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    /// bfloat16: 2 B per element, 2048 B tiles.
+    Bf16,
+    /// Block floating point, 8-bit mantissas with a shared exponent per 16 values: 1088 B tiles
+    /// (tile layout only).
+    Bfp8,
+    /// 32-bit float.
+    Fp32,
+    /// 32-bit unsigned integer.
+    Uint32,
+}
+
+impl DType {
+    /// Bytes of one 32x32 tile.
+    pub fn tile_bytes(self) -> u64 {
+        match self {
+            DType::Bf16 => 2048,
+            DType::Bfp8 => 1088,
+            DType::Fp32 | DType::Uint32 => 4096,
+        }
+    }
+
+    /// Bytes per element in row-major layout (`None` for block formats).
+    pub fn element_bytes(self) -> Option<u64> {
+        match self {
+            DType::Bf16 => Some(2),
+            DType::Bfp8 => None,
+            DType::Fp32 | DType::Uint32 => Some(4),
+        }
+    }
+}
+
+impl FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "bf16" | "bfloat16" => Ok(DType::Bf16),
+            "bfp8" | "bfp8_b" => Ok(DType::Bfp8),
+            "fp32" | "float32" => Ok(DType::Fp32),
+            "uint32" | "u32" => Ok(DType::Uint32),
+            _ => Err(format!("unknown dtype '{s}' (bf16, bfp8, fp32, uint32)")),
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DType::Bf16 => "bf16",
+            DType::Bfp8 => "bfp8",
+            DType::Fp32 => "fp32",
+            DType::Uint32 => "uint32",
+        })
+    }
+}
+
+/// Memory layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// 32x32 tiles.
+    Tile,
+    /// Rows of `x` elements.
+    RowMajor,
+}
+
+/// A tensor's shape, type and paging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// `[w, z, y, x]`.
+    pub shape: [u64; 4],
+    /// Element type.
+    pub dtype: DType,
+    /// Layout.
+    pub layout: Layout,
+}
+
+/// A tensor specification that cannot exist.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{0}")]
+pub struct TensorError(pub String);
+
+impl TensorSpec {
+    /// Checks the shape against the layout: tiles need `y` and `x` multiples of 32, bfp8 needs
+    /// tiles, row-major rows must be a multiple of 16 B.
+    pub fn new(shape: [u64; 4], dtype: DType, layout: Layout) -> Result<TensorSpec, TensorError> {
+        if shape.contains(&0) {
+            return Err(TensorError(format!("shape {shape:?} has a zero dimension")));
+        }
+        match layout {
+            Layout::Tile if shape[2] % 32 != 0 || shape[3] % 32 != 0 => {
+                return Err(TensorError(format!(
+                    "tile layout needs y and x multiples of 32, shape is {shape:?}"
+                )));
+            }
+            Layout::RowMajor => {
+                let e = dtype
+                    .element_bytes()
+                    .ok_or_else(|| TensorError(format!("{dtype} exists only in tile layout")))?;
+                if shape[3] * e % 16 != 0 {
+                    return Err(TensorError(format!(
+                        "row-major rows of {} B are not a multiple of 16 B",
+                        shape[3] * e
+                    )));
+                }
+            }
+            _ => {}
+        }
+        Ok(TensorSpec { shape, dtype, layout })
+    }
+
+    /// Bytes per page.
+    pub fn page_bytes(&self) -> u64 {
+        match self.layout {
+            Layout::Tile => self.dtype.tile_bytes(),
+            Layout::RowMajor => self.shape[3] * self.dtype.element_bytes().expect("checked"),
+        }
+    }
+
+    /// The page grid: tile layout `[w, z, y/32, x/32]`, row-major `[w, z, y, 1]`.
+    pub fn page_grid(&self) -> [u64; 4] {
+        let [w, z, y, x] = self.shape;
+        match self.layout {
+            Layout::Tile => [w, z, y / 32, x / 32],
+            Layout::RowMajor => [w, z, y, 1],
+        }
+    }
+
+    /// Number of pages.
+    pub fn pages(&self) -> u64 {
+        self.page_grid().iter().product()
+    }
+
+    /// Total bytes.
+    pub fn bytes(&self) -> u64 {
+        self.pages() * self.page_bytes()
+    }
+
+    /// The page grid coordinates of page `p`.
+    pub fn page_coords(&self, p: u64) -> [u64; 4] {
+        let g = self.page_grid();
+        [p / (g[1] * g[2] * g[3]), p / (g[2] * g[3]) % g[1], p / g[3] % g[2], p % g[3]]
+    }
+
+    /// The page at page grid coordinates `c`.
+    pub fn page_at(&self, c: [u64; 4]) -> u64 {
+        let g = self.page_grid();
+        ((c[0] * g[1] + c[1]) * g[2] + c[2]) * g[3] + c[3]
+    }
+
+    /// This tensor split into `n` equal slices along `dim`.
+    pub fn split(&self, dim: usize, n: u64) -> Result<TensorSpec, TensorError> {
+        if dim > 3 {
+            return Err(TensorError(format!("dim {dim} is outside the 4-d shape {:?}", self.shape)));
+        }
+        let unit = match (self.layout, dim) {
+            (Layout::Tile, 2 | 3) => 32,
+            (Layout::RowMajor, 3) => {
+                return Err(TensorError(
+                    "row-major tensors cannot be split along x (dim 3): use tile layout".into(),
+                ));
+            }
+            _ => 1,
+        };
+        if n == 0 || self.shape[dim] % (n * unit) != 0 {
+            return Err(TensorError(format!(
+                "dim {dim} of shape {:?} ({}) does not divide into {n} slices of whole {}",
+                self.shape,
+                self.shape[dim],
+                if unit == 32 { "tiles" } else { "rows" }
+            )));
+        }
+        let mut shape = self.shape;
+        shape[dim] /= n;
+        TensorSpec::new(shape, self.dtype, self.layout)
+    }
+
+    /// The page of the whole (concatenated) tensor that page `p` of slice `s` becomes, when
+    /// this tensor is slice-shaped and the whole has `n` slices along `dim`.
+    pub fn page_in_whole(&self, dim: usize, n: u64, s: u64, p: u64) -> u64 {
+        let mut whole = *self;
+        whole.shape[dim] *= n;
+        let mut c = self.page_coords(p);
+        c[dim] += s * self.page_grid()[dim];
+        whole.page_at(c)
+    }
+}
+
+/// Where an interleaved tensor's pages live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// First byte in every bank.
+    pub base: u64,
+    /// Banks the pages rotate over.
+    pub banks: u64,
+    /// Bytes per page.
+    pub page_bytes: u64,
+}
+
+impl Placement {
+    /// `(bank, address)` of page `p`.
+    pub fn page(&self, p: u64) -> (u64, u64) {
+        (p % self.banks, self.base + p / self.banks * self.page_bytes)
+    }
+
+    /// Bytes a tensor of `pages` pages takes in each bank.
+    pub fn bank_bytes(&self, pages: u64) -> u64 {
+        pages.div_ceil(self.banks) * self.page_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_and_bytes_follow_the_layout() {
+        let t = TensorSpec::new([1, 1, 1024, 4096], DType::Bfp8, Layout::Tile).unwrap();
+        assert_eq!((t.pages(), t.page_bytes(), t.bytes()), (32 * 128, 1088, 32 * 128 * 1088));
+        let r = TensorSpec::new([1, 2, 3, 64], DType::Bf16, Layout::RowMajor).unwrap();
+        assert_eq!((r.pages(), r.page_bytes()), (6, 128));
+        assert!(TensorSpec::new([1, 1, 30, 64], DType::Bf16, Layout::Tile).is_err());
+        assert!(TensorSpec::new([1, 1, 32, 64], DType::Bfp8, Layout::RowMajor).is_err());
+    }
+
+    #[test]
+    fn slices_map_back_into_the_whole() {
+        let whole = TensorSpec::new([1, 2, 64, 256], DType::Bf16, Layout::Tile).unwrap();
+        let slice = whole.split(3, 4).unwrap();
+        assert_eq!(slice.shape, [1, 2, 64, 64]);
+        // Every (slice, page) lands on a distinct page of the whole.
+        let mut seen: Vec<u64> = (0..4)
+            .flat_map(|s| (0..slice.pages()).map(move |p| (s, p)))
+            .map(|(s, p)| slice.page_in_whole(3, 4, s, p))
+            .collect();
+        seen.sort();
+        assert_eq!(seen, (0..whole.pages()).collect::<Vec<_>>());
+        // Page 1 of slice 2 is tile (0, 0, 0, 1) of slice 2: tile column 2*2 + 1 = 5 of the whole.
+        assert_eq!(slice.page_in_whole(3, 4, 2, 1), 5);
+        assert!(whole.split(3, 3).is_err());
+        assert!(whole.split(4, 2).is_err());
+    }
+}

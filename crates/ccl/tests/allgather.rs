@@ -1,0 +1,114 @@
+//! All-gather end to end: every mode verifies on N300, T3000 and Galaxy; timing obeys physics.
+
+use meshsim_ccl::allgather::{AllGatherSpec, Bidir, OpRun, Topology, all_gather};
+use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
+use meshsim_hw::Params;
+use meshsim_topology::{ChipIdx, Cluster, builtin};
+
+/// A verified, unidirectional, one-link all-gather of `shape` along `dim` over `chips`.
+fn spec(chips: Vec<ChipIdx>, shape: [u64; 4], dim: usize, dtype: DType, topology: Topology) -> AllGatherSpec {
+    AllGatherSpec {
+        output: TensorSpec::new(shape, dtype, Layout::Tile).unwrap(),
+        dim,
+        chips,
+        topology,
+        links: 1,
+        bidir: Bidir::None,
+        pages_per_packet: None,
+        buffers_per_channel: 2,
+        verify: true,
+        skew_ns: 0,
+    }
+}
+
+fn ring(c: &Cluster) -> Vec<ChipIdx> {
+    c.ring().unwrap().chips
+}
+
+fn run_ok(c: &Cluster, s: &AllGatherSpec) -> OpRun {
+    let r = all_gather(c, &Params::default(), s).unwrap();
+    if s.verify {
+        assert_eq!(r.verified, Some(Ok(())), "{:?}", r.verified);
+    }
+    r
+}
+
+#[test]
+fn n300_gathers_one_tile_per_chip_over_its_one_user_link() {
+    let c = builtin::cluster("n300").unwrap();
+    let r = run_ok(&c, &spec(ring(&c), [1, 1, 32, 64], 3, DType::Bf16, Topology::Ring));
+    assert!(r.time > meshsim_engine::Time::from_us(1), "a one-tile gather costs microseconds: {}", r.time);
+}
+
+#[test]
+fn t3000_ring_and_lines_verify_for_bf16_and_bfp8() {
+    let c = builtin::cluster("t3000").unwrap();
+    for dtype in [DType::Bf16, DType::Bfp8] {
+        run_ok(&c, &spec(ring(&c), [1, 1, 64, 512], 3, dtype, Topology::Ring));
+        for line in c.lines() {
+            run_ok(
+                &c,
+                &spec(line.chips.clone(), [1, 1, 32 * line.chips.len() as u64, 64], 2, dtype, Topology::Line),
+            );
+        }
+    }
+}
+
+#[test]
+fn bidirectional_modes_verify_on_the_t3000_ring() {
+    let c = builtin::cluster("t3000").unwrap();
+    for bidir in [Bidir::Split, Bidir::Full] {
+        run_ok(
+            &c,
+            &AllGatherSpec { bidir, ..spec(ring(&c), [1, 8, 64, 128], 1, DType::Bf16, Topology::Ring) },
+        );
+    }
+}
+
+#[test]
+fn galaxy_gathers_around_the_32_chip_torus_ring_and_along_rows_and_columns() {
+    let c = builtin::cluster("galaxy_torus").unwrap();
+    run_ok(&c, &spec(ring(&c), [1, 1, 32, 32 * 32], 3, DType::Bfp8, Topology::Ring));
+    let lines = builtin::cluster("galaxy").unwrap().lines();
+    let g = builtin::cluster("galaxy").unwrap();
+    let row = lines.iter().find(|l| l.chips.len() == 8).unwrap();
+    let col = lines.iter().find(|l| l.chips.len() == 4).unwrap();
+    run_ok(&g, &spec(row.chips.clone(), [1, 1, 32, 256], 3, DType::Bf16, Topology::Line));
+    run_ok(&g, &spec(col.chips.clone(), [1, 4, 32, 64], 1, DType::Bf16, Topology::Line));
+}
+
+/// busbw never exceeds what the links can carry, and large gathers come close to it.
+#[test]
+fn bus_bandwidth_is_bounded_by_the_links_and_approached_by_large_gathers() {
+    let c = builtin::cluster("t3000").unwrap();
+    let n = 8.0;
+    let link_gbps = 12.5; // one link, one direction per hop, 100 Gb/s
+    for (rows, min_fraction) in [(32u64, 0.0), (1024, 0.5)] {
+        let s = AllGatherSpec {
+            verify: false,
+            ..spec(ring(&c), [1, 1, rows, 4096], 3, DType::Bfp8, Topology::Ring)
+        };
+        let r = all_gather(&c, &Params::default(), &s).unwrap();
+        let size = s.output.bytes() as f64;
+        let busbw = size / r.time.as_ns_f64() * (n - 1.0) / n;
+        assert!(busbw < link_gbps, "{rows} rows: busbw {busbw:.2} GB/s exceeds one link");
+        assert!(busbw > min_fraction * link_gbps, "{rows} rows: busbw {busbw:.2} GB/s");
+    }
+}
+
+#[test]
+fn impossible_arguments_are_refused_with_a_reason() {
+    let c = builtin::cluster("t3000").unwrap();
+    let mut s =
+        AllGatherSpec { verify: false, ..spec(ring(&c), [1, 1, 32, 96], 3, DType::Bf16, Topology::Ring) };
+    let err = all_gather(&c, &Params::default(), &s).unwrap_err().to_string();
+    assert!(err.contains("does not divide into 8 slices"), "{err}");
+    s.output = TensorSpec::new([1, 1, 32, 256], DType::Bf16, Layout::Tile).unwrap();
+    s.links = 2;
+    let err = all_gather(&c, &Params::default(), &s).unwrap_err().to_string();
+    assert!(err.contains("2 links requested") && err.contains("1 usable (reserved links excluded)"), "{err}");
+    s.links = 1;
+    s.chips = vec![ChipIdx(0), ChipIdx(3)];
+    let err = all_gather(&c, &Params::default(), &s).unwrap_err().to_string();
+    assert!(err.contains("are not linked"), "{err}");
+}
