@@ -17,7 +17,7 @@ use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Endpoint};
 
 use crate::eth::{EthCmd, TXQ_COUNT};
-use crate::world::{CoreKind, Delivery, Hw, HwEvent, Payload, REG_READS, REG_WRITES, latch_time};
+use crate::world::{CoreKind, Delivery, Hw, HwEvent, Mode, Payload, REG_READS, REG_WRITES, latch_time};
 
 /// Bytes of one `erisc_info` channel sync record (`bytes_sent`, `receiver_ack`, `src_id`, reserved).
 pub const CHANNEL_SYNC_BYTES: u64 = 16;
@@ -195,7 +195,7 @@ impl Kernel {
     /// core of this chip, in packets of at most `noc_max_packet_bytes`; returns once issued.
     pub async fn noc_async_write(&self, src: u64, dst_noc_addr: u64, size: u64) -> Result<(), HwError> {
         self.check_local(src, size)?;
-        let (dst_at, dst_mem, dst, _) = self.target(dst_noc_addr, size)?;
+        let (dst_at, dst_mem, dst, dst_kind) = self.target(dst_noc_addr, size)?;
         self.issue().await;
         self.ctx.with(|hw, s| -> Result<(), HwError> {
             let p = Rc::clone(&hw.params);
@@ -204,7 +204,10 @@ impl Kernel {
                 let n = (size - off).min(p.noc_max_packet_bytes);
                 let arrive =
                     hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, dst_at, n, s.now());
-                let (o, len) = hw.carried(size, off, n).unwrap_or((off, 0));
+                // In timing mode nothing polls DRAM, so writes there carry no bytes at all.
+                let dram_timing = hw.mode == Mode::Timing && matches!(dst_kind, CoreKind::Dram(_));
+                let carried = if dram_timing { None } else { hw.carried(size, off, n) };
+                let (o, len) = carried.unwrap_or((off, 0));
                 let what = Payload::read(s.memory(), self.mem, src + o, len)?;
                 hw.post(
                     s,
