@@ -45,6 +45,9 @@ enum Command {
     /// Run an Ethernet microbenchmark as a simulated program.
     #[command(subcommand)]
     Bench(Bench),
+    /// Run a CCL op (EDM and worker kernels) as a simulated program.
+    #[command(subcommand)]
+    Op(Op),
     /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
     Topo {
         /// A cluster description file (tt-umd YAML) or a built-in name: n300, t3000, galaxy,
@@ -107,6 +110,83 @@ enum Bench {
         #[arg(long, default_value_t = 0, value_name = "NS")]
         skew_ns: u64,
     },
+}
+
+/// The CCL ops.
+#[derive(Subcommand)]
+enum Op {
+    /// All-gather: every chip ends with the concatenation of all chips' slices along --dim.
+    AllGather(OpArgs),
+}
+
+/// Arguments of a CCL op.
+#[derive(clap::Args)]
+struct OpArgs {
+    /// A cluster description file or a built-in name.
+    #[arg(long, default_value = "t3000")]
+    cluster: String,
+    /// The gathered (output) tensor's shape, w,z,y,x.
+    #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
+    shape: Vec<u64>,
+    /// The dimension gathered along (0..3).
+    #[arg(long, default_value_t = 3)]
+    dim: usize,
+    /// Element type: bf16, bfp8, fp32, uint32.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Ring or line.
+    #[arg(long, value_enum, default_value_t = TopologyArg::Ring)]
+    topology: TopologyArg,
+    /// Links per hop (reserved links are never used).
+    #[arg(long, default_value_t = 1)]
+    links: usize,
+    /// Bidirectional mode on a ring.
+    #[arg(long, value_enum, default_value_t = BidirArg::None)]
+    bidir: BidirArg,
+    /// Run on N chips forming the ring or line (a mesh row or column first).
+    #[arg(long)]
+    chips: Option<usize>,
+    /// Run on these chips, in order.
+    #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
+    chip_ids: Option<Vec<u64>>,
+    /// Pages per EDM packet (default: 16 KiB worth).
+    #[arg(long)]
+    pages_per_packet: Option<u64>,
+    /// EDM buffers per channel.
+    #[arg(long, default_value_t = 2)]
+    buffers: u64,
+    /// Move real bytes and check every chip's output (exit 1 on a mismatch).
+    #[arg(long)]
+    verify: bool,
+    /// Program start skew: the k-th chip starts k x this many ns after the first.
+    #[arg(long, default_value_t = 0, value_name = "NS")]
+    skew_ns: u64,
+    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
+    #[arg(long, value_name = "FILE")]
+    params: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// Op topologies.
+#[derive(Clone, Copy, ValueEnum)]
+enum TopologyArg {
+    /// A closed ring.
+    Ring,
+    /// An open line.
+    Line,
+}
+
+/// Bidirectional modes.
+#[derive(Clone, Copy, ValueEnum)]
+enum BidirArg {
+    /// One direction.
+    None,
+    /// Half of each slice each way round.
+    Split,
+    /// The whole slice half-way round each way.
+    Full,
 }
 
 /// Arguments every benchmark takes.
@@ -237,6 +317,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", report::render(&rows, format.into()));
         }
         Command::Bench(b) => run_bench(b)?,
+        Command::Op(Op::AllGather(args)) => return run_all_gather(args),
         Command::Calibrate { params, format } => {
             let params = load_params(params.as_deref())?;
             let n300 = Setup { cluster: load_cluster("n300")?, params: params.clone() };
@@ -251,6 +332,124 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_all_gather(a: OpArgs) -> anyhow::Result<ExitCode> {
+    use meshsim_ccl::allgather::{self, AllGatherSpec, Bidir, Topology};
+    use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
+    let bad = |m: String| anyhow::Error::new(BadInput(m));
+    let cluster = load_cluster(&a.cluster)?;
+    let params = load_params(a.params.as_deref())?;
+    let shape: [u64; 4] = a
+        .shape
+        .clone()
+        .try_into()
+        .map_err(|_| bad(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())))?;
+    let dtype: DType = a.dtype.parse().map_err(bad)?;
+    let output = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
+    let topology = match a.topology {
+        TopologyArg::Ring => Topology::Ring,
+        TopologyArg::Line => Topology::Line,
+    };
+    let bidir = match a.bidir {
+        BidirArg::None => Bidir::None,
+        BidirArg::Split => Bidir::Split,
+        BidirArg::Full => Bidir::Full,
+    };
+    let chips = meshsim_ccl::group::select(&cluster, topology, a.chips, a.chip_ids.as_deref())
+        .map_err(|e| bad(e.0))?;
+    let spec = AllGatherSpec {
+        output,
+        dim: a.dim,
+        chips,
+        topology,
+        links: a.links,
+        bidir,
+        pages_per_packet: a.pages_per_packet,
+        buffers_per_channel: a.buffers,
+        verify: a.verify,
+        skew_ns: a.skew_ns,
+    };
+    allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
+    let run = allgather::all_gather(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
+    let n = spec.chips.len() as f64;
+    let size = spec.output.bytes();
+    let algbw = size as f64 / run.time.as_ns_f64();
+    let per_chip: Vec<serde_json::Value> = run
+        .per_chip
+        .iter()
+        .map(|&(c, start, end)| {
+            serde_json::json!({"chip": cluster.chip(c).id, "start_us": start.as_us_f64(), "end_us": end.as_us_f64()})
+        })
+        .collect();
+    let verified = run.verified.as_ref().map(|v| v.is_ok());
+    let out = serde_json::json!({
+        "op": "all_gather",
+        "cluster": cluster.origin(),
+        "chips": spec.chips.len(),
+        "chip_ids": spec.chips.iter().map(|&c| cluster.chip(c).id).collect::<Vec<_>>(),
+        "topology": format!("{:?}", topology).to_lowercase(),
+        "bidir": format!("{:?}", bidir).to_lowercase(),
+        "links": spec.links,
+        "shape": shape,
+        "dim": spec.dim,
+        "dtype": dtype.to_string(),
+        "size_bytes": size,
+        "time_us": run.time.as_us_f64(),
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * (n - 1.0) / n,
+        "per_chip": per_chip,
+        "verified": verified,
+        "events": run.stats.events,
+    });
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Csv | Format::Text => {
+            #[derive(serde::Serialize)]
+            struct Row {
+                op: &'static str,
+                chips: usize,
+                size_bytes: u64,
+                time_us: f64,
+                algbw_gbps: f64,
+                busbw_gbps: f64,
+                verified: String,
+            }
+            let row = Row {
+                op: "all_gather",
+                chips: spec.chips.len(),
+                size_bytes: size,
+                time_us: run.time.as_us_f64(),
+                algbw_gbps: algbw,
+                busbw_gbps: algbw * (n - 1.0) / n,
+                verified: verified.map_or("-".into(), |v| v.to_string()),
+            };
+            print!("{}", report::render(&[row], a.format.into()));
+            if matches!(a.format, Format::Text) {
+                #[derive(serde::Serialize)]
+                struct Chip {
+                    chip: u64,
+                    start_us: f64,
+                    end_us: f64,
+                }
+                let chips: Vec<Chip> = run
+                    .per_chip
+                    .iter()
+                    .map(|&(c, s, e)| Chip {
+                        chip: cluster.chip(c).id,
+                        start_us: s.as_us_f64(),
+                        end_us: e.as_us_f64(),
+                    })
+                    .collect();
+                print!("\n{}", report::render(&chips, report::Format::Text));
+            }
+        }
+    }
+    if let Some(Err(mismatch)) = &run.verified {
+        eprintln!("meshsim: verification failed: {mismatch}");
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

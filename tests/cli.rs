@@ -360,3 +360,88 @@ mod calibrate {
         assert!(err.contains("calibration point(s) miss their tolerance"), "{err}");
     }
 }
+
+mod op {
+    use super::*;
+
+    #[test]
+    fn all_gather_reports_the_keys_users_script_against() {
+        let (code, out, err) = meshsim(&[
+            "op",
+            "all-gather",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,64,512",
+            "--dim",
+            "3",
+            "--dtype",
+            "bfp8",
+            "--verify",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        for key in [
+            "op",
+            "cluster",
+            "chips",
+            "size_bytes",
+            "time_us",
+            "algbw_gbps",
+            "busbw_gbps",
+            "per_chip",
+            "verified",
+        ] {
+            assert!(!v[key].is_null(), "missing {key}");
+        }
+        assert_eq!(v["chips"], 8);
+        assert_eq!(v["verified"], true);
+        assert_eq!(v["per_chip"].as_array().unwrap().len(), 8);
+        let (alg, bus) = (v["algbw_gbps"].as_f64().unwrap(), v["busbw_gbps"].as_f64().unwrap());
+        assert!((bus - alg * 7.0 / 8.0).abs() < 1e-9);
+        let (code, out, _) = meshsim(&[
+            "op",
+            "all-gather",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,32,256",
+            "--chips",
+            "4",
+            "--topology",
+            "line",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0);
+        assert_eq!(json(&out)["chip_ids"], serde_json::json!([4, 0, 2, 6]));
+        assert!(json(&out)["verified"].is_null());
+    }
+
+    #[test]
+    fn impossible_op_arguments_are_bad_input() {
+        let base = ["op", "all-gather", "--cluster", "t3000"];
+        let cases: [(&[&str], &str); 8] = [
+            (&["--shape", "1,1,32,96"], "does not divide into 8 slices"),
+            (&["--shape", "1,1,32,256", "--dim", "4"], "dim 4 is outside"),
+            (&["--shape", "1,1,32,256", "--links", "3"], "3 links requested"),
+            (&["--shape", "1,1,32,256", "--dtype", "fp8"], "unknown dtype 'fp8'"),
+            (&["--shape", "1,1,32,256", "--chips", "3"], "no ring of 3 chips"),
+            (&["--shape", "1,1,0,256"], "zero dimension"),
+            (&["--shape", "1,1,256"], "--shape needs 4 values"),
+            (&["--shape", "1,1,32,256", "--topology", "star"], "invalid value 'star'"),
+        ];
+        for (extra, want) in cases {
+            let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+            let (code, _, err) = meshsim(&args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(err.contains(want), "{args:?}: {want:?} not in {err:?}");
+            assert!(!err.contains("panicked"));
+        }
+        let (code, _, err) = meshsim(&["op", "all-gather", "--cluster", "t4000", "--shape", "1,1,32,256"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("unknown cluster"));
+    }
+}

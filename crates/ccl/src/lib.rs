@@ -5,11 +5,13 @@
 //!   semaphore addresses workers need;
 //! - [`worker`]: the worker side of the EDM's semaphore protocol;
 //! - [`tensor`]: tensor shapes, dtypes, pages and their placement;
-//! - [`allgather`]: the all-gather op.
+//! - [`allgather`]: the all-gather op;
+//! - [`group`]: choosing the chips of an op.
 
 #![warn(missing_docs)]
 
 pub mod allgather;
 pub mod edm;
+pub mod group;
 pub mod tensor;
 pub mod worker;
