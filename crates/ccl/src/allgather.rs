@@ -115,11 +115,11 @@ struct Flow {
 }
 
 /// Per-packet page ranges of a slice's page range `[lo, hi)`.
-fn packets(lo: u64, hi: u64, ppp: u64) -> Vec<(u64, u64)> {
+pub(crate) fn packets(lo: u64, hi: u64, ppp: u64) -> Vec<(u64, u64)> {
     (lo..hi).step_by(ppp as usize).map(|p| (p, (p + ppp).min(hi))).collect()
 }
 
-fn worker_core(k: usize) -> CoreRef {
+pub(crate) fn worker_core(k: usize) -> CoreRef {
     CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 })
 }
 
@@ -428,7 +428,7 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
 }
 
 /// L1 staging buffer of the worker kernels.
-const STAGING: u64 = 0x10000;
+pub(crate) const STAGING: u64 = 0x10000;
 
 /// The bytes of page `p` of chip `k`'s input slice: distinct words per chip, page and offset.
 pub fn page_bytes(k: u64, p: u64, page: u64) -> Vec<u8> {
@@ -438,7 +438,7 @@ pub fn page_bytes(k: u64, p: u64, page: u64) -> Vec<u8> {
 /// Reads pages `[lo, hi)` of slice `s` (from the input, or from the output where slice `s` sits)
 /// into the staging buffer, and waits for them.
 #[allow(clippy::too_many_arguments)]
-async fn stage_pages(
+pub(crate) async fn stage_pages(
     k: &Kernel,
     place: &Placement,
     slice: &TensorSpec,
@@ -462,7 +462,7 @@ async fn stage_pages(
 
 /// Writes the staged pages `[lo, hi)` of slice `s` to their places in the output.
 #[allow(clippy::too_many_arguments)]
-async fn write_out(
+pub(crate) async fn write_out(
     k: &Kernel,
     output: &Placement,
     slice: &TensorSpec,

@@ -6,6 +6,7 @@
 //! - [`worker`]: the worker side of the EDM's semaphore protocol;
 //! - [`tensor`]: tensor shapes, dtypes, pages and their placement;
 //! - [`allgather`]: the all-gather op;
+//! - [`reducescatter`]: the ring reduce-scatter op;
 //! - [`group`]: choosing the chips of an op.
 
 #![warn(missing_docs)]
@@ -13,5 +14,6 @@
 pub mod allgather;
 pub mod edm;
 pub mod group;
+pub mod reducescatter;
 pub mod tensor;
 pub mod worker;

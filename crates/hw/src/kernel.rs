@@ -307,6 +307,21 @@ impl Kernel {
         self.ctx.with(|hw, _| hw.soc.dram[bank][0])
     }
 
+    /// The model parameters.
+    pub fn params(&self) -> Rc<crate::Params> {
+        self.ctx.with(|hw, _| Rc::clone(&hw.params))
+    }
+
+    /// Spends `t` of simulated time (computation, for example).
+    pub async fn delay(&self, t: Time) {
+        self.ctx.delay(t).await;
+    }
+
+    /// Whether memories hold real bytes (functional mode) or only timing.
+    pub fn is_functional(&self) -> bool {
+        self.ctx.with(|hw, _| hw.mode == Mode::Functional)
+    }
+
     /// `n` core cycles as time.
     pub fn cycles(&self, n: u64) -> Time {
         self.ctx.with(|hw, _| hw.params.cycles(n))

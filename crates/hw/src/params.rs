@@ -54,6 +54,8 @@ pub struct Params {
     pub noc_issue_cycles: u64,
     /// Tensix L1 size, bytes.
     pub worker_l1_bytes: u64,
+    /// Tensix cycles to reduce (add or max) one 32x32 tile into another.
+    pub tile_reduce_cycles: u64,
     /// Bytes per DRAM bank (channel).
     pub dram_bank_bytes: u64,
     /// Bandwidth of one DRAM bank, bytes per cycle.
@@ -85,6 +87,7 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("noc_max_packet_bytes", "largest NoC packet, bytes; larger transfers are split"),
     ("noc_issue_cycles", "core cycles to issue one NoC command"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
+    ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),
     ("dram_bank_bytes", "bytes per DRAM bank"),
     ("dram_bank_bytes_per_cycle", "bandwidth of one DRAM bank, bytes/cycle"),
     ("dram_latency_cycles", "DRAM access latency, cycles"),

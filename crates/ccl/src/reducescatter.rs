@@ -1,0 +1,406 @@
+//! Reduce-scatter on a ring: every chip ends with one slice of the element-wise reduction (sum or
+//! max) of all chips' tensors.
+//!
+//! ```text
+//!  chip c: receiver worker: partial from c-1 (EDM) + own slice (DRAM) ─reduce─► scratch ─► sender worker ─► EDM ─► c+1
+//!                                                                   └─ last step ─► output
+//! ```
+//!
+//! The partial of slice `s` starts at chip `s + 1` with that chip's own slice and travels `n - 1`
+//! hops; each chip on the way adds its own slice, and chip `s` writes the final sum. The
+//! receiver holds the incoming packet and the matching pages of its own slice side by side in
+//! its L1 staging area, so a packet must fit twice in the worker's L1 and once in an EDM buffer;
+//! a configuration that does not is refused before anything runs. Reduction arithmetic works on
+//! 32-bit words (test data is integer-valued, so results are exact); timing charges
+//! `tile_reduce_cycles` per page.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::str::FromStr;
+
+use meshsim_engine::{TaskResult, Time};
+use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
+use meshsim_topology::{ChipIdx, Cluster, LinkId};
+
+use crate::allgather::{OpError, OpRun, STAGING, packets, worker_core};
+use crate::edm::{EdmConfig, EdmLink, WorkerSlot};
+use crate::tensor::{Placement, TensorSpec};
+use crate::worker::{ReceiverWorker, SenderWorker};
+
+/// The reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedOp {
+    /// Element-wise sum.
+    Sum,
+    /// Element-wise maximum.
+    Max,
+}
+
+impl FromStr for RedOp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sum" => Ok(RedOp::Sum),
+            "max" => Ok(RedOp::Max),
+            _ => Err(format!("unknown reduction '{s}' (sum, max)")),
+        }
+    }
+}
+
+/// A reduce-scatter to run.
+#[derive(Clone, Debug)]
+pub struct ReduceScatterSpec {
+    /// The tensor every chip holds (and reduces); chip `k` of `chips` gets slice `k` of it.
+    pub input: TensorSpec,
+    /// The dimension scattered along.
+    pub dim: usize,
+    /// The chips in ring order.
+    pub chips: Vec<ChipIdx>,
+    /// The reduction.
+    pub op: RedOp,
+    /// Links used per hop.
+    pub links: usize,
+    /// Pages per EDM packet; `None` picks 16 KiB worth.
+    pub pages_per_packet: Option<u64>,
+    /// EDM buffers per channel.
+    pub buffers_per_channel: u64,
+    /// Move real bytes and check every output.
+    pub verify: bool,
+    /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
+    pub skew_ns: u64,
+}
+
+/// The bytes of page `q` of chip `k`'s input: small integers, so sums are exact.
+pub fn input_page(k: u64, q: u64, page: u64) -> Vec<u8> {
+    (0..page / 4).flat_map(|i| ((k + 1) * 1000 + (q * 7 + i) % 997).to_le_bytes()[..4].to_vec()).collect()
+}
+
+fn reduce_words(op: RedOp, acc: &mut [u8], other: &[u8]) {
+    for (a, b) in acc.chunks_exact_mut(4).zip(other.chunks_exact(4)) {
+        let (x, y) =
+            (u32::from_le_bytes(a.try_into().expect("4")), u32::from_le_bytes(b.try_into().expect("4")));
+        let r = match op {
+            RedOp::Sum => x.wrapping_add(y),
+            RedOp::Max => x.max(y),
+        };
+        a.copy_from_slice(&r.to_le_bytes());
+    }
+}
+
+/// Checks a reduce-scatter's arguments; returns the slice spec and pages per packet.
+pub fn validate(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &ReduceScatterSpec,
+) -> Result<(TensorSpec, u64), OpError> {
+    let n = spec.chips.len();
+    if n < 2 {
+        return Err(OpError(format!("a reduce-scatter needs at least 2 chips, got {n}")));
+    }
+    let slice = spec.input.split(spec.dim, n as u64).map_err(|e| OpError(e.0))?;
+    if spec.links == 0 {
+        return Err(OpError("links must be at least 1".into()));
+    }
+    for h in 0..n {
+        let (a, b) = (spec.chips[h], spec.chips[(h + 1) % n]);
+        let have = cluster.usable_links_between(a, b).len();
+        if have == 0 || spec.links > have {
+            return Err(OpError(format!(
+                "{} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
+                spec.links,
+                cluster.chip(a).id,
+                cluster.chip(b).id
+            )));
+        }
+    }
+    let page = slice.page_bytes();
+    let ppp = spec.pages_per_packet.unwrap_or((16384 / page).max(1));
+    let packet = ppp * page;
+    let staging = params.worker_l1_bytes.saturating_sub(STAGING);
+    if ppp == 0 || 2 * packet > staging {
+        return Err(OpError(format!(
+            "reduce-scatter packets of {ppp} pages ({packet} B) exceed the receiver's buffering: a packet and the matching own pages need {} B of worker L1, {staging} B are free",
+            2 * packet
+        )));
+    }
+    Ok((slice, ppp))
+}
+
+/// Builds, runs and (optionally) verifies a ring reduce-scatter on `cluster`.
+pub fn reduce_scatter(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &ReduceScatterSpec,
+) -> Result<OpRun, OpError> {
+    let (slice, ppp) = validate(cluster, params, spec)?;
+    let n = spec.chips.len();
+    let n64 = n as u64;
+    let page = slice.page_bytes();
+    let whole_pages = spec.input.pages();
+    let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
+    let mut m = Machine::new(cluster.clone(), params.clone(), mode);
+    let banks = 6u64;
+    let input = Placement { base: 0, banks, page_bytes: page };
+    let align = |b: u64| b.div_ceil(4096) * 4096;
+    let scratch = Placement { base: align(input.bank_bytes(whole_pages)), banks, page_bytes: page };
+    let output =
+        Placement { base: scratch.base + align(scratch.bank_bytes(whole_pages)), banks, page_bytes: page };
+    if output.base + output.bank_bytes(slice.pages()) > params.dram_bank_bytes {
+        return Err(OpError(format!(
+            "input, scratch and output ({} B per chip) do not fit in DRAM",
+            2 * spec.input.bytes()
+        )));
+    }
+
+    let hops: Vec<(usize, Vec<LinkId>)> = (0..n)
+        .map(|k| {
+            (k, cluster.usable_links_between(spec.chips[k], spec.chips[(k + 1) % n])[..spec.links].to_vec())
+        })
+        .collect();
+    let mut uses: BTreeMap<LinkId, usize> = BTreeMap::new();
+    for (_, links) in &hops {
+        for &l in links {
+            *uses.entry(l).or_default() += 1;
+        }
+    }
+    let mut edms: BTreeMap<LinkId, EdmLink> = BTreeMap::new();
+    for (&l, &channels) in &uses {
+        let link = cluster.link(l);
+        let end = |e: meshsim_topology::Endpoint| {
+            (e.chip, e.chan, m.device(e.chip).noc_coord(CoreRef::Eth(e.chan)))
+        };
+        let cfg = EdmConfig {
+            channels,
+            buffers_per_channel: spec.buffers_per_channel,
+            page_bytes: page,
+            ..EdmConfig::default()
+        };
+        let edm = EdmLink::new(cfg, params, end(link.a), end(link.b)).map_err(|e| OpError(e.to_string()))?;
+        if edm.buffer_bytes() < ppp * page {
+            return Err(OpError(format!(
+                "reduce-scatter packets of {} B exceed the EDM buffers of {} B",
+                ppp * page,
+                edm.buffer_bytes()
+            )));
+        }
+        edms.insert(l, edm);
+    }
+
+    let mut programs: Vec<Program> =
+        (0..cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect();
+    let mut next_core = vec![0usize; cluster.chips().len()];
+    let ends: Rc<RefCell<Vec<(ChipIdx, Time)>>> = Rc::new(RefCell::new(Vec::new()));
+    struct Plan {
+        from: usize,
+        j: usize,
+        mine: Vec<(u64, u64)>,
+        cores: (CoreRef, CoreRef),
+        slots: (WorkerSlot, WorkerSlot),
+        fwd: (meshsim_topology::soc::CoreCoord, u64),
+        channel: (crate::edm::ChannelInterface, crate::edm::ChannelInterface),
+    }
+    let mut plans = Vec::new();
+    for (from, links) in &hops {
+        let to = (from + 1) % n;
+        for (j, &l) in links.iter().enumerate() {
+            let (a, b) = (spec.chips[*from], spec.chips[to]);
+            let mine: Vec<(u64, u64)> =
+                packets(0, slice.pages(), ppp).into_iter().skip(j).step_by(links.len()).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let sizes: Vec<u64> =
+                (0..n - 1).flat_map(|_| mine.iter().map(|&(lo, hi)| (hi - lo) * page)).collect();
+            let mut core = |chip: ChipIdx| {
+                let c = worker_core(next_core[chip.0 as usize]);
+                next_core[chip.0 as usize] += 1;
+                c
+            };
+            let (s_core, r_core) = (core(a), core(b));
+            let (da, db) = (m.device(a), m.device(b));
+            let s_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
+            let fwd_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
+            let r_sem = programs[b.0 as usize].create_semaphore(&[r_core], 0);
+            let s_slot =
+                WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
+            let r_slot =
+                WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
+            let from_end = if cluster.link(l).a.chip == a { 0 } else { 1 };
+            let channel = edms
+                .get_mut(&l)
+                .expect("every used link has an EDM")
+                .add_channel(from_end, vec![s_slot], vec![r_slot], sizes)
+                .map_err(|e| OpError(e.to_string()))?;
+            let fwd = (s_slot.core, da.semaphore_addr(s_core, fwd_sem));
+            plans.push(Plan {
+                from: *from,
+                j,
+                mine,
+                cores: (s_core, r_core),
+                slots: (s_slot, r_slot),
+                fwd,
+                channel,
+            });
+        }
+    }
+    let (dim, op) = (spec.dim, spec.op);
+    for plan in &plans {
+        let to = (plan.from + 1) % n;
+        let (a, b) = (spec.chips[plan.from], spec.chips[to]);
+        // The receiver on `b` feeds `b`'s sender (the next hop's plan with the same link index).
+        let forward_to = plans
+            .iter()
+            .find(|q| q.from == to && q.j == plan.j)
+            .map(|q| q.fwd)
+            .expect("a ring has every hop");
+        let (tx, rx) = plan.channel.clone();
+        let (mine, e, s_slot, fwd_addr, c) =
+            (plan.mine.clone(), ends.clone(), plan.slots.0, plan.fwd.1, plan.from as u64);
+        programs[a.0 as usize].create_kernel(plan.cores.0, "rs_sender", 0, vec![], move |k| async move {
+            let mut w = SenderWorker::new(tx, s_slot.semaphore, 0);
+            let mut forwarded = 0u32;
+            for r in 0..n64 - 1 {
+                let s = (c + 2 * n64 - 1 - r) % n64;
+                for &(lo, hi) in &mine {
+                    let place = if r == 0 { &input } else { &scratch };
+                    if r > 0 {
+                        forwarded += 1;
+                        k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
+                    }
+                    read_pages(&k, place, (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)), STAGING)
+                        .await?;
+                    w.send(&k, STAGING).await?;
+                    k.noc_async_write_barrier().await?;
+                }
+            }
+            e.borrow_mut().push((k.chip(), k.now()));
+            Ok(())
+        });
+        let (mine, e, r_slot, c) = (plan.mine.clone(), ends.clone(), plan.slots.1, to as u64);
+        programs[b.0 as usize].create_kernel(plan.cores.1, "rs_receiver", 1, vec![], move |k| async move {
+            let mut w = ReceiverWorker::new(rx, r_slot.semaphore, 0);
+            let reduce = k.cycles(k.params().tile_reduce_cycles);
+            for r in 0..n64 - 1 {
+                let s = (c + 2 * n64 - 2 - r) % n64;
+                let last = r == n64 - 2;
+                for &(lo, hi) in &mine {
+                    let bytes = w.receive(&k, STAGING).await?;
+                    let own = STAGING + bytes;
+                    read_pages(&k, &input, (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)), own)
+                        .await?;
+                    if k.is_functional() {
+                        let mut acc = k.read_bytes(STAGING, bytes)?;
+                        reduce_words(op, &mut acc, &k.read_bytes(own, bytes)?);
+                        k.write_bytes(STAGING, &acc)?;
+                    }
+                    k.delay(Time(reduce.0 * (hi - lo))).await;
+                    if last {
+                        write_pages(&k, &output, lo..hi, STAGING).await?;
+                        k.noc_async_write_barrier().await?;
+                    } else {
+                        write_pages(
+                            &k,
+                            &scratch,
+                            (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)),
+                            STAGING,
+                        )
+                        .await?;
+                        k.noc_async_write_barrier().await?;
+                        k.noc_semaphore_inc(k.get_noc_addr(forward_to.0.x, forward_to.0.y, forward_to.1), 1)
+                            .await?;
+                    }
+                }
+            }
+            e.borrow_mut().push((k.chip(), k.now()));
+            Ok(())
+        });
+    }
+    for (_, edm) in edms {
+        edm.install(&mut programs);
+    }
+    let start_of = |c: ChipIdx| {
+        spec.chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * spec.skew_ns))
+    };
+    if spec.verify {
+        for (k, &chip) in spec.chips.iter().enumerate() {
+            for q in 0..whole_pages {
+                let (bank, addr) = input.page(q);
+                m.write_dram(chip, bank as usize, addr, &input_page(k as u64, q, page))
+                    .map_err(|e| OpError(e.to_string()))?;
+            }
+        }
+    }
+    let stats = m.launch(programs, start_of).map_err(|e| OpError(format!("simulation failed: {e}")))?;
+    let per_chip: Vec<(ChipIdx, Time, Time)> = spec
+        .chips
+        .iter()
+        .map(|&c| {
+            (
+                c,
+                start_of(c),
+                ends.borrow().iter().filter(|e| e.0 == c).map(|e| e.1).max().unwrap_or(start_of(c)),
+            )
+        })
+        .collect();
+    let last = per_chip.iter().max_by_key(|p| (p.1, p.0)).expect("chips");
+    let verified = spec.verify.then(|| verify(&m, spec, &slice, &output));
+    let eth_bytes = m.eth_traffic().into_iter().map(|(c, ch, b, _)| (c, ch, b)).collect();
+    Ok(OpRun { time: last.2 - last.1, per_chip, verified, stats, eth_bytes })
+}
+
+/// Reads the given pages of an interleaved tensor into consecutive L1 pages at `at`.
+async fn read_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u64>, at: u64) -> TaskResult {
+    for (i, q) in pages.enumerate() {
+        let (bank, addr) = place.page(q);
+        let d = k.dram_endpoint(bank as usize);
+        k.noc_async_read(k.get_noc_addr(d.x, d.y, addr), at + i as u64 * place.page_bytes, place.page_bytes)
+            .await?;
+    }
+    k.noc_async_read_barrier().await?;
+    Ok(())
+}
+
+/// Writes consecutive L1 pages at `at` to the given pages of an interleaved tensor.
+async fn write_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u64>, at: u64) -> TaskResult {
+    for (i, q) in pages.enumerate() {
+        let (bank, addr) = place.page(q);
+        let d = k.dram_endpoint(bank as usize);
+        k.noc_async_write(at + i as u64 * place.page_bytes, k.get_noc_addr(d.x, d.y, addr), place.page_bytes)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Checks every chip's output slice against the reduction of all chips' inputs.
+fn verify(
+    m: &Machine,
+    spec: &ReduceScatterSpec,
+    slice: &TensorSpec,
+    output: &Placement,
+) -> Result<(), String> {
+    let n = spec.chips.len() as u64;
+    let page = slice.page_bytes();
+    for (c, &chip) in spec.chips.iter().enumerate() {
+        for p in 0..slice.pages() {
+            let q = slice.page_in_whole(spec.dim, n, c as u64, p);
+            let mut want = input_page(0, q, page);
+            for k in 1..n {
+                reduce_words(spec.op, &mut want, &input_page(k, q, page));
+            }
+            let (bank, addr) = output.page(p);
+            let got = m.read_dram(chip, bank as usize, addr, page).map_err(|e| e.to_string())?;
+            if let Some(i) = (0..page as usize).step_by(4).find(|&i| got[i..i + 4] != want[i..i + 4]) {
+                let word = |b: &[u8]| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+                return Err(format!(
+                    "chip {}: output byte offset {}: expected {}, got {}",
+                    m.cluster().chip(chip).id,
+                    p * page + i as u64,
+                    word(&want),
+                    word(&got)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
