@@ -48,6 +48,55 @@ enum Command {
     /// Run a CCL op (EDM and worker kernels) as a simulated program.
     #[command(subcommand)]
     Op(Op),
+    /// Sweep a CCL op over sizes, nccl-tests style: size, count, type, redop, root, time,
+    /// algbw, busbw.
+    Sweep {
+        /// The op.
+        #[arg(value_enum)]
+        op: SweepOpArg,
+        /// A cluster description file or a built-in name.
+        #[arg(long, default_value = "t3000")]
+        cluster: String,
+        /// Smallest total size in bytes (K, M, G suffixes).
+        #[arg(short = 'b', long = "minbytes", default_value = "1K", value_parser = parse_size)]
+        min: u64,
+        /// Largest total size in bytes.
+        #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size)]
+        max: u64,
+        /// Size factor between points.
+        #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+        factor: u64,
+        /// Element type.
+        #[arg(long, default_value = "bfp8")]
+        dtype: String,
+        /// Ring or line (all-gather).
+        #[arg(long, value_enum, default_value_t = TopologyArg::Ring)]
+        topology: TopologyArg,
+        /// Links per hop.
+        #[arg(long, default_value_t = 1)]
+        links: usize,
+        /// Bidirectional mode (all-gather on a ring).
+        #[arg(long, value_enum, default_value_t = BidirArg::None)]
+        bidir: BidirArg,
+        /// Reduction (reduce-scatter).
+        #[arg(long, default_value = "sum")]
+        redop: String,
+        /// Run on N chips forming the ring or line.
+        #[arg(long)]
+        chips: Option<usize>,
+        /// Run on these chips, in order.
+        #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
+        chip_ids: Option<Vec<u64>>,
+        /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
+        #[arg(long, value_name = "FILE")]
+        params: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also draw busbw against size to FILE.svg or FILE.png.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
+    },
     /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
     Topo {
         /// A cluster description file (tt-umd YAML) or a built-in name: n300, t3000, galaxy,
@@ -117,6 +166,8 @@ enum Bench {
 enum Op {
     /// All-gather: every chip ends with the concatenation of all chips' slices along --dim.
     AllGather(OpArgs),
+    /// Reduce-scatter (ring): every chip ends with its slice of the reduction of all chips' tensors.
+    ReduceScatter(OpArgs),
 }
 
 /// Arguments of a CCL op.
@@ -125,10 +176,14 @@ struct OpArgs {
     /// A cluster description file or a built-in name.
     #[arg(long, default_value = "t3000")]
     cluster: String,
-    /// The gathered (output) tensor's shape, w,z,y,x.
+    /// The tensor's shape, w,z,y,x: the gathered output of an all-gather, the reduced input of
+    /// a reduce-scatter.
     #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
     shape: Vec<u64>,
-    /// The dimension gathered along (0..3).
+    /// The reduction of a reduce-scatter: sum or max.
+    #[arg(long, default_value = "sum")]
+    redop: String,
+    /// The dimension gathered or scattered along (0..3).
     #[arg(long, default_value_t = 3)]
     dim: usize,
     /// Element type: bf16, bfp8, fp32, uint32.
@@ -167,6 +222,15 @@ struct OpArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+}
+
+/// Ops a sweep can run.
+#[derive(Clone, Copy, ValueEnum)]
+enum SweepOpArg {
+    /// All-gather.
+    AllGather,
+    /// Reduce-scatter.
+    ReduceScatter,
 }
 
 /// Op topologies.
@@ -317,7 +381,67 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", report::render(&rows, format.into()));
         }
         Command::Bench(b) => run_bench(b)?,
-        Command::Op(Op::AllGather(args)) => return run_all_gather(args),
+        Command::Op(Op::AllGather(args)) => return run_op(OpKind::AllGather, args),
+        Command::Sweep {
+            op,
+            cluster,
+            min,
+            max,
+            factor,
+            dtype,
+            topology,
+            links,
+            bidir,
+            redop,
+            chips,
+            chip_ids,
+            params,
+            format,
+            plot: plot_path,
+        } => {
+            use meshsim_ccl::allgather::{Bidir, Topology};
+            use meshsim_ccl::sweep::{self, SweepOp};
+            let bad = |m: String| anyhow::Error::new(BadInput(m));
+            let c = load_cluster(&cluster)?;
+            let p = load_params(params.as_deref())?;
+            let dtype: meshsim_ccl::tensor::DType = dtype.parse().map_err(bad)?;
+            let topology = match topology {
+                TopologyArg::Ring => Topology::Ring,
+                TopologyArg::Line => Topology::Line,
+            };
+            let sweep_op = match op {
+                SweepOpArg::AllGather => SweepOp::AllGather(match bidir {
+                    BidirArg::None => Bidir::None,
+                    BidirArg::Split => Bidir::Split,
+                    BidirArg::Full => Bidir::Full,
+                }),
+                SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(redop.parse().map_err(bad)?),
+            };
+            if matches!(sweep_op, SweepOp::ReduceScatter(_)) && topology != Topology::Ring {
+                return Err(bad("reduce-scatter runs on a ring".into()));
+            }
+            let group =
+                meshsim_ccl::group::select(&c, topology, chips, chip_ids.as_deref()).map_err(|e| bad(e.0))?;
+            let sizes = sweep::sizes(min, max, factor).map_err(|e| bad(e.0))?;
+            let rows = sweep::sweep(&c, &p, sweep_op, &group, topology, links, dtype, &sizes)
+                .map_err(|e| bad(e.0))?;
+            print!("{}", report::render(&rows, format.into()));
+            if let Some(path) = plot_path {
+                let points = rows.iter().map(|r| (r.size_bytes as f64, r.busbw_gbps)).collect();
+                let what = match op {
+                    SweepOpArg::AllGather => "all-gather",
+                    SweepOpArg::ReduceScatter => "reduce-scatter",
+                };
+                let plot = Plot {
+                    title: format!("{what} busbw, {} chips, {cluster}", group.len()),
+                    x_desc: "size (bytes)".into(),
+                    y_desc: "busbw (GB/s)".into(),
+                    series: vec![Series { label: format!("{cluster} {dtype}"), points }],
+                };
+                plot::write(&path, &plot).map_err(|e| BadInput(e.to_string()))?;
+            }
+        }
+        Command::Op(Op::ReduceScatter(args)) => return run_op(OpKind::ReduceScatter, args),
         Command::Calibrate { params, format } => {
             let params = load_params(params.as_deref())?;
             let n300 = Setup { cluster: load_cluster("n300")?, params: params.clone() };
@@ -336,8 +460,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_all_gather(a: OpArgs) -> anyhow::Result<ExitCode> {
+/// Which op to run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    AllGather,
+    ReduceScatter,
+}
+
+fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
     use meshsim_ccl::allgather::{self, AllGatherSpec, Bidir, Topology};
+    use meshsim_ccl::reducescatter::{self, RedOp, ReduceScatterSpec};
     use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let cluster = load_cluster(&a.cluster)?;
@@ -358,24 +490,49 @@ fn run_all_gather(a: OpArgs) -> anyhow::Result<ExitCode> {
         BidirArg::Split => Bidir::Split,
         BidirArg::Full => Bidir::Full,
     };
+    let redop: RedOp = a.redop.parse().map_err(bad)?;
+    if kind == OpKind::ReduceScatter && (topology != Topology::Ring || bidir != Bidir::None) {
+        return Err(bad("reduce-scatter runs on a unidirectional ring".into()));
+    }
     let chips = meshsim_ccl::group::select(&cluster, topology, a.chips, a.chip_ids.as_deref())
         .map_err(|e| bad(e.0))?;
-    let spec = AllGatherSpec {
-        output,
-        dim: a.dim,
-        chips,
-        topology,
-        links: a.links,
-        bidir,
-        pages_per_packet: a.pages_per_packet,
-        buffers_per_channel: a.buffers,
-        verify: a.verify,
-        skew_ns: a.skew_ns,
+    let (run, n_chips, chip_list, name) = match kind {
+        OpKind::AllGather => {
+            let spec = AllGatherSpec {
+                output,
+                dim: a.dim,
+                chips,
+                topology,
+                links: a.links,
+                bidir,
+                pages_per_packet: a.pages_per_packet,
+                buffers_per_channel: a.buffers,
+                verify: a.verify,
+                skew_ns: a.skew_ns,
+            };
+            allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
+            let run = allgather::all_gather(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
+            (run, spec.chips.len(), spec.chips, "all_gather")
+        }
+        OpKind::ReduceScatter => {
+            let spec = ReduceScatterSpec {
+                input: output,
+                dim: a.dim,
+                chips,
+                op: redop,
+                links: a.links,
+                pages_per_packet: a.pages_per_packet,
+                buffers_per_channel: a.buffers,
+                verify: a.verify,
+                skew_ns: a.skew_ns,
+            };
+            reducescatter::validate(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
+            let run = reducescatter::reduce_scatter(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
+            (run, spec.chips.len(), spec.chips, "reduce_scatter")
+        }
     };
-    allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
-    let run = allgather::all_gather(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
-    let n = spec.chips.len() as f64;
-    let size = spec.output.bytes();
+    let n = n_chips as f64;
+    let size = output.bytes();
     let algbw = size as f64 / run.time.as_ns_f64();
     let per_chip: Vec<serde_json::Value> = run
         .per_chip
@@ -386,15 +543,16 @@ fn run_all_gather(a: OpArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let verified = run.verified.as_ref().map(|v| v.is_ok());
     let out = serde_json::json!({
-        "op": "all_gather",
+        "op": name,
         "cluster": cluster.origin(),
-        "chips": spec.chips.len(),
-        "chip_ids": spec.chips.iter().map(|&c| cluster.chip(c).id).collect::<Vec<_>>(),
+        "chips": n_chips,
+        "chip_ids": chip_list.iter().map(|&c| cluster.chip(c).id).collect::<Vec<_>>(),
         "topology": format!("{:?}", topology).to_lowercase(),
         "bidir": format!("{:?}", bidir).to_lowercase(),
-        "links": spec.links,
+        "redop": if kind == OpKind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
+        "links": a.links,
         "shape": shape,
-        "dim": spec.dim,
+        "dim": a.dim,
         "dtype": dtype.to_string(),
         "size_bytes": size,
         "time_us": run.time.as_us_f64(),
@@ -418,8 +576,8 @@ fn run_all_gather(a: OpArgs) -> anyhow::Result<ExitCode> {
                 verified: String,
             }
             let row = Row {
-                op: "all_gather",
-                chips: spec.chips.len(),
+                op: name,
+                chips: n_chips,
                 size_bytes: size,
                 time_us: run.time.as_us_f64(),
                 algbw_gbps: algbw,

@@ -7,7 +7,8 @@
 //! - [`tensor`]: tensor shapes, dtypes, pages and their placement;
 //! - [`allgather`]: the all-gather op;
 //! - [`reducescatter`]: the ring reduce-scatter op;
-//! - [`group`]: choosing the chips of an op.
+//! - [`group`]: choosing the chips of an op;
+//! - [`sweep`]: nccl-tests-style size sweeps.
 
 #![warn(missing_docs)]
 
@@ -15,5 +16,6 @@ pub mod allgather;
 pub mod edm;
 pub mod group;
 pub mod reducescatter;
+pub mod sweep;
 pub mod tensor;
 pub mod worker;

@@ -1,0 +1,147 @@
+//! Size sweeps of an op in the manner of nccl-tests: sizes from `min` to `max` by a factor,
+//! each point an independent simulation (in parallel), reported as size, count, type, redop,
+//! root, time, algbw and busbw.
+//!
+//! A point of `size` bytes gathers (or reduce-scatters) a `[1, 1, 32, 32 * t]` tile tensor whose
+//! `t` tiles are the fewest that hold `size` bytes and divide evenly over the chips, so the
+//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factor for both ops: (n - 1) / n.
+
+use meshsim_hw::Params;
+use meshsim_topology::{ChipIdx, Cluster};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::allgather::{self, AllGatherSpec, Bidir, OpError, Topology};
+use crate::reducescatter::{self, RedOp, ReduceScatterSpec};
+use crate::tensor::{DType, Layout, TensorSpec};
+
+/// The op a sweep runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepOp {
+    /// All-gather with the given bidirectional mode.
+    AllGather(Bidir),
+    /// Ring reduce-scatter with the given reduction.
+    ReduceScatter(RedOp),
+}
+
+/// One point of a sweep, as nccl-tests prints it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SweepRow {
+    /// Total bytes (gathered output, or reduced input).
+    pub size_bytes: u64,
+    /// Elements.
+    pub count: u64,
+    /// Element type.
+    #[serde(rename = "type")]
+    pub dtype: String,
+    /// Reduction, or `none`.
+    pub redop: String,
+    /// Root rank (`-1`: none).
+    pub root: i64,
+    /// Op time, µs.
+    pub time_us: f64,
+    /// size / time, GB/s.
+    pub algbw_gbps: f64,
+    /// algbw × (n − 1) / n, GB/s.
+    pub busbw_gbps: f64,
+}
+
+/// The sizes from `min` to `max` (inclusive) multiplying by `factor`.
+pub fn sizes(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, OpError> {
+    if min == 0 || max < min || factor < 2 {
+        return Err(OpError(format!(
+            "a sweep needs 0 < -b ({min}) <= -e ({max}) and -f >= 2 (got {factor})"
+        )));
+    }
+    let mut v = vec![min];
+    while let Some(next) = v.last().and_then(|s| s.checked_mul(factor)).filter(|&s| s <= max) {
+        v.push(next);
+    }
+    Ok(v)
+}
+
+/// Runs `op` over `chips` (ring or line) at every size, in parallel; rows in input order.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep(
+    cluster: &Cluster,
+    params: &Params,
+    op: SweepOp,
+    chips: &[ChipIdx],
+    topology: Topology,
+    links: usize,
+    dtype: DType,
+    sizes: &[u64],
+) -> Result<Vec<SweepRow>, OpError> {
+    let n = chips.len() as u64;
+    let tile = dtype.tile_bytes();
+    // Sizes that round up to the same tensor are run once.
+    let mut tiles: Vec<u64> = sizes.iter().map(|&size| size.div_ceil(tile).div_ceil(n).max(1) * n).collect();
+    tiles.dedup();
+    tiles
+        .par_iter()
+        .map(|&tiles| {
+            let shape = [1, 1, 32, 32 * tiles];
+            let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| OpError(e.0))?;
+            let (run, redop) = match op {
+                SweepOp::AllGather(bidir) => {
+                    let spec = AllGatherSpec {
+                        output: tensor,
+                        dim: 3,
+                        chips: chips.to_vec(),
+                        topology,
+                        links,
+                        bidir,
+                        pages_per_packet: None,
+                        buffers_per_channel: 2,
+                        verify: false,
+                        skew_ns: 0,
+                    };
+                    (allgather::all_gather(cluster, params, &spec)?, "none".to_owned())
+                }
+                SweepOp::ReduceScatter(red) => {
+                    let spec = ReduceScatterSpec {
+                        input: tensor,
+                        dim: 3,
+                        chips: chips.to_vec(),
+                        op: red,
+                        links,
+                        pages_per_packet: None,
+                        buffers_per_channel: 2,
+                        verify: false,
+                        skew_ns: 0,
+                    };
+                    (
+                        reducescatter::reduce_scatter(cluster, params, &spec)?,
+                        format!("{red:?}").to_lowercase(),
+                    )
+                }
+            };
+            let bytes = tensor.bytes();
+            let algbw = bytes as f64 / run.time.as_ns_f64();
+            Ok(SweepRow {
+                size_bytes: bytes,
+                count: tensor.shape.iter().product(),
+                dtype: dtype.to_string(),
+                redop,
+                root: -1,
+                time_us: run.time.as_us_f64(),
+                algbw_gbps: algbw,
+                busbw_gbps: algbw * (n - 1) as f64 / n as f64,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_double_from_min_to_max() {
+        assert_eq!(sizes(1024, 8192, 2).unwrap(), [1024, 2048, 4096, 8192]);
+        assert_eq!(sizes(1000, 1000, 2).unwrap(), [1000]);
+        assert!(sizes(0, 10, 2).is_err());
+        assert!(sizes(10, 1, 2).is_err());
+        assert!(sizes(1, 10, 1).is_err());
+    }
+}
