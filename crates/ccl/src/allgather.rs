@@ -413,6 +413,15 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
         }
     }
     let stats = m.launch(programs, start_of).map_err(|e| OpError(format!("simulation failed: {e}")))?;
+    if let Some(late) = m.late_landings().first() {
+        return Err(OpError(format!(
+            "EDM protocol error: a packet landed on chip {} eth{} at {:#x} ({}) after its kernels finished",
+            cluster.chip(late.chip).id,
+            late.chan,
+            late.addr,
+            late.at
+        )));
+    }
     let per_chip: Vec<(ChipIdx, Time, Time)> = spec
         .chips
         .iter()

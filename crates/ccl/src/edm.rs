@@ -78,6 +78,9 @@ pub struct EdmConfig {
     pub sharing: BufferSharing,
     /// Idle cycles of the service loop after which it calls `run_routing()`.
     pub idle_cycles_before_routing: u64,
+    /// Wait for every outstanding acknowledgement before exiting. Only a test of the protocol
+    /// checker turns this off.
+    pub teardown: bool,
 }
 
 impl Default for EdmConfig {
@@ -89,6 +92,7 @@ impl Default for EdmConfig {
             termination: Termination::MessageCountReached,
             sharing: BufferSharing::NotShared,
             idle_cycles_before_routing: 10_000,
+            teardown: true,
         }
     }
 }
@@ -474,7 +478,8 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             }
         }
         turn = (turn + 1) % spec.channels.len().max(1);
-        let finished = spec.channels.iter().zip(&st).all(|(c, s)| channel_done(c, s, worker_mode));
+        let teardown = spec.config.teardown;
+        let finished = spec.channels.iter().zip(&st).all(|(c, s)| channel_done(c, s, worker_mode, teardown));
         if finished {
             break;
         }
@@ -497,11 +502,14 @@ fn sync_record(bytes: u64) -> [u8; 16] {
 }
 
 /// Whether a channel has terminated and, for a sender, every buffer came back (teardown).
-fn channel_done(c: &Channel, s: &State, worker_mode: bool) -> bool {
-    let count_reached = if worker_mode { s.terminated } else { s.done == c.messages };
+/// Without `teardown` a sender channel stops once everything is sent, not once every buffer
+/// came back: the deliberately broken protocol the guide warns about.
+fn channel_done(c: &Channel, s: &State, worker_mode: bool, teardown: bool) -> bool {
     if c.sender {
-        count_reached && s.inflight.is_empty() && (worker_mode || s.next == c.messages)
+        let sent_all = if worker_mode { s.terminated } else { s.next == c.messages };
+        sent_all && (!teardown || s.inflight.is_empty())
     } else {
+        let count_reached = if worker_mode { s.terminated } else { s.done == c.messages };
         count_reached && s.waiting_worker.is_none()
     }
 }
@@ -517,7 +525,7 @@ fn waits(
     let bpc = lay.buffers_per_channel;
     let mut words = Vec::new();
     for (ch, (c, s)) in spec.channels.iter().zip(st).enumerate() {
-        if channel_done(c, s, worker_mode) {
+        if channel_done(c, s, worker_mode, spec.config.teardown) {
             continue;
         }
         if worker_mode && !s.terminated {

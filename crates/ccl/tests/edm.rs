@@ -90,6 +90,12 @@ fn run(
     }
     link.install(&mut programs);
     let stats = m.launch(programs, |c| Time::from_ns(700 * c.0 as u64)).map_err(|e| e.to_string())?;
+    if let Some(late) = m.late_landings().first() {
+        return Err(format!(
+            "packet landed on chip {} eth{} at {:#x} after its kernels finished",
+            late.chip.0, late.chan, late.addr
+        ));
+    }
     let out = delivered.borrow().clone();
     Ok((out, stats.end_time))
 }
@@ -164,4 +170,14 @@ fn configurations_that_do_not_fit_are_refused_with_the_sizes() {
     assert!(link.add_channel(0, w.clone(), w.clone(), vec![100_000]).is_err());
     assert!(link.add_channel(0, w.clone(), w.clone(), vec![2048]).is_ok());
     assert!(matches!(link.add_channel(0, w.clone(), w, vec![2048]), Err(EdmError::TooManyChannels(1))));
+}
+
+/// Leaving before every acknowledgement is back (no teardown wait) lets the last "buffer free"
+/// records land on a core whose kernels have finished: the checker reports it.
+#[test]
+fn an_edm_that_skips_its_teardown_wait_is_caught() {
+    let broken = EdmConfig { teardown: false, ..EdmConfig::default() };
+    let err = run(broken, 4, 2048, 2048, 1, false).unwrap_err();
+    assert!(err.contains("after its kernels finished"), "{err}");
+    assert!(run(EdmConfig::default(), 4, 2048, 2048, 1, false).is_ok());
 }

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use meshsim_engine::{Ctx, Sim, SimError, Stats, TaskResult, Time};
 use meshsim_topology::soc::{CoreCoord, SocDescriptor};
-use meshsim_topology::{ChipIdx, Cluster, Endpoint};
+use meshsim_topology::{ChipIdx, Cluster, ETH_CHANNELS, Endpoint};
 
 use crate::kernel::{Kernel, MAX_SEMAPHORES, semaphore_area};
 use crate::params::Params;
@@ -289,10 +289,40 @@ impl Machine {
                     };
                     (k, name)
                 });
-                ctx.spawn(name, start, (spec.body)(k));
+                let body = (spec.body)(k);
+                let erisc =
+                    match ctx.world().core(prog.chip, noc_coord(&ctx.world().soc, spec.core)).map(|c| c.kind)
+                    {
+                        Some(CoreKind::Eth(ch)) => {
+                            Some(prog.chip.0 as usize * ETH_CHANNELS as usize + ch as usize)
+                        }
+                        _ => None,
+                    };
+                let c2 = ctx.clone();
+                // ERISC kernels are counted running and finished, so packets that land on a core
+                // after all its kernels have left can be reported.
+                ctx.spawn(name, start, async move {
+                    if let Some(i) = erisc {
+                        c2.with(|hw, _| hw.erisc_kernels[i].running += 1);
+                    }
+                    let r = body.await;
+                    if let Some(i) = erisc {
+                        c2.with(|hw, _| {
+                            hw.erisc_kernels[i].running -= 1;
+                            hw.erisc_kernels[i].finished += 1;
+                        });
+                    }
+                    r
+                });
             }
         }
         self.sim.run()
+    }
+
+    /// Ethernet packets that landed on ERISC cores after all their kernels had finished: each is
+    /// a teardown bug of an earlier kernel (it left before its acknowledgements came back).
+    pub fn late_landings(&self) -> Vec<crate::world::LateLanding> {
+        self.sim.ctx().world().late_landings().to_vec()
     }
 
     /// Bytes and packets sent from each Ethernet port so far.

@@ -212,7 +212,13 @@ impl Kernel {
                 hw.post(
                     s,
                     arrive,
-                    Delivery { mem: dst_mem, addr: dst + o, what, done: Some((self.regs, REG_WRITES)) },
+                    Delivery {
+                        mem: dst_mem,
+                        addr: dst + o,
+                        what,
+                        done: Some((self.regs, REG_WRITES)),
+                        eth_to: None,
+                    },
                 )?;
                 off += n.max(1);
             }
@@ -246,7 +252,13 @@ impl Kernel {
                 hw.post(
                     s,
                     arrive,
-                    Delivery { mem: self.mem, addr: dst + o, what, done: Some((self.regs, REG_READS)) },
+                    Delivery {
+                        mem: self.mem,
+                        addr: dst + o,
+                        what,
+                        done: Some((self.regs, REG_READS)),
+                        eth_to: None,
+                    },
                 )?;
                 off += n.max(1);
             }
@@ -278,7 +290,7 @@ impl Kernel {
         self.ctx.with(|hw, s| {
             let p = Rc::clone(&hw.params);
             let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, at, 4, s.now());
-            hw.post(s, arrive, Delivery { mem, addr, what: Payload::Add(inc), done: None })
+            hw.post(s, arrive, Delivery { mem, addr, what: Payload::Add(inc), done: None, eth_to: None })
         })?;
         Ok(())
     }

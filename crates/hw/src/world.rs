@@ -77,6 +77,8 @@ pub(crate) struct Delivery {
     pub(crate) what: Payload,
     /// A counter to decrement once the write is visible (issuer's register block).
     pub(crate) done: Option<(MemSpace, u64)>,
+    /// The receiving Ethernet core `(chip, channel)`, for an Ethernet packet landing.
+    pub(crate) eth_to: Option<(u32, u8)>,
 }
 
 #[derive(Debug)]
@@ -118,6 +120,32 @@ pub struct Hw {
     free_slots: Vec<u32>,
     /// Scratch list of packet landings (kept to avoid an allocation per send).
     landings: Vec<crate::eth::Landing>,
+    /// Kernels running and finished on each ERISC core, `[chip * 16 + channel]`.
+    pub(crate) erisc_kernels: Vec<KernelCount>,
+    /// Ethernet packets that landed on an ERISC core after all its kernels had finished.
+    pub(crate) late_landings: Vec<LateLanding>,
+}
+
+/// Kernels of one ERISC core.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KernelCount {
+    pub(crate) running: u32,
+    pub(crate) finished: u32,
+}
+
+/// An Ethernet packet that reached an ERISC core whose kernels had all finished: an earlier
+/// kernel left without waiting for its outstanding acknowledgements, and a later kernel on the
+/// core could take the packet for its own (the guide's asynchronous completion problem).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LateLanding {
+    /// The chip.
+    pub chip: ChipIdx,
+    /// The Ethernet channel.
+    pub chan: u8,
+    /// Where it landed.
+    pub addr: u64,
+    /// When.
+    pub at: Time,
 }
 
 /// The events hardware schedules for itself.
@@ -150,7 +178,7 @@ impl Hw {
     ) -> Hw {
         sched.set_poll_latency(params.cycles(params.core_poll_cycles));
         let (gx, gy) = (soc.grid_x, soc.grid_y);
-        let chips = (0..cluster.chips().len())
+        let chips: Vec<ChipHw> = (0..cluster.chips().len())
             .map(|c| {
                 let id = cluster.chips()[c].id;
                 let mut cores = vec![None; (gx * gy) as usize];
@@ -181,6 +209,7 @@ impl Hw {
                 ChipHw { noc: Noc::new(gx, gy), cores, eth, dram_free: vec![Time::ZERO; soc.dram.len()] }
             })
             .collect();
+        let erisc_kernels = vec![KernelCount::default(); chips.len() * ETH_CHANNELS as usize];
         Hw {
             params: Rc::new(params),
             cluster,
@@ -190,7 +219,14 @@ impl Hw {
             in_flight: Vec::new(),
             free_slots: Vec::new(),
             landings: Vec::new(),
+            erisc_kernels,
+            late_landings: Vec::new(),
         }
+    }
+
+    /// Ethernet packets that landed on ERISC cores after all their kernels had finished.
+    pub fn late_landings(&self) -> &[LateLanding] {
+        &self.late_landings
     }
 
     /// The model parameters.
@@ -307,7 +343,8 @@ impl Hw {
         for l in landings.drain(..) {
             let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes) else { continue };
             let what = Payload::read(sched.memory(), src_mem, cmd.src + off, n)?;
-            let slot = self.park(Delivery { mem: dst_mem, addr: cmd.dst + off, what, done: None });
+            let eth_to = Some((far.chip.0, far.chan));
+            let slot = self.park(Delivery { mem: dst_mem, addr: cmd.dst + off, what, done: None, eth_to });
             sched.schedule(l.at, HwEvent::Deliver { slot });
         }
         self.landings = landings;
@@ -318,6 +355,17 @@ impl Hw {
     fn deliver(&mut self, slot: u32, sched: &mut Scheduler<HwEvent>) -> Result<(), MemError> {
         let d = self.in_flight[slot as usize].take().expect("a delivery event has its write");
         self.free_slots.push(slot);
+        if let Some((chip, chan)) = d.eth_to {
+            let k = &self.erisc_kernels[chip as usize * ETH_CHANNELS as usize + chan as usize];
+            if k.finished > 0 && k.running == 0 && self.late_landings.len() < 16 {
+                self.late_landings.push(LateLanding {
+                    chip: ChipIdx(chip),
+                    chan,
+                    addr: d.addr,
+                    at: sched.now(),
+                });
+            }
+        }
         match d.what {
             Payload::Bytes(data) => sched.write_bytes(d.mem, d.addr, &data)?,
             Payload::Small(b, n) => sched.write_bytes(d.mem, d.addr, &b[..n as usize])?,
