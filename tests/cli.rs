@@ -452,12 +452,26 @@ mod collective {
     #[test]
     fn reduce_scatter_verifies_and_refuses_what_does_not_fit() {
         let (code, out, err) = meshsim(&[
-            "op", "reduce-scatter", "--cluster", "t3000", "--shape", "1,1,64,512", "--redop", "max", "--verify", "--format", "json",
+            "op",
+            "reduce-scatter",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,64,512",
+            "--redop",
+            "max",
+            "--verify",
+            "--format",
+            "json",
         ]);
         assert_eq!(code, 0, "{err}");
         let v = json(&out);
-        assert_eq!((v["op"].as_str(), v["verified"].as_bool(), v["redop"].as_str()), (Some("reduce_scatter"), Some(true), Some("max")));
-        let (code, _, err) = meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,16384", "--pages-per-packet", "400"]);
+        assert_eq!(
+            (v["op"].as_str(), v["verified"].as_bool(), v["redop"].as_str()),
+            (Some("reduce_scatter"), Some(true), Some("max"))
+        );
+        let (code, _, err) =
+            meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,16384", "--pages-per-packet", "400"]);
         assert_eq!(code, 2);
         assert!(err.contains("exceed the receiver's buffering"), "{err}");
         let (code, _, err) = meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,512", "--redop", "avg"]);
@@ -467,15 +481,40 @@ mod collective {
 
     #[test]
     fn sweeps_print_nccl_tests_columns_in_size_order() {
-        let (code, out, err) = meshsim(&["sweep", "all-gather", "--cluster", "t3000", "-b", "64K", "-e", "1M", "-f", "4", "--format", "csv"]);
+        let (code, out, err) = meshsim(&[
+            "sweep",
+            "all-gather",
+            "--cluster",
+            "t3000",
+            "-b",
+            "64K",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+            "--format",
+            "csv",
+        ]);
         assert_eq!(code, 0, "{err}");
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps");
         assert_eq!(lines.len(), 4, "{out}");
-        let sizes: Vec<u64> = lines[1..].iter().map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+        let sizes: Vec<u64> =
+            lines[1..].iter().map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
         assert!(sizes.windows(2).all(|w| w[0] < w[1]) && sizes[0] >= 65536, "{sizes:?}");
         let path = std::env::temp_dir().join(format!("meshsim-cli-{}-sweep.svg", std::process::id()));
-        let (code, _, err) = meshsim(&["sweep", "reduce-scatter", "--cluster", "n300", "-b", "4K", "-e", "64K", "--plot", path.to_str().unwrap()]);
+        let (code, _, err) = meshsim(&[
+            "sweep",
+            "reduce-scatter",
+            "--cluster",
+            "n300",
+            "-b",
+            "4K",
+            "-e",
+            "64K",
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
         assert_eq!(code, 0, "{err}");
         assert!(std::fs::read_to_string(&path).unwrap().contains("busbw"));
         let (code, _, err) = meshsim(&["sweep", "all-gather", "-b", "1M", "-e", "1K"]);

@@ -74,11 +74,14 @@ pub fn sweep(
 ) -> Result<Vec<SweepRow>, OpError> {
     let n = chips.len() as u64;
     let tile = dtype.tile_bytes();
-    // Sizes that round up to the same tensor are run once.
+    // Sizes that round up to the same tensor are run once. The largest points go first, one
+    // per task, so two cores share the big ones instead of one core getting the whole top half.
     let mut tiles: Vec<u64> = sizes.iter().map(|&size| size.div_ceil(tile).div_ceil(n).max(1) * n).collect();
+    tiles.sort_unstable_by(|a, b| b.cmp(a));
     tiles.dedup();
-    tiles
+    let mut rows = tiles
         .par_iter()
+        .with_max_len(1)
         .map(|&tiles| {
             let shape = [1, 1, 32, 32 * tiles];
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| OpError(e.0))?;
@@ -129,7 +132,9 @@ pub fn sweep(
                 busbw_gbps: algbw * (n - 1) as f64 / n as f64,
             })
         })
-        .collect()
+        .collect::<Result<Vec<SweepRow>, OpError>>()?;
+    rows.reverse();
+    Ok(rows)
 }
 
 #[cfg(test)]
