@@ -75,6 +75,9 @@ enum Command {
         /// Links per hop.
         #[arg(long, default_value_t = 1)]
         links: usize,
+        /// Worker pairs (EDM channels) per link.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
         /// Bidirectional mode (all-gather on a ring).
         #[arg(long, value_enum, default_value_t = BidirArg::None)]
         bidir: BidirArg,
@@ -195,6 +198,9 @@ struct OpArgs {
     /// Links per hop (reserved links are never used).
     #[arg(long, default_value_t = 1)]
     links: usize,
+    /// Worker pairs (EDM channels) per link.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
     /// Bidirectional mode on a ring.
     #[arg(long, value_enum, default_value_t = BidirArg::None)]
     bidir: BidirArg,
@@ -391,6 +397,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dtype,
             topology,
             links,
+            workers,
             bidir,
             redop,
             chips,
@@ -423,7 +430,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let group =
                 meshsim_ccl::group::select(&c, topology, chips, chip_ids.as_deref()).map_err(|e| bad(e.0))?;
             let sizes = sweep::sizes(min, max, factor).map_err(|e| bad(e.0))?;
-            let rows = sweep::sweep(&c, &p, sweep_op, &group, topology, links, dtype, &sizes)
+            let rows = sweep::sweep(&c, &p, sweep_op, &group, topology, links, workers, dtype, &sizes)
                 .map_err(|e| bad(e.0))?;
             print!("{}", report::render(&rows, format.into()));
             if let Some(path) = plot_path {
@@ -504,6 +511,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 chips,
                 topology,
                 links: a.links,
+                workers: a.workers,
                 bidir,
                 pages_per_packet: a.pages_per_packet,
                 buffers_per_channel: a.buffers,
@@ -521,6 +529,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 chips,
                 op: redop,
                 links: a.links,
+                workers: a.workers,
                 pages_per_packet: a.pages_per_packet,
                 buffers_per_channel: a.buffers,
                 verify: a.verify,
@@ -551,6 +560,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
         "bidir": format!("{:?}", bidir).to_lowercase(),
         "redop": if kind == OpKind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
         "links": a.links,
+        "workers": a.workers,
         "shape": shape,
         "dim": a.dim,
         "dtype": dtype.to_string(),

@@ -10,7 +10,8 @@
 //! `pages_per_packet` pages: the sender worker of a chip sends its own slice (and writes it into
 //! its own output), then forwards each slice its receiver worker has written into the output,
 //! until a slice has visited every chip. Packets are dealt round-robin over the hop's links
-//! (reserved links are never used). On a ring a slice travels `n - 1` hops one way; on a line it
+//! (reserved links are never used), and over `workers` worker pairs per link, each with its own
+//! EDM channel. On a ring a slice travels `n - 1` hops one way; on a line it
 //! travels both ways to both ends; with `Bidir::Split` a ring sends half of each slice each way
 //! around, with `Bidir::Full` the whole slice goes half-way round each way.
 
@@ -60,6 +61,8 @@ pub struct AllGatherSpec {
     pub topology: Topology,
     /// Links used per hop.
     pub links: usize,
+    /// Worker pairs (and EDM channels) per link.
+    pub workers: usize,
     /// Bidirectional mode (rings).
     pub bidir: Bidir,
     /// Pages per EDM packet; `None` picks 16 KiB worth.
@@ -114,6 +117,20 @@ struct Flow {
     pages: (u64, u64),
 }
 
+/// Pages per packet: as asked (if it fits the smallest EDM buffer), or else 16 KiB worth, or as
+/// many as the smallest buffer holds.
+pub(crate) fn packet_pages(asked: Option<u64>, page: u64, min_buffer: Option<u64>) -> Result<u64, OpError> {
+    let buffer = min_buffer.unwrap_or(u64::MAX);
+    let ppp = asked.unwrap_or((16384.min(buffer) / page).max(1));
+    if ppp == 0 || ppp * page > buffer {
+        return Err(OpError(format!(
+            "packets of {ppp} pages ({} B) do not fit the EDM buffers ({buffer} B); use fewer pages per packet, buffers or workers",
+            ppp * page
+        )));
+    }
+    Ok(ppp)
+}
+
 /// Per-packet page ranges of a slice's page range `[lo, hi)`.
 pub(crate) fn packets(lo: u64, hi: u64, ppp: u64) -> Vec<(u64, u64)> {
     (lo..hi).step_by(ppp as usize).map(|p| (p, (p + ppp).min(hi))).collect()
@@ -132,6 +149,9 @@ pub fn validate(cluster: &Cluster, spec: &AllGatherSpec) -> Result<TensorSpec, O
     let slice = spec.output.split(spec.dim, n as u64).map_err(|e| OpError(e.0))?;
     if spec.links == 0 {
         return Err(OpError("links must be at least 1".into()));
+    }
+    if spec.workers == 0 || spec.workers > crate::edm::MAX_CHANNELS / 2 {
+        return Err(OpError(format!("workers per link must be 1..{}", crate::edm::MAX_CHANNELS / 2)));
     }
     let hops = n - if spec.topology == Topology::Line { 1 } else { 0 };
     for h in 0..hops {
@@ -165,7 +185,6 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
     let n = spec.chips.len();
     let page = slice.page_bytes();
     let pages = slice.pages();
-    let ppp = spec.pages_per_packet.unwrap_or((16384 / page).max(1)).max(1);
     let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
     let mut m = Machine::new(cluster.clone(), params.clone(), mode);
     let soc_banks = 6u64;
@@ -251,7 +270,7 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
     for f in &flows {
         for hop in f.next.iter().flatten() {
             for &l in &hop.links {
-                *uses.entry(l).or_default() += 1;
+                *uses.entry(l).or_default() += spec.workers;
             }
         }
     }
@@ -268,15 +287,9 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
             ..EdmConfig::default()
         };
         let edm = EdmLink::new(cfg, params, end(link.a), end(link.b)).map_err(|e| OpError(e.to_string()))?;
-        if edm.buffer_bytes() < ppp * page {
-            return Err(OpError(format!(
-                "packets of {ppp} pages ({} B) do not fit the EDM buffers ({} B); use fewer pages per packet or buffers",
-                ppp * page,
-                edm.buffer_bytes()
-            )));
-        }
         edms.insert(l, edm);
     }
+    let ppp = packet_pages(spec.pages_per_packet, page, edms.values().map(EdmLink::buffer_bytes).min())?;
 
     let mut programs: Vec<Program> =
         (0..cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect();
@@ -301,10 +314,14 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
     let mut plans: Vec<Plan> = Vec::new();
     for (fi, f) in flows.iter().enumerate() {
         for hop in f.next.iter().flatten() {
-            for (j, &l) in hop.links.iter().enumerate() {
+            // Lanes: every link carries `workers` channels, each with its own worker pair;
+            // packets are dealt round-robin over all lanes of the hop.
+            let lanes = hop.links.len() * spec.workers;
+            for j in 0..lanes {
+                let l = hop.links[j % hop.links.len()];
                 let (a, b) = (spec.chips[hop.from], spec.chips[hop.to]);
                 let mine: Vec<(u64, u64)> =
-                    packets(f.pages.0, f.pages.1, ppp).into_iter().skip(j).step_by(hop.links.len()).collect();
+                    packets(f.pages.0, f.pages.1, ppp).into_iter().skip(j).step_by(lanes).collect();
                 let sizes: Vec<u64> = f.sends[hop.from]
                     .iter()
                     .flat_map(|_| mine.iter().map(|&(lo, hi)| (hi - lo) * page))

@@ -61,6 +61,8 @@ pub struct ReduceScatterSpec {
     pub op: RedOp,
     /// Links used per hop.
     pub links: usize,
+    /// Worker pairs (and EDM channels) per link.
+    pub workers: usize,
     /// Pages per EDM packet; `None` picks 16 KiB worth.
     pub pages_per_packet: Option<u64>,
     /// EDM buffers per channel.
@@ -101,6 +103,9 @@ pub fn validate(
     let slice = spec.input.split(spec.dim, n as u64).map_err(|e| OpError(e.0))?;
     if spec.links == 0 {
         return Err(OpError("links must be at least 1".into()));
+    }
+    if spec.workers == 0 || spec.workers > crate::edm::MAX_CHANNELS / 2 {
+        return Err(OpError(format!("workers per link must be 1..{}", crate::edm::MAX_CHANNELS / 2)));
     }
     for h in 0..n {
         let (a, b) = (spec.chips[h], spec.chips[(h + 1) % n]);
@@ -161,7 +166,7 @@ pub fn reduce_scatter(
     let mut uses: BTreeMap<LinkId, usize> = BTreeMap::new();
     for (_, links) in &hops {
         for &l in links {
-            *uses.entry(l).or_default() += 1;
+            *uses.entry(l).or_default() += spec.workers;
         }
     }
     let mut edms: BTreeMap<LinkId, EdmLink> = BTreeMap::new();
@@ -177,15 +182,16 @@ pub fn reduce_scatter(
             ..EdmConfig::default()
         };
         let edm = EdmLink::new(cfg, params, end(link.a), end(link.b)).map_err(|e| OpError(e.to_string()))?;
-        if edm.buffer_bytes() < ppp * page {
-            return Err(OpError(format!(
-                "reduce-scatter packets of {} B exceed the EDM buffers of {} B",
-                ppp * page,
-                edm.buffer_bytes()
-            )));
-        }
         edms.insert(l, edm);
     }
+    // The receiver's staging was checked in `validate` for at least this packet; it must also
+    // fit an EDM buffer.
+    let ppp = crate::allgather::packet_pages(
+        spec.pages_per_packet,
+        page,
+        edms.values().map(EdmLink::buffer_bytes).min(),
+    )?
+    .min(ppp);
 
     let mut programs: Vec<Program> =
         (0..cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect();
@@ -203,10 +209,12 @@ pub fn reduce_scatter(
     let mut plans = Vec::new();
     for (from, links) in &hops {
         let to = (from + 1) % n;
-        for (j, &l) in links.iter().enumerate() {
+        let lanes = links.len() * spec.workers;
+        for j in 0..lanes {
+            let l = links[j % links.len()];
             let (a, b) = (spec.chips[*from], spec.chips[to]);
             let mine: Vec<(u64, u64)> =
-                packets(0, slice.pages(), ppp).into_iter().skip(j).step_by(links.len()).collect();
+                packets(0, slice.pages(), ppp).into_iter().skip(j).step_by(lanes).collect();
             if mine.is_empty() {
                 continue;
             }

@@ -69,6 +69,7 @@ pub fn sweep(
     chips: &[ChipIdx],
     topology: Topology,
     links: usize,
+    workers: usize,
     dtype: DType,
     sizes: &[u64],
 ) -> Result<Vec<SweepRow>, OpError> {
@@ -93,6 +94,7 @@ pub fn sweep(
                         chips: chips.to_vec(),
                         topology,
                         links,
+                        workers,
                         bidir,
                         pages_per_packet: None,
                         buffers_per_channel: 2,
@@ -108,6 +110,7 @@ pub fn sweep(
                         chips: chips.to_vec(),
                         op: red,
                         links,
+                        workers,
                         pages_per_packet: None,
                         buffers_per_channel: 2,
                         verify: false,

@@ -12,6 +12,7 @@ fn spec(c: &Cluster, shape: [u64; 4], dim: usize, dtype: DType, op: RedOp) -> Re
         chips: c.ring().unwrap().chips,
         op,
         links: 1,
+        workers: 1,
         pages_per_packet: None,
         buffers_per_channel: 2,
         verify: true,
@@ -47,5 +48,5 @@ fn a_configuration_that_exceeds_the_buffering_is_refused_before_it_runs() {
     assert!(err.contains("exceed the receiver's buffering"), "{err}");
     s.pages_per_packet = Some(64);
     let err = reduce_scatter(&t, &Params::default(), &s).unwrap_err().to_string();
-    assert!(err.contains("exceed the EDM buffers"), "{err}");
+    assert!(err.contains("do not fit the EDM buffers"), "{err}");
 }

@@ -45,13 +45,14 @@ pub struct Program {
     chip: ChipIdx,
     kernels: Vec<KernelSpec>,
     semaphores: Vec<(Vec<CoreRef>, u64, u32)>,
-    next_semaphore: u64,
+    /// Semaphores taken on each core so far.
+    used: Vec<(CoreRef, u64)>,
 }
 
 impl Program {
     /// An empty program for `chip`.
     pub fn new(chip: ChipIdx) -> Program {
-        Program { chip, kernels: Vec::new(), semaphores: Vec::new(), next_semaphore: 0 }
+        Program { chip, kernels: Vec::new(), semaphores: Vec::new(), used: Vec::new() }
     }
 
     /// The chip it runs on.
@@ -71,12 +72,19 @@ impl Program {
         self.kernels.push(KernelSpec { core, name: name.to_owned(), noc, args, body });
     }
 
-    /// Creates a semaphore with `initial` value on each of `cores`, at the same L1 address on
-    /// every one; returns the address.
+    /// Creates a semaphore with `initial` value on each of `cores`, at the same index (so the
+    /// same L1 address) on every one; returns the index. Panics past 16 semaphores on a core:
+    /// host code that does that is wrong.
     pub fn create_semaphore(&mut self, cores: &[CoreRef], initial: u32) -> u64 {
-        assert!(self.next_semaphore < MAX_SEMAPHORES, "at most {MAX_SEMAPHORES} semaphores per program");
-        let index = self.next_semaphore;
-        self.next_semaphore += 1;
+        let taken = |c: &CoreRef| self.used.iter().find(|u| u.0 == *c).map_or(0, |u| u.1);
+        let index = cores.iter().map(taken).max().unwrap_or(0);
+        assert!(index < MAX_SEMAPHORES, "at most {MAX_SEMAPHORES} semaphores per core");
+        for &c in cores {
+            match self.used.iter_mut().find(|u| u.0 == c) {
+                Some(u) => u.1 = index + 1,
+                None => self.used.push((c, index + 1)),
+            }
+        }
         self.semaphores.push((cores.to_vec(), index, initial));
         index
     }
