@@ -158,3 +158,37 @@ fn impossible_arguments_are_refused_with_a_reason() {
     let err = all_gather(&c, &Params::default(), &s).unwrap_err().to_string();
     assert!(err.contains("are not linked"), "{err}");
 }
+
+/// Tens of MiB per chip move and verify byte for byte: 16 MiB slices on the N300, 4 MiB slices
+/// (32 MiB gathered) on the T3000 with two workers per link.
+#[test]
+fn large_gathers_verify_byte_for_byte() {
+    let n300 = builtin::cluster("n300").unwrap();
+    // [1,1,2048,4096] bf16 = 32 MiB gathered, 16 MiB per chip.
+    let r = run_ok(&n300, &spec(ring(&n300), [1, 1, 2048, 4096], 3, DType::Bf16, Topology::Ring));
+    assert!(r.time > meshsim_engine::Time::from_us(1300), "16 MiB over one 12.5 GB/s link: {}", r.time);
+    let t = builtin::cluster("t3000").unwrap();
+    run_ok(
+        &t,
+        &AllGatherSpec {
+            workers: 2,
+            ..spec(ring(&t), [1, 1, 1024, 8 * 1024], 3, DType::Bfp8, Topology::Ring)
+        },
+    );
+}
+
+/// The op's time is measured on the last chip to start; skew makes the others run longer.
+#[test]
+fn op_time_is_measured_on_the_last_chip_to_start() {
+    let t = builtin::cluster("t3000").unwrap();
+    let base =
+        AllGatherSpec { verify: false, ..spec(ring(&t), [1, 1, 64, 512], 3, DType::Bf16, Topology::Ring) };
+    let flat = all_gather(&t, &Params::default(), &base).unwrap();
+    let skewed = all_gather(&t, &Params::default(), &AllGatherSpec { skew_ns: 5_000, ..base }).unwrap();
+    let last = skewed.per_chip.iter().max_by_key(|p| p.1).unwrap();
+    assert_eq!(last.1, meshsim_engine::Time::from_ns(35_000));
+    assert_eq!(skewed.time, last.2 - last.1);
+    let first = &skewed.per_chip[0];
+    assert!(first.2 - first.1 > skewed.time, "the first chip waits for the others");
+    assert!(flat.time < first.2 - first.1);
+}
