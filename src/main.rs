@@ -216,6 +216,9 @@ struct OpArgs {
     /// EDM buffers per channel.
     #[arg(long, default_value_t = 2)]
     buffers: u64,
+    /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1).
+    #[arg(long, default_value = "dram")]
+    memory: String,
     /// Move real bytes and check every chip's output (exit 1 on a mismatch).
     #[arg(long)]
     verify: bool,
@@ -498,6 +501,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
         BidirArg::Full => Bidir::Full,
     };
     let redop: RedOp = a.redop.parse().map_err(bad)?;
+    let memory: meshsim_ccl::tensor::Memory = a.memory.parse().map_err(bad)?;
     if kind == OpKind::ReduceScatter && (topology != Topology::Ring || bidir != Bidir::None) {
         return Err(bad("reduce-scatter runs on a unidirectional ring".into()));
     }
@@ -517,6 +521,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 buffers_per_channel: a.buffers,
                 verify: a.verify,
                 skew_ns: a.skew_ns,
+                memory,
             };
             allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
             let run = allgather::all_gather(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
@@ -534,6 +539,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 buffers_per_channel: a.buffers,
                 verify: a.verify,
                 skew_ns: a.skew_ns,
+                memory,
             };
             reducescatter::validate(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
             let run = reducescatter::reduce_scatter(&cluster, &params, &spec).map_err(|e| bad(e.0))?;

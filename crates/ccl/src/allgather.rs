@@ -25,7 +25,7 @@ use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
 use crate::edm::{EdmConfig, EdmLink, WorkerSlot};
-use crate::tensor::{Placement, TensorSpec};
+use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
 /// How slices move around a ring.
@@ -73,6 +73,8 @@ pub struct AllGatherSpec {
     pub verify: bool,
     /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
     pub skew_ns: u64,
+    /// Where the tensors are interleaved: DRAM banks or worker L1.
+    pub memory: Memory,
 }
 
 /// A problem with an op's arguments.
@@ -187,14 +189,13 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
     let pages = slice.pages();
     let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
     let mut m = Machine::new(cluster.clone(), params.clone(), mode);
-    let soc_banks = 6u64;
-    let input = Placement { base: 0, banks: soc_banks, page_bytes: page };
-    let out_base = input.bank_bytes(pages).div_ceil(4096) * 4096;
-    let output = Placement { base: out_base, banks: soc_banks, page_bytes: page };
-    if output.base + output.bank_bytes(pages * n as u64) > params.dram_bank_bytes {
+    let input = Placement::first(spec.memory, page);
+    let output = input.after(pages);
+    if output.base + output.bank_bytes(pages * n as u64) > output.capacity(params) {
         return Err(OpError(format!(
-            "input and output ({} B per chip) do not fit in DRAM",
-            (n as u64 + 1) * slice.bytes()
+            "input and output ({} B per chip) do not fit in {:?}",
+            (n as u64 + 1) * slice.bytes(),
+            spec.memory
         )));
     }
 
@@ -424,7 +425,7 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
         for (k, &chip) in spec.chips.iter().enumerate() {
             for p in 0..pages {
                 let (bank, addr) = input.page(p);
-                m.write_dram(chip, bank as usize, addr, &page_bytes(k as u64, p, page))
+                host_write(&m, chip, &input, bank, addr, &page_bytes(k as u64, p, page))
                     .map_err(|e| OpError(e.to_string()))?;
             }
         }
@@ -479,7 +480,7 @@ pub(crate) async fn stage_pages(
     for (i, p) in (lo..hi).enumerate() {
         let q = if own { p } else { slice.page_in_whole(dim, n, s, p) };
         let (bank, addr) = place.page(q);
-        let at = dram_core(k, bank);
+        let at = endpoint(k, place, bank);
         k.noc_async_read(k.get_noc_addr(at.x, at.y, addr), STAGING + i as u64 * page, page).await?;
     }
     k.noc_async_read_barrier().await?;
@@ -501,14 +502,60 @@ pub(crate) async fn write_out(
     let page = slice.page_bytes();
     for (i, p) in (lo..hi).enumerate() {
         let (bank, addr) = output.page(slice.page_in_whole(dim, n, s, p));
-        let at = dram_core(k, bank);
+        let at = endpoint(k, output, bank);
         k.noc_async_write(STAGING + i as u64 * page, k.get_noc_addr(at.x, at.y, addr), page).await?;
     }
     Ok(())
 }
 
-fn dram_core(k: &Kernel, bank: u64) -> CoreCoord {
-    k.dram_endpoint(bank as usize)
+/// NoC coordinates of bank `bank` of a placement: a DRAM endpoint or a worker core.
+pub(crate) fn endpoint(k: &Kernel, place: &Placement, bank: u64) -> CoreCoord {
+    match place.memory {
+        Memory::Dram => k.dram_endpoint(bank as usize),
+        Memory::L1 => k.worker_noc_coord(bank as usize),
+    }
+}
+
+/// Host write of one page (before a run).
+pub(crate) fn host_write(
+    m: &Machine,
+    chip: ChipIdx,
+    place: &Placement,
+    bank: u64,
+    addr: u64,
+    data: &[u8],
+) -> Result<(), OpError> {
+    match place.memory {
+        Memory::Dram => m.write_dram(chip, bank as usize, addr, data),
+        Memory::L1 => m.write_l1(
+            chip,
+            CoreRef::Worker(CoreCoord { x: (bank % 8) as u32, y: (bank / 8) as u32 }),
+            addr,
+            data,
+        ),
+    }
+    .map_err(|e| OpError(e.to_string()))
+}
+
+/// Host read of one page (after a run).
+pub(crate) fn host_read(
+    m: &Machine,
+    chip: ChipIdx,
+    place: &Placement,
+    bank: u64,
+    addr: u64,
+    len: u64,
+) -> Result<Vec<u8>, String> {
+    match place.memory {
+        Memory::Dram => m.read_dram(chip, bank as usize, addr, len),
+        Memory::L1 => m.read_l1(
+            chip,
+            CoreRef::Worker(CoreCoord { x: (bank % 8) as u32, y: (bank / 8) as u32 }),
+            addr,
+            len,
+        ),
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// Checks every chip's output against the concatenation of all input slices.
@@ -520,7 +567,7 @@ fn verify(m: &Machine, spec: &AllGatherSpec, slice: &TensorSpec, output: &Placem
             for p in 0..slice.pages() {
                 let q = slice.page_in_whole(spec.dim, n, s, p);
                 let (bank, addr) = output.page(q);
-                let got = m.read_dram(chip, bank as usize, addr, page).map_err(|e| e.to_string())?;
+                let got = host_read(m, chip, output, bank, addr, page)?;
                 let want = page_bytes(s, p, page);
                 if let Some(i) = (0..page as usize).step_by(4).find(|&i| got[i..i + 4] != want[i..i + 4]) {
                     let word = |b: &[u8]| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));

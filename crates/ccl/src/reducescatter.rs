@@ -71,6 +71,8 @@ pub struct ReduceScatterSpec {
     pub verify: bool,
     /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
     pub skew_ns: u64,
+    /// Where the tensors are interleaved: DRAM banks or worker L1.
+    pub memory: crate::tensor::Memory,
 }
 
 /// The bytes of page `q` of chip `k`'s input: small integers, so sums are exact.
@@ -145,12 +147,9 @@ pub fn reduce_scatter(
     let whole_pages = spec.input.pages();
     let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
     let mut m = Machine::new(cluster.clone(), params.clone(), mode);
-    let banks = 6u64;
-    let input = Placement { base: 0, banks, page_bytes: page };
-    let align = |b: u64| b.div_ceil(4096) * 4096;
-    let scratch = Placement { base: align(input.bank_bytes(whole_pages)), banks, page_bytes: page };
-    let output =
-        Placement { base: scratch.base + align(scratch.bank_bytes(whole_pages)), banks, page_bytes: page };
+    let input = Placement::first(spec.memory, page);
+    let scratch = input.after(whole_pages);
+    let output = scratch.after(whole_pages);
     if output.base + output.bank_bytes(slice.pages()) > params.dram_bank_bytes {
         return Err(OpError(format!(
             "input, scratch and output ({} B per chip) do not fit in DRAM",
@@ -334,8 +333,7 @@ pub fn reduce_scatter(
         for (k, &chip) in spec.chips.iter().enumerate() {
             for q in 0..whole_pages {
                 let (bank, addr) = input.page(q);
-                m.write_dram(chip, bank as usize, addr, &input_page(k as u64, q, page))
-                    .map_err(|e| OpError(e.to_string()))?;
+                crate::allgather::host_write(&m, chip, &input, bank, addr, &input_page(k as u64, q, page))?;
             }
         }
     }
@@ -370,7 +368,7 @@ pub fn reduce_scatter(
 async fn read_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u64>, at: u64) -> TaskResult {
     for (i, q) in pages.enumerate() {
         let (bank, addr) = place.page(q);
-        let d = k.dram_endpoint(bank as usize);
+        let d = crate::allgather::endpoint(k, place, bank);
         k.noc_async_read(k.get_noc_addr(d.x, d.y, addr), at + i as u64 * place.page_bytes, place.page_bytes)
             .await?;
     }
@@ -382,7 +380,7 @@ async fn read_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u
 async fn write_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u64>, at: u64) -> TaskResult {
     for (i, q) in pages.enumerate() {
         let (bank, addr) = place.page(q);
-        let d = k.dram_endpoint(bank as usize);
+        let d = crate::allgather::endpoint(k, place, bank);
         k.noc_async_write(at + i as u64 * place.page_bytes, k.get_noc_addr(d.x, d.y, addr), place.page_bytes)
             .await?;
     }
@@ -406,7 +404,7 @@ fn verify(
                 reduce_words(spec.op, &mut want, &input_page(k, q, page));
             }
             let (bank, addr) = output.page(p);
-            let got = m.read_dram(chip, bank as usize, addr, page).map_err(|e| e.to_string())?;
+            let got = crate::allgather::host_read(m, chip, output, bank, addr, page)?;
             if let Some(i) = (0..page as usize).step_by(4).find(|&i| got[i..i + 4] != want[i..i + 4]) {
                 let word = |b: &[u8]| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
                 return Err(format!(

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::allgather::{self, AllGatherSpec, Bidir, OpError, Topology};
 use crate::reducescatter::{self, RedOp, ReduceScatterSpec};
-use crate::tensor::{DType, Layout, TensorSpec};
+use crate::tensor::{DType, Layout, Memory, TensorSpec};
 
 /// The op a sweep runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +100,7 @@ pub fn sweep(
                         buffers_per_channel: 2,
                         verify: false,
                         skew_ns: 0,
+                        memory: Memory::Dram,
                     };
                     (allgather::all_gather(cluster, params, &spec)?, "none".to_owned())
                 }
@@ -115,6 +116,7 @@ pub fn sweep(
                         buffers_per_channel: 2,
                         verify: false,
                         skew_ns: 0,
+                        memory: Memory::Dram,
                     };
                     (
                         reducescatter::reduce_scatter(cluster, params, &spec)?,

@@ -197,9 +197,38 @@ impl TensorSpec {
     }
 }
 
+/// Which memory an interleaved tensor lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// The chip's DRAM banks.
+    Dram,
+    /// The L1 of the chip's Tensix workers (one bank per worker).
+    L1,
+}
+
+impl FromStr for Memory {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "dram" => Ok(Memory::Dram),
+            "l1" => Ok(Memory::L1),
+            _ => Err(format!("unknown memory '{s}' (dram, l1)")),
+        }
+    }
+}
+
+/// DRAM banks of a Wormhole chip.
+pub const DRAM_BANKS: u64 = 6;
+/// Tensix workers whose L1 holds L1-interleaved tensors (the 8x8 of logical cores 0..64).
+pub const L1_BANKS: u64 = 64;
+/// Where L1-interleaved tensors start in each worker's L1, above the kernels' staging area.
+pub const L1_TENSOR_BASE: u64 = 0x40000;
+
 /// Where an interleaved tensor's pages live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
+    /// DRAM or L1.
+    pub memory: Memory,
     /// First byte in every bank.
     pub base: u64,
     /// Banks the pages rotate over.
@@ -209,6 +238,26 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// The first tensor placed in `memory`, with pages of `page_bytes`.
+    pub fn first(memory: Memory, page_bytes: u64) -> Placement {
+        match memory {
+            Memory::Dram => Placement { memory, base: 0, banks: DRAM_BANKS, page_bytes },
+            Memory::L1 => Placement { memory, base: L1_TENSOR_BASE, banks: L1_BANKS, page_bytes },
+        }
+    }
+
+    /// The tensor placed right after this one, which has `pages` pages (4 KiB aligned).
+    pub fn after(&self, pages: u64) -> Placement {
+        Placement { base: (self.base + self.bank_bytes(pages)).div_ceil(4096) * 4096, ..*self }
+    }
+
+    /// Bytes of each bank this tensor's memory has (`dram_bank_bytes` or `worker_l1_bytes`).
+    pub fn capacity(&self, p: &meshsim_hw::Params) -> u64 {
+        match self.memory {
+            Memory::Dram => p.dram_bank_bytes,
+            Memory::L1 => p.worker_l1_bytes,
+        }
+    }
     /// `(bank, address)` of page `p`.
     pub fn page(&self, p: u64) -> (u64, u64) {
         (p % self.banks, self.base + p / self.banks * self.page_bytes)

@@ -1,7 +1,7 @@
 //! All-gather end to end: every mode verifies on N300, T3000 and Galaxy; timing obeys physics.
 
 use meshsim_ccl::allgather::{AllGatherSpec, Bidir, OpRun, Topology, all_gather};
-use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
+use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::{ChipIdx, Cluster, builtin};
 
@@ -19,6 +19,7 @@ fn spec(chips: Vec<ChipIdx>, shape: [u64; 4], dim: usize, dtype: DType, topology
         buffers_per_channel: 2,
         verify: true,
         skew_ns: 0,
+        memory: Memory::Dram,
     }
 }
 
@@ -191,4 +192,20 @@ fn op_time_is_measured_on_the_last_chip_to_start() {
     let first = &skewed.per_chip[0];
     assert!(first.2 - first.1 > skewed.time, "the first chip waits for the others");
     assert!(flat.time < first.2 - first.1);
+}
+
+#[test]
+fn tensors_interleaved_in_worker_l1_gather_faster_than_from_dram() {
+    let t = builtin::cluster("t3000").unwrap();
+    let dram = run_ok(&t, &spec(ring(&t), [1, 1, 64, 1024], 3, DType::Bf16, Topology::Ring));
+    let l1 = run_ok(
+        &t,
+        &AllGatherSpec {
+            memory: Memory::L1,
+            ..spec(ring(&t), [1, 1, 64, 1024], 3, DType::Bf16, Topology::Ring)
+        },
+    );
+    assert!(l1.time < dram.time, "L1 {} vs DRAM {}", l1.time, dram.time);
+    let n300 = builtin::cluster("n300").unwrap();
+    run_ok(&n300, &spec(n300.lines()[0].chips.clone(), [1, 1, 64, 64], 2, DType::Bf16, Topology::Line));
 }

@@ -1,7 +1,7 @@
 //! Reduce-scatter end to end: sum and max verify exactly on N300, T3000 and Galaxy.
 
 use meshsim_ccl::reducescatter::{RedOp, ReduceScatterSpec, reduce_scatter, validate};
-use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
+use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::{Cluster, builtin};
 
@@ -17,6 +17,7 @@ fn spec(c: &Cluster, shape: [u64; 4], dim: usize, dtype: DType, op: RedOp) -> Re
         buffers_per_channel: 2,
         verify: true,
         skew_ns: 0,
+        memory: Memory::Dram,
     }
 }
 

@@ -314,6 +314,11 @@ impl Kernel {
         Ok(())
     }
 
+    /// NoC0 coordinates of Tensix worker `index` (row-major over the logical worker grid).
+    pub fn worker_noc_coord(&self, index: usize) -> CoreCoord {
+        self.ctx.with(|hw, _| hw.soc.workers[index])
+    }
+
     /// NoC0 coordinates of the first endpoint of DRAM bank `bank` of this chip.
     pub fn dram_endpoint(&self, bank: usize) -> CoreCoord {
         self.ctx.with(|hw, _| hw.soc.dram[bank][0])
