@@ -15,16 +15,14 @@
 //! travels both ways to both ends; with `Bidir::Split` a ring sends half of each slice each way
 //! around, with `Bidir::Full` the whole slice goes half-way round each way.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use meshsim_engine::{Stats, TaskResult, Time};
-use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
+use meshsim_hw::{CoreRef, Kernel, Machine, Params};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
-use crate::edm::{EdmConfig, EdmLink, WorkerSlot};
+use crate::build::{Lane, OpBuild, Verify};
 use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
@@ -138,10 +136,6 @@ pub(crate) fn packets(lo: u64, hi: u64, ppp: u64) -> Vec<(u64, u64)> {
     (lo..hi).step_by(ppp as usize).map(|p| (p, (p + ppp).min(hi))).collect()
 }
 
-pub(crate) fn worker_core(k: usize) -> CoreRef {
-    CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 })
-}
-
 /// Checks an all-gather's arguments against the cluster.
 pub fn validate(cluster: &Cluster, spec: &AllGatherSpec) -> Result<TensorSpec, OpError> {
     let n = spec.chips.len();
@@ -187,8 +181,7 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
     let n = spec.chips.len();
     let page = slice.page_bytes();
     let pages = slice.pages();
-    let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
-    let mut m = Machine::new(cluster.clone(), params.clone(), mode);
+    let mut op = OpBuild::new(cluster, params, spec.verify);
     let input = Placement::first(spec.memory, page);
     let output = input.after(pages);
     if output.base + output.bank_bytes(pages * n as u64) > output.capacity(params) {
@@ -275,52 +268,25 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
             }
         }
     }
-    let mut edms: BTreeMap<LinkId, EdmLink> = BTreeMap::new();
-    for (&l, &channels) in &uses {
-        let link = cluster.link(l);
-        let end = |e: meshsim_topology::Endpoint| {
-            (e.chip, e.chan, m.device(e.chip).noc_coord(CoreRef::Eth(e.chan)))
-        };
-        let cfg = EdmConfig {
-            channels,
-            buffers_per_channel: spec.buffers_per_channel,
-            page_bytes: page,
-            ..EdmConfig::default()
-        };
-        let edm = EdmLink::new(cfg, params, end(link.a), end(link.b)).map_err(|e| OpError(e.to_string()))?;
-        edms.insert(l, edm);
-    }
-    let ppp = packet_pages(spec.pages_per_packet, page, edms.values().map(EdmLink::buffer_bytes).min())?;
-
-    let mut programs: Vec<Program> =
-        (0..cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    let mut next_core = vec![0usize; cluster.chips().len()];
-    let ends: Rc<RefCell<Vec<(ChipIdx, Time)>>> = Rc::new(RefCell::new(Vec::new()));
+    op.edms(params, &uses, spec.buffers_per_channel, page)?;
+    let ppp = packet_pages(spec.pages_per_packet, page, op.min_buffer())?;
     let (n64, dim) = (n as u64, spec.dim);
 
-    // Pass 1: a sender and a receiver worker per (flow, hop, link), their semaphores and channel.
+    // Pass 1: a lane (worker pair and EDM channel) per (flow, hop, link x worker).
     struct Plan {
         flow: usize,
         from: usize,
         to: usize,
         j: usize,
         mine: Vec<(u64, u64)>,
-        s_core: CoreRef,
-        r_core: CoreRef,
-        s_slot: WorkerSlot,
-        r_slot: WorkerSlot,
-        fwd: (CoreCoord, u64),
-        channel: (crate::edm::ChannelInterface, crate::edm::ChannelInterface),
+        lane: Lane,
     }
     let mut plans: Vec<Plan> = Vec::new();
     for (fi, f) in flows.iter().enumerate() {
         for hop in f.next.iter().flatten() {
-            // Lanes: every link carries `workers` channels, each with its own worker pair;
-            // packets are dealt round-robin over all lanes of the hop.
+            // Packets are dealt round-robin over every lane of the hop.
             let lanes = hop.links.len() * spec.workers;
             for j in 0..lanes {
-                let l = hop.links[j % hop.links.len()];
-                let (a, b) = (spec.chips[hop.from], spec.chips[hop.to]);
                 let mine: Vec<(u64, u64)> =
                     packets(f.pages.0, f.pages.1, ppp).into_iter().skip(j).step_by(lanes).collect();
                 let sizes: Vec<u64> = f.sends[hop.from]
@@ -330,128 +296,86 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
                 if sizes.is_empty() {
                     continue;
                 }
-                let mut core = |chip: ChipIdx| {
-                    let c = worker_core(next_core[chip.0 as usize]);
-                    next_core[chip.0 as usize] += 1;
-                    c
-                };
-                let (s_core, r_core) = (core(a), core(b));
-                let (da, db) = (m.device(a), m.device(b));
-                let s_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
-                let fwd_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
-                let r_sem = programs[b.0 as usize].create_semaphore(&[r_core], 0);
-                let s_slot =
-                    WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
-                let r_slot =
-                    WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
-                let from_end = if cluster.link(l).a.chip == a { 0 } else { 1 };
-                let edm = edms.get_mut(&l).expect("every used link has an EDM");
-                let channel = edm
-                    .add_channel(from_end, vec![s_slot], vec![r_slot], sizes)
-                    .map_err(|e| OpError(e.to_string()))?;
-                let fwd = (s_slot.core, da.semaphore_addr(s_core, fwd_sem));
-                plans.push(Plan {
-                    flow: fi,
-                    from: hop.from,
-                    to: hop.to,
-                    j,
-                    mine,
-                    s_core,
-                    r_core,
-                    s_slot,
-                    r_slot,
-                    fwd,
-                    channel,
-                });
+                let (a, b) = (spec.chips[hop.from], spec.chips[hop.to]);
+                let lane = op.lane(a, b, hop.links[j % hop.links.len()], sizes)?;
+                plans.push(Plan { flow: fi, from: hop.from, to: hop.to, j, mine, lane });
             }
         }
     }
 
     // Pass 2: the kernels. A receiver that forwards feeds the sender of the next hop of its flow
-    // on its chip, on the same link index.
+    // on its chip, on the same lane.
     for plan in &plans {
         let f = &flows[plan.flow];
         let (a, b) = (spec.chips[plan.from], spec.chips[plan.to]);
-        let forward_to =
-            plans.iter().find(|q| q.flow == plan.flow && q.from == plan.to && q.j == plan.j).map(|q| q.fwd);
+        let forward_to = plans
+            .iter()
+            .find(|q| q.flow == plan.flow && q.from == plan.to && q.j == plan.j)
+            .map(|q| q.lane.fwd);
         let (sends, receives) = (f.sends[plan.from].clone(), f.receives[plan.to].clone());
-        let (tx, rx) = plan.channel.clone();
-        let (mine, e, s_slot, fwd_addr) = (plan.mine.clone(), ends.clone(), plan.s_slot, plan.fwd.1);
-        programs[a.0 as usize].create_kernel(plan.s_core, "ag_sender", 0, vec![], move |k| async move {
-            let mut w = SenderWorker::new(tx, s_slot.semaphore, 0);
-            let mut forwarded = 0u32;
-            for &(s, fwd) in &sends {
-                for &(lo, hi) in &mine {
-                    if fwd {
-                        forwarded += 1;
-                        k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
-                        stage_pages(&k, &output, &slice, dim, n64, s as u64, lo, hi, false).await?;
-                    } else {
-                        stage_pages(&k, &input, &slice, dim, n64, s as u64, lo, hi, true).await?;
+        let (tx, rx) = plan.lane.channel.clone();
+        let (mine, e, s_slot, fwd_addr) =
+            (plan.mine.clone(), op.ends.clone(), plan.lane.s_slot, plan.lane.fwd.1);
+        op.programs[a.0 as usize].create_kernel(
+            plan.lane.s_core,
+            "ag_sender",
+            0,
+            vec![],
+            move |k| async move {
+                let mut w = SenderWorker::new(tx, s_slot.semaphore, 0);
+                let mut forwarded = 0u32;
+                for &(s, fwd) in &sends {
+                    for &(lo, hi) in &mine {
+                        if fwd {
+                            forwarded += 1;
+                            k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
+                            stage_pages(&k, &output, &slice, dim, n64, s as u64, lo, hi, false).await?;
+                        } else {
+                            stage_pages(&k, &input, &slice, dim, n64, s as u64, lo, hi, true).await?;
+                            write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
+                        }
+                        w.send(&k, STAGING).await?;
+                        k.noc_async_write_barrier().await?;
+                    }
+                }
+                e.borrow_mut().push((k.chip(), k.now()));
+                Ok(())
+            },
+        );
+        let (mine, e, r_slot) = (plan.mine.clone(), op.ends.clone(), plan.lane.r_slot);
+        op.programs[b.0 as usize].create_kernel(
+            plan.lane.r_core,
+            "ag_receiver",
+            1,
+            vec![],
+            move |k| async move {
+                let mut w = ReceiverWorker::new(rx, r_slot.semaphore, 0);
+                for &(s, forward) in &receives {
+                    for &(lo, hi) in &mine {
+                        w.receive(&k, STAGING).await?;
                         write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
-                    }
-                    w.send(&k, STAGING).await?;
-                    k.noc_async_write_barrier().await?;
-                }
-            }
-            e.borrow_mut().push((k.chip(), k.now()));
-            Ok(())
-        });
-        let (mine, e, r_slot) = (plan.mine.clone(), ends.clone(), plan.r_slot);
-        programs[b.0 as usize].create_kernel(plan.r_core, "ag_receiver", 1, vec![], move |k| async move {
-            let mut w = ReceiverWorker::new(rx, r_slot.semaphore, 0);
-            for &(s, forward) in &receives {
-                for &(lo, hi) in &mine {
-                    w.receive(&k, STAGING).await?;
-                    write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
-                    k.noc_async_write_barrier().await?;
-                    if forward {
-                        let (at, addr) = forward_to.expect("a forwarding receiver has a next hop");
-                        k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                        k.noc_async_write_barrier().await?;
+                        if forward {
+                            let (at, addr) = forward_to.expect("a forwarding receiver has a next hop");
+                            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                        }
                     }
                 }
-            }
-            e.borrow_mut().push((k.chip(), k.now()));
-            Ok(())
-        });
+                e.borrow_mut().push((k.chip(), k.now()));
+                Ok(())
+            },
+        );
     }
-    for (_, edm) in edms {
-        edm.install(&mut programs);
-    }
-    let start_of = |c: ChipIdx| {
-        spec.chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * spec.skew_ns))
-    };
     if spec.verify {
         for (k, &chip) in spec.chips.iter().enumerate() {
             for p in 0..pages {
                 let (bank, addr) = input.page(p);
-                host_write(&m, chip, &input, bank, addr, &page_bytes(k as u64, p, page))
-                    .map_err(|e| OpError(e.to_string()))?;
+                host_write(&op.m, chip, &input, bank, addr, &page_bytes(k as u64, p, page))?;
             }
         }
     }
-    let stats = m.launch(programs, start_of).map_err(|e| OpError(format!("simulation failed: {e}")))?;
-    if let Some(late) = m.late_landings().first() {
-        return Err(OpError(format!(
-            "EDM protocol error: a packet landed on chip {} eth{} at {:#x} ({}) after its kernels finished",
-            cluster.chip(late.chip).id,
-            late.chan,
-            late.addr,
-            late.at
-        )));
-    }
-    let per_chip: Vec<(ChipIdx, Time, Time)> = spec
-        .chips
-        .iter()
-        .map(|&c| {
-            let end = ends.borrow().iter().filter(|e| e.0 == c).map(|e| e.1).max().unwrap_or(start_of(c));
-            (c, start_of(c), end)
-        })
-        .collect();
-    let last = per_chip.iter().max_by_key(|p| (p.1, p.0)).expect("chips");
-    let verified = spec.verify.then(|| verify(&m, spec, &slice, &output));
-    let eth_bytes = m.eth_traffic().into_iter().map(|(c, ch, b, _)| (c, ch, b)).collect();
-    Ok(OpRun { time: last.2 - last.1, per_chip, verified, stats, eth_bytes })
+    let check = |m: &Machine| verify(m, spec, &slice, &output);
+    op.run(&spec.chips, spec.skew_ns, spec.verify.then_some(&check as Verify<'_>))
 }
 
 /// L1 staging buffer of the worker kernels.

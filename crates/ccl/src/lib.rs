@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod allgather;
+mod build;
 pub mod edm;
 pub mod group;
 pub mod reducescatter;

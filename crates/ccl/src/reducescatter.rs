@@ -14,17 +14,15 @@
 //! 32-bit words (test data is integer-valued, so results are exact); timing charges
 //! `tile_reduce_cycles` per page.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 use std::str::FromStr;
 
 use meshsim_engine::{TaskResult, Time};
-use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
+use meshsim_hw::{Kernel, Machine, Params};
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
-use crate::allgather::{OpError, OpRun, STAGING, packets, worker_core};
-use crate::edm::{EdmConfig, EdmLink, WorkerSlot};
+use crate::allgather::{OpError, OpRun, STAGING, packets};
+use crate::build::{Lane, OpBuild, Verify};
 use crate::tensor::{Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
@@ -145,73 +143,39 @@ pub fn reduce_scatter(
     let n64 = n as u64;
     let page = slice.page_bytes();
     let whole_pages = spec.input.pages();
-    let mode = if spec.verify { Mode::Functional } else { Mode::Timing };
-    let mut m = Machine::new(cluster.clone(), params.clone(), mode);
+    let mut op = OpBuild::new(cluster, params, spec.verify);
     let input = Placement::first(spec.memory, page);
     let scratch = input.after(whole_pages);
     let output = scratch.after(whole_pages);
-    if output.base + output.bank_bytes(slice.pages()) > params.dram_bank_bytes {
+    if output.base + output.bank_bytes(slice.pages()) > output.capacity(params) {
         return Err(OpError(format!(
-            "input, scratch and output ({} B per chip) do not fit in DRAM",
-            2 * spec.input.bytes()
+            "input, scratch and output ({} B per chip) do not fit in {:?}",
+            2 * spec.input.bytes(),
+            spec.memory
         )));
     }
-
-    let hops: Vec<(usize, Vec<LinkId>)> = (0..n)
-        .map(|k| {
-            (k, cluster.usable_links_between(spec.chips[k], spec.chips[(k + 1) % n])[..spec.links].to_vec())
-        })
+    let hops: Vec<Vec<LinkId>> = (0..n)
+        .map(|k| cluster.usable_links_between(spec.chips[k], spec.chips[(k + 1) % n])[..spec.links].to_vec())
         .collect();
     let mut uses: BTreeMap<LinkId, usize> = BTreeMap::new();
-    for (_, links) in &hops {
-        for &l in links {
-            *uses.entry(l).or_default() += spec.workers;
-        }
+    for &l in hops.iter().flatten() {
+        *uses.entry(l).or_default() += spec.workers;
     }
-    let mut edms: BTreeMap<LinkId, EdmLink> = BTreeMap::new();
-    for (&l, &channels) in &uses {
-        let link = cluster.link(l);
-        let end = |e: meshsim_topology::Endpoint| {
-            (e.chip, e.chan, m.device(e.chip).noc_coord(CoreRef::Eth(e.chan)))
-        };
-        let cfg = EdmConfig {
-            channels,
-            buffers_per_channel: spec.buffers_per_channel,
-            page_bytes: page,
-            ..EdmConfig::default()
-        };
-        let edm = EdmLink::new(cfg, params, end(link.a), end(link.b)).map_err(|e| OpError(e.to_string()))?;
-        edms.insert(l, edm);
-    }
+    op.edms(params, &uses, spec.buffers_per_channel, page)?;
     // The receiver's staging was checked in `validate` for at least this packet; it must also
     // fit an EDM buffer.
-    let ppp = crate::allgather::packet_pages(
-        spec.pages_per_packet,
-        page,
-        edms.values().map(EdmLink::buffer_bytes).min(),
-    )?
-    .min(ppp);
+    let ppp = crate::allgather::packet_pages(spec.pages_per_packet, page, op.min_buffer())?.min(ppp);
 
-    let mut programs: Vec<Program> =
-        (0..cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    let mut next_core = vec![0usize; cluster.chips().len()];
-    let ends: Rc<RefCell<Vec<(ChipIdx, Time)>>> = Rc::new(RefCell::new(Vec::new()));
     struct Plan {
         from: usize,
         j: usize,
         mine: Vec<(u64, u64)>,
-        cores: (CoreRef, CoreRef),
-        slots: (WorkerSlot, WorkerSlot),
-        fwd: (meshsim_topology::soc::CoreCoord, u64),
-        channel: (crate::edm::ChannelInterface, crate::edm::ChannelInterface),
+        lane: Lane,
     }
     let mut plans = Vec::new();
-    for (from, links) in &hops {
-        let to = (from + 1) % n;
+    for (from, links) in hops.iter().enumerate() {
         let lanes = links.len() * spec.workers;
         for j in 0..lanes {
-            let l = links[j % links.len()];
-            let (a, b) = (spec.chips[*from], spec.chips[to]);
             let mine: Vec<(u64, u64)> =
                 packets(0, slice.pages(), ppp).into_iter().skip(j).step_by(lanes).collect();
             if mine.is_empty() {
@@ -219,149 +183,115 @@ pub fn reduce_scatter(
             }
             let sizes: Vec<u64> =
                 (0..n - 1).flat_map(|_| mine.iter().map(|&(lo, hi)| (hi - lo) * page)).collect();
-            let mut core = |chip: ChipIdx| {
-                let c = worker_core(next_core[chip.0 as usize]);
-                next_core[chip.0 as usize] += 1;
-                c
-            };
-            let (s_core, r_core) = (core(a), core(b));
-            let (da, db) = (m.device(a), m.device(b));
-            let s_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
-            let fwd_sem = programs[a.0 as usize].create_semaphore(&[s_core], 0);
-            let r_sem = programs[b.0 as usize].create_semaphore(&[r_core], 0);
-            let s_slot =
-                WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
-            let r_slot =
-                WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
-            let from_end = if cluster.link(l).a.chip == a { 0 } else { 1 };
-            let channel = edms
-                .get_mut(&l)
-                .expect("every used link has an EDM")
-                .add_channel(from_end, vec![s_slot], vec![r_slot], sizes)
-                .map_err(|e| OpError(e.to_string()))?;
-            let fwd = (s_slot.core, da.semaphore_addr(s_core, fwd_sem));
-            plans.push(Plan {
-                from: *from,
-                j,
-                mine,
-                cores: (s_core, r_core),
-                slots: (s_slot, r_slot),
-                fwd,
-                channel,
-            });
+            let (a, b) = (spec.chips[from], spec.chips[(from + 1) % n]);
+            let lane = op.lane(a, b, links[j % links.len()], sizes)?;
+            plans.push(Plan { from, j, mine, lane });
         }
     }
-    let (dim, op) = (spec.dim, spec.op);
+    let (dim, red) = (spec.dim, spec.op);
     for plan in &plans {
         let to = (plan.from + 1) % n;
         let (a, b) = (spec.chips[plan.from], spec.chips[to]);
-        // The receiver on `b` feeds `b`'s sender (the next hop's plan with the same link index).
+        // The receiver on `b` feeds `b`'s sender (the next hop's lane with the same index).
         let forward_to = plans
             .iter()
             .find(|q| q.from == to && q.j == plan.j)
-            .map(|q| q.fwd)
+            .map(|q| q.lane.fwd)
             .expect("a ring has every hop");
-        let (tx, rx) = plan.channel.clone();
+        let (tx, rx) = plan.lane.channel.clone();
         let (mine, e, s_slot, fwd_addr, c) =
-            (plan.mine.clone(), ends.clone(), plan.slots.0, plan.fwd.1, plan.from as u64);
-        programs[a.0 as usize].create_kernel(plan.cores.0, "rs_sender", 0, vec![], move |k| async move {
-            let mut w = SenderWorker::new(tx, s_slot.semaphore, 0);
-            let mut forwarded = 0u32;
-            for r in 0..n64 - 1 {
-                let s = (c + 2 * n64 - 1 - r) % n64;
-                for &(lo, hi) in &mine {
-                    let place = if r == 0 { &input } else { &scratch };
-                    if r > 0 {
-                        forwarded += 1;
-                        k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
-                    }
-                    read_pages(&k, place, (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)), STAGING)
-                        .await?;
-                    w.send(&k, STAGING).await?;
-                    k.noc_async_write_barrier().await?;
-                }
-            }
-            e.borrow_mut().push((k.chip(), k.now()));
-            Ok(())
-        });
-        let (mine, e, r_slot, c) = (plan.mine.clone(), ends.clone(), plan.slots.1, to as u64);
-        programs[b.0 as usize].create_kernel(plan.cores.1, "rs_receiver", 1, vec![], move |k| async move {
-            let mut w = ReceiverWorker::new(rx, r_slot.semaphore, 0);
-            let reduce = k.cycles(k.params().tile_reduce_cycles);
-            for r in 0..n64 - 1 {
-                let s = (c + 2 * n64 - 2 - r) % n64;
-                let last = r == n64 - 2;
-                for &(lo, hi) in &mine {
-                    let bytes = w.receive(&k, STAGING).await?;
-                    let own = STAGING + bytes;
-                    read_pages(&k, &input, (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)), own)
-                        .await?;
-                    if k.is_functional() {
-                        let mut acc = k.read_bytes(STAGING, bytes)?;
-                        reduce_words(op, &mut acc, &k.read_bytes(own, bytes)?);
-                        k.write_bytes(STAGING, &acc)?;
-                    }
-                    k.delay(Time(reduce.0 * (hi - lo))).await;
-                    if last {
-                        write_pages(&k, &output, lo..hi, STAGING).await?;
-                        k.noc_async_write_barrier().await?;
-                    } else {
-                        write_pages(
-                            &k,
-                            &scratch,
-                            (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)),
-                            STAGING,
-                        )
-                        .await?;
-                        k.noc_async_write_barrier().await?;
-                        k.noc_semaphore_inc(k.get_noc_addr(forward_to.0.x, forward_to.0.y, forward_to.1), 1)
+            (plan.mine.clone(), op.ends.clone(), plan.lane.s_slot, plan.lane.fwd.1, plan.from as u64);
+        op.programs[a.0 as usize].create_kernel(
+            plan.lane.s_core,
+            "rs_sender",
+            0,
+            vec![],
+            move |k| async move {
+                let mut w = SenderWorker::new(tx, s_slot.semaphore, 0);
+                let mut forwarded = 0u32;
+                for r in 0..n64 - 1 {
+                    let s = (c + 2 * n64 - 1 - r) % n64;
+                    for &(lo, hi) in &mine {
+                        let place = if r == 0 { &input } else { &scratch };
+                        if r > 0 {
+                            forwarded += 1;
+                            k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
+                        }
+                        read_pages(&k, place, (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)), STAGING)
                             .await?;
+                        w.send(&k, STAGING).await?;
+                        k.noc_async_write_barrier().await?;
                     }
                 }
-            }
-            e.borrow_mut().push((k.chip(), k.now()));
-            Ok(())
-        });
+                e.borrow_mut().push((k.chip(), k.now()));
+                Ok(())
+            },
+        );
+        let (mine, e, r_slot, c) = (plan.mine.clone(), op.ends.clone(), plan.lane.r_slot, to as u64);
+        op.programs[b.0 as usize].create_kernel(
+            plan.lane.r_core,
+            "rs_receiver",
+            1,
+            vec![],
+            move |k| async move {
+                let mut w = ReceiverWorker::new(rx, r_slot.semaphore, 0);
+                let reduce = k.cycles(k.params().tile_reduce_cycles);
+                for r in 0..n64 - 1 {
+                    let s = (c + 2 * n64 - 2 - r) % n64;
+                    let last = r == n64 - 2;
+                    for &(lo, hi) in &mine {
+                        let bytes = w.receive(&k, STAGING).await?;
+                        let own = STAGING + bytes;
+                        read_pages(&k, &input, (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)), own)
+                            .await?;
+                        if k.is_functional() {
+                            let mut acc = k.read_bytes(STAGING, bytes)?;
+                            reduce_words(red, &mut acc, &k.read_bytes(own, bytes)?);
+                            k.write_bytes(STAGING, &acc)?;
+                        }
+                        k.delay(Time(reduce.0 * (hi - lo))).await;
+                        if last {
+                            write_pages(&k, &output, lo..hi, STAGING).await?;
+                            k.noc_async_write_barrier().await?;
+                        } else {
+                            write_pages(
+                                &k,
+                                &scratch,
+                                (lo..hi).map(|p| slice.page_in_whole(dim, n64, s, p)),
+                                STAGING,
+                            )
+                            .await?;
+                            k.noc_async_write_barrier().await?;
+                            k.noc_semaphore_inc(
+                                k.get_noc_addr(forward_to.0.x, forward_to.0.y, forward_to.1),
+                                1,
+                            )
+                            .await?;
+                        }
+                    }
+                }
+                e.borrow_mut().push((k.chip(), k.now()));
+                Ok(())
+            },
+        );
     }
-    for (_, edm) in edms {
-        edm.install(&mut programs);
-    }
-    let start_of = |c: ChipIdx| {
-        spec.chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * spec.skew_ns))
-    };
     if spec.verify {
         for (k, &chip) in spec.chips.iter().enumerate() {
             for q in 0..whole_pages {
                 let (bank, addr) = input.page(q);
-                crate::allgather::host_write(&m, chip, &input, bank, addr, &input_page(k as u64, q, page))?;
+                crate::allgather::host_write(
+                    &op.m,
+                    chip,
+                    &input,
+                    bank,
+                    addr,
+                    &input_page(k as u64, q, page),
+                )?;
             }
         }
     }
-    let stats = m.launch(programs, start_of).map_err(|e| OpError(format!("simulation failed: {e}")))?;
-    if let Some(late) = m.late_landings().first() {
-        return Err(OpError(format!(
-            "EDM protocol error: a packet landed on chip {} eth{} at {:#x} ({}) after its kernels finished",
-            cluster.chip(late.chip).id,
-            late.chan,
-            late.addr,
-            late.at
-        )));
-    }
-    let per_chip: Vec<(ChipIdx, Time, Time)> = spec
-        .chips
-        .iter()
-        .map(|&c| {
-            (
-                c,
-                start_of(c),
-                ends.borrow().iter().filter(|e| e.0 == c).map(|e| e.1).max().unwrap_or(start_of(c)),
-            )
-        })
-        .collect();
-    let last = per_chip.iter().max_by_key(|p| (p.1, p.0)).expect("chips");
-    let verified = spec.verify.then(|| verify(&m, spec, &slice, &output));
-    let eth_bytes = m.eth_traffic().into_iter().map(|(c, ch, b, _)| (c, ch, b)).collect();
-    Ok(OpRun { time: last.2 - last.1, per_chip, verified, stats, eth_bytes })
+    let check = |m: &Machine| verify(m, spec, &slice, &output);
+    op.run(&spec.chips, spec.skew_ns, spec.verify.then_some(&check as Verify<'_>))
 }
 
 /// Reads the given pages of an interleaved tensor into consecutive L1 pages at `at`.
