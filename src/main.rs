@@ -251,6 +251,25 @@ enum TopologyArg {
     Line,
 }
 
+impl From<TopologyArg> for meshsim_ccl::allgather::Topology {
+    fn from(t: TopologyArg) -> Self {
+        match t {
+            TopologyArg::Ring => Self::Ring,
+            TopologyArg::Line => Self::Line,
+        }
+    }
+}
+
+impl From<BidirArg> for meshsim_ccl::allgather::Bidir {
+    fn from(b: BidirArg) -> Self {
+        match b {
+            BidirArg::None => Self::None,
+            BidirArg::Split => Self::Split,
+            BidirArg::Full => Self::Full,
+        }
+    }
+}
+
 /// Bidirectional modes.
 #[derive(Clone, Copy, ValueEnum)]
 enum BidirArg {
@@ -409,22 +428,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             format,
             plot: plot_path,
         } => {
-            use meshsim_ccl::allgather::{Bidir, Topology};
+            use meshsim_ccl::allgather::Topology;
             use meshsim_ccl::sweep::{self, SweepOp};
             let bad = |m: String| anyhow::Error::new(BadInput(m));
             let c = load_cluster(&cluster)?;
             let p = load_params(params.as_deref())?;
             let dtype: meshsim_ccl::tensor::DType = dtype.parse().map_err(bad)?;
-            let topology = match topology {
-                TopologyArg::Ring => Topology::Ring,
-                TopologyArg::Line => Topology::Line,
-            };
+            let topology = Topology::from(topology);
             let sweep_op = match op {
-                SweepOpArg::AllGather => SweepOp::AllGather(match bidir {
-                    BidirArg::None => Bidir::None,
-                    BidirArg::Split => Bidir::Split,
-                    BidirArg::Full => Bidir::Full,
-                }),
+                SweepOpArg::AllGather => SweepOp::AllGather(bidir.into()),
                 SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(redop.parse().map_err(bad)?),
             };
             if matches!(sweep_op, SweepOp::ReduceScatter(_)) && topology != Topology::Ring {
@@ -491,15 +503,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
         .map_err(|_| bad(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())))?;
     let dtype: DType = a.dtype.parse().map_err(bad)?;
     let output = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
-    let topology = match a.topology {
-        TopologyArg::Ring => Topology::Ring,
-        TopologyArg::Line => Topology::Line,
-    };
-    let bidir = match a.bidir {
-        BidirArg::None => Bidir::None,
-        BidirArg::Split => Bidir::Split,
-        BidirArg::Full => Bidir::Full,
-    };
+    let (topology, bidir) = (Topology::from(a.topology), Bidir::from(a.bidir));
     let redop: RedOp = a.redop.parse().map_err(bad)?;
     let memory: meshsim_ccl::tensor::Memory = a.memory.parse().map_err(bad)?;
     if kind == OpKind::ReduceScatter && (topology != Topology::Ring || bidir != Bidir::None) {
