@@ -17,12 +17,12 @@
 
 use std::collections::BTreeMap;
 
-use meshsim_engine::{Stats, TaskResult, Time};
+use meshsim_engine::{Stats, Time};
 use meshsim_hw::{CoreRef, Kernel, Machine, Params};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
-use crate::build::{Lane, OpBuild, Verify};
+use crate::build::{Lane, OpBuild, Verify, read_pages, write_pages};
 use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
@@ -326,13 +326,14 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
                 let mut forwarded = 0u32;
                 for &(s, fwd) in &sends {
                     for &(lo, hi) in &mine {
+                        let in_output = (lo..hi).map(|p| slice.page_in_whole(dim, n64, s as u64, p));
                         if fwd {
                             forwarded += 1;
                             k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
-                            stage_pages(&k, &output, &slice, dim, n64, s as u64, lo, hi, false).await?;
+                            read_pages(&k, &output, in_output, STAGING).await?;
                         } else {
-                            stage_pages(&k, &input, &slice, dim, n64, s as u64, lo, hi, true).await?;
-                            write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
+                            read_pages(&k, &input, lo..hi, STAGING).await?;
+                            write_pages(&k, &output, in_output, STAGING).await?;
                         }
                         w.send(&k, STAGING).await?;
                         k.noc_async_write_barrier().await?;
@@ -353,7 +354,8 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
                 for &(s, forward) in &receives {
                     for &(lo, hi) in &mine {
                         w.receive(&k, STAGING).await?;
-                        write_out(&k, &output, &slice, dim, n64, s as u64, lo, hi).await?;
+                        let in_output = (lo..hi).map(|p| slice.page_in_whole(dim, n64, s as u64, p));
+                        write_pages(&k, &output, in_output, STAGING).await?;
                         k.noc_async_write_barrier().await?;
                         if forward {
                             let (at, addr) = forward_to.expect("a forwarding receiver has a next hop");
@@ -384,52 +386,6 @@ pub(crate) const STAGING: u64 = 0x10000;
 /// The bytes of page `p` of chip `k`'s input slice: distinct words per chip, page and offset.
 pub fn page_bytes(k: u64, p: u64, page: u64) -> Vec<u8> {
     (0..page / 4).flat_map(|i| (((k << 24) ^ (p << 10) ^ i) as u32).to_le_bytes()).collect()
-}
-
-/// Reads pages `[lo, hi)` of slice `s` (from the input, or from the output where slice `s` sits)
-/// into the staging buffer, and waits for them.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn stage_pages(
-    k: &Kernel,
-    place: &Placement,
-    slice: &TensorSpec,
-    dim: usize,
-    n: u64,
-    s: u64,
-    lo: u64,
-    hi: u64,
-    own: bool,
-) -> TaskResult {
-    let page = slice.page_bytes();
-    for (i, p) in (lo..hi).enumerate() {
-        let q = if own { p } else { slice.page_in_whole(dim, n, s, p) };
-        let (bank, addr) = place.page(q);
-        let at = endpoint(k, place, bank);
-        k.noc_async_read(k.get_noc_addr(at.x, at.y, addr), STAGING + i as u64 * page, page).await?;
-    }
-    k.noc_async_read_barrier().await?;
-    Ok(())
-}
-
-/// Writes the staged pages `[lo, hi)` of slice `s` to their places in the output.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn write_out(
-    k: &Kernel,
-    output: &Placement,
-    slice: &TensorSpec,
-    dim: usize,
-    n: u64,
-    s: u64,
-    lo: u64,
-    hi: u64,
-) -> TaskResult {
-    let page = slice.page_bytes();
-    for (i, p) in (lo..hi).enumerate() {
-        let (bank, addr) = output.page(slice.page_in_whole(dim, n, s, p));
-        let at = endpoint(k, output, bank);
-        k.noc_async_write(STAGING + i as u64 * page, k.get_noc_addr(at.x, at.y, addr), page).await?;
-    }
-    Ok(())
 }
 
 /// NoC coordinates of bank `bank` of a placement: a DRAM endpoint or a worker core.

@@ -6,13 +6,14 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use meshsim_engine::{Stats, Time};
-use meshsim_hw::{CoreRef, Machine, Mode, Params, Program};
+use meshsim_engine::{Stats, TaskResult, Time};
+use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
 use crate::allgather::{OpError, OpRun};
 use crate::edm::{ChannelInterface, EdmConfig, EdmLink, WorkerSlot};
+use crate::tensor::Placement;
 
 /// A check of an op's outputs after its run: `Err` names the first mismatch.
 pub(crate) type Verify<'v> = &'v dyn Fn(&Machine) -> Result<(), String>;
@@ -160,4 +161,37 @@ impl<'a> OpBuild<'a> {
         let eth_bytes = self.m.eth_traffic().into_iter().map(|(c, ch, b, _)| (c, ch, b)).collect();
         Ok(OpRun { time, per_chip, verified, stats, eth_bytes })
     }
+}
+
+/// Reads the given pages of an interleaved tensor into consecutive L1 pages at `at`.
+pub(crate) async fn read_pages(
+    k: &Kernel,
+    place: &Placement,
+    pages: impl Iterator<Item = u64>,
+    at: u64,
+) -> TaskResult {
+    for (i, q) in pages.enumerate() {
+        let (bank, addr) = place.page(q);
+        let d = crate::allgather::endpoint(k, place, bank);
+        k.noc_async_read(k.get_noc_addr(d.x, d.y, addr), at + i as u64 * place.page_bytes, place.page_bytes)
+            .await?;
+    }
+    k.noc_async_read_barrier().await?;
+    Ok(())
+}
+
+/// Writes consecutive L1 pages at `at` to the given pages of an interleaved tensor.
+pub(crate) async fn write_pages(
+    k: &Kernel,
+    place: &Placement,
+    pages: impl Iterator<Item = u64>,
+    at: u64,
+) -> TaskResult {
+    for (i, q) in pages.enumerate() {
+        let (bank, addr) = place.page(q);
+        let d = crate::allgather::endpoint(k, place, bank);
+        k.noc_async_write(at + i as u64 * place.page_bytes, k.get_noc_addr(d.x, d.y, addr), place.page_bytes)
+            .await?;
+    }
+    Ok(())
 }

@@ -17,12 +17,12 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use meshsim_engine::{TaskResult, Time};
-use meshsim_hw::{Kernel, Machine, Params};
+use meshsim_engine::Time;
+use meshsim_hw::{Machine, Params};
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
 use crate::allgather::{OpError, OpRun, STAGING, packets};
-use crate::build::{Lane, OpBuild, Verify};
+use crate::build::{Lane, OpBuild, Verify, read_pages, write_pages};
 use crate::tensor::{Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
@@ -292,29 +292,6 @@ pub fn reduce_scatter(
     }
     let check = |m: &Machine| verify(m, spec, &slice, &output);
     op.run(&spec.chips, spec.skew_ns, spec.verify.then_some(&check as Verify<'_>))
-}
-
-/// Reads the given pages of an interleaved tensor into consecutive L1 pages at `at`.
-async fn read_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u64>, at: u64) -> TaskResult {
-    for (i, q) in pages.enumerate() {
-        let (bank, addr) = place.page(q);
-        let d = crate::allgather::endpoint(k, place, bank);
-        k.noc_async_read(k.get_noc_addr(d.x, d.y, addr), at + i as u64 * place.page_bytes, place.page_bytes)
-            .await?;
-    }
-    k.noc_async_read_barrier().await?;
-    Ok(())
-}
-
-/// Writes consecutive L1 pages at `at` to the given pages of an interleaved tensor.
-async fn write_pages(k: &Kernel, place: &Placement, pages: impl Iterator<Item = u64>, at: u64) -> TaskResult {
-    for (i, q) in pages.enumerate() {
-        let (bank, addr) = place.page(q);
-        let d = crate::allgather::endpoint(k, place, bank);
-        k.noc_async_write(at + i as u64 * place.page_bytes, k.get_noc_addr(d.x, d.y, addr), place.page_bytes)
-            .await?;
-    }
-    Ok(())
 }
 
 /// Checks every chip's output slice against the reduction of all chips' inputs.
