@@ -93,6 +93,9 @@ pub struct Cycles(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockDomain {
     hz: u64,
+    /// The period in whole picoseconds when it is one (1 GHz: 1000), else 0. Saves a 128-bit
+    /// division on every conversion for the common clocks.
+    period_ps: u64,
 }
 
 impl ClockDomain {
@@ -100,7 +103,8 @@ impl ClockDomain {
     /// files are validated before a clock is built.
     pub fn from_hz(hz: u64) -> ClockDomain {
         assert!(hz > 0, "clock frequency must be positive");
-        ClockDomain { hz }
+        let period_ps = if PS_PER_S % hz as u128 == 0 { (PS_PER_S / hz as u128) as u64 } else { 0 };
+        ClockDomain { hz, period_ps }
     }
 
     /// A clock of `mhz` megahertz.
@@ -115,6 +119,9 @@ impl ClockDomain {
 
     /// The duration of `n` cycles, rounded down to whole picoseconds.
     pub fn cycles(self, n: u64) -> Time {
+        if self.period_ps != 0 {
+            return Time(n * self.period_ps);
+        }
         Time((n as u128 * PS_PER_S / self.hz as u128) as u64)
     }
 
