@@ -70,34 +70,49 @@ impl Noc {
         ready: Time,
     ) -> Time {
         let flits = 1 + bytes.div_ceil(p.noc_flit_bytes);
-        let occupy = p.cycles(flits);
-        let hop = p.cycles(p.noc_hop_cycles);
+        let occupy = p.cycles(flits).0;
+        let hop = p.cycles(p.noc_hop_cycles).0;
         let s = self.node(src);
-        let mut t = (ready + p.cycles(p.noc_inject_cycles)).max(self.inject[noc][s]);
-        self.inject[noc][s] = t + occupy;
-        let (gx, gy) = (self.grid_x, self.grid_y);
-        let (mut x, mut y) = (src.x, src.y);
-        let step = |v: u32, n: u32| {
-            if noc == 0 { (v + 1) % n } else { (v + n - 1) % n }
+        let inject = &mut self.inject[noc][s];
+        let mut t = (ready + p.cycles(p.noc_inject_cycles)).0.max(inject.0);
+        *inject = Time(t + occupy);
+        let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
+        let links = &mut self.links[noc];
+        // Walk the route in plain integers: the head crosses each link once it is free, holding
+        // it for the packet's flits, and moves on one hop latency later.
+        let mut cross = |link: usize, t: &mut u64| {
+            let free = &mut links[link].0;
+            let start = (*t).max(*free);
+            *free = start + occupy;
+            *t = start + hop;
         };
-        while x != dst.x {
-            t = self.cross(noc, (y * gx + x) as usize * 2, t, occupy) + hop;
-            x = step(x, gx);
+        let (mut x, mut y) = (src.x as usize, src.y as usize);
+        let (dx, dy) = (dst.x as usize, dst.y as usize);
+        while x != dx {
+            cross((y * gx + x) * 2, &mut t);
+            x = if noc == 0 {
+                if x + 1 == gx { 0 } else { x + 1 }
+            } else if x == 0 {
+                gx - 1
+            } else {
+                x - 1
+            };
         }
-        while y != dst.y {
-            t = self.cross(noc, (y * gx + x) as usize * 2 + 1, t, occupy) + hop;
-            y = step(y, gy);
+        while y != dy {
+            cross((y * gx + x) * 2 + 1, &mut t);
+            y = if noc == 0 {
+                if y + 1 == gy { 0 } else { y + 1 }
+            } else if y == 0 {
+                gy - 1
+            } else {
+                y - 1
+            };
         }
         let d = self.node(dst);
-        let start = t.max(self.eject[noc][d]);
-        self.eject[noc][d] = start + occupy;
-        start + occupy + p.cycles(p.noc_eject_cycles)
-    }
-
-    fn cross(&mut self, noc: usize, link: usize, head: Time, occupy: Time) -> Time {
-        let start = head.max(self.links[noc][link]);
-        self.links[noc][link] = start + occupy;
-        start
+        let eject = &mut self.eject[noc][d];
+        let start = t.max(eject.0);
+        *eject = Time(start + occupy);
+        Time(start + occupy) + p.cycles(p.noc_eject_cycles)
     }
 }
 
