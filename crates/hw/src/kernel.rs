@@ -202,12 +202,12 @@ impl Kernel {
             let mut off = 0;
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
-                let arrive =
+                let mut arrive =
                     hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, dst_at, n, s.now());
-                // In timing mode nothing polls DRAM, so writes there carry no bytes at all.
-                let dram_timing = hw.mode == Mode::Timing && matches!(dst_kind, CoreKind::Dram(_));
-                let carried = if dram_timing { None } else { hw.carried(size, off, n) };
-                let (o, len) = carried.unwrap_or((off, 0));
+                if let CoreKind::Dram(bank) = dst_kind {
+                    arrive = hw.dram_access(self.chip, bank, n, arrive);
+                }
+                let (o, len) = hw.carried(size, off, n, dst_kind).unwrap_or((off, 0));
                 let what = Payload::read(s.memory(), self.mem, src + o, len)?;
                 hw.post(
                     s,
@@ -238,16 +238,13 @@ impl Kernel {
             let mut off = 0;
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
-                let chip = &mut hw.chips[self.chip.0 as usize];
-                let mut ready = chip.noc.send(&p, self.noc, self.at, src_at, 0, s.now());
+                let mut ready =
+                    hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, src_at, 0, s.now());
                 if let CoreKind::Dram(bank) = kind {
-                    let b = bank as usize;
-                    let start = ready.max(chip.dram_free[b]);
-                    chip.dram_free[b] = start + p.cycles(n.div_ceil(p.dram_bank_bytes_per_cycle));
-                    ready = chip.dram_free[b] + p.cycles(p.dram_latency_cycles);
+                    ready = hw.dram_access(self.chip, bank, n, ready);
                 }
-                let arrive = chip.noc.send(&p, self.noc, src_at, self.at, n, ready);
-                let (o, len) = hw.carried(size, off, n).unwrap_or((off, 0));
+                let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, src_at, self.at, n, ready);
+                let (o, len) = hw.carried(size, off, n, self.kind).unwrap_or((off, 0));
                 let what = Payload::read(s.memory(), src_mem, src + o, len)?;
                 hw.post(
                     s,

@@ -304,12 +304,24 @@ impl Hw {
 
     /// The part of a write of `len` bytes at `offset..offset + n` that this mode carries:
     /// everything when functional, only the overlap with the last 16 bytes when timing.
-    pub(crate) fn carried(&self, len: u64, offset: u64, n: u64) -> Option<(u64, u64)> {
-        let (lo, hi) = match self.mode {
-            Mode::Functional => (offset, offset + n),
-            Mode::Timing => (offset.max(len.saturating_sub(16)), offset + n),
+    /// Writes into DRAM carry nothing in timing mode: nothing polls DRAM.
+    pub(crate) fn carried(&self, len: u64, offset: u64, n: u64, dst: CoreKind) -> Option<(u64, u64)> {
+        let (lo, hi) = match (self.mode, dst) {
+            (Mode::Functional, _) => (offset, offset + n),
+            (Mode::Timing, CoreKind::Dram(_)) => return None,
+            (Mode::Timing, _) => (offset.max(len.saturating_sub(16)), offset + n),
         };
         (lo < hi).then(|| (lo, hi - lo))
+    }
+
+    /// A DRAM bank serves an access of `bytes` that reaches it at `at`: it waits for the bank,
+    /// streams at `dram_bank_bytes_per_cycle` and adds the access latency. Reads and writes
+    /// share the bank. Returns when the data is out of (or into) the bank.
+    pub(crate) fn dram_access(&mut self, chip: ChipIdx, bank: u8, bytes: u64, at: Time) -> Time {
+        let p = &self.params;
+        let free = &mut self.chips[chip.0 as usize].dram_free[bank as usize];
+        *free = at.max(*free) + p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle));
+        *free + p.cycles(p.dram_latency_cycles)
     }
 
     fn latch(
@@ -341,7 +353,9 @@ impl Hw {
         );
         self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free = rx_free;
         for l in landings.drain(..) {
-            let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes) else { continue };
+            let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes, CoreKind::Eth(far.chan)) else {
+                continue;
+            };
             let what = Payload::read(sched.memory(), src_mem, cmd.src + off, n)?;
             let eth_to = Some((far.chip.0, far.chan));
             let slot = self.park(Delivery { mem: dst_mem, addr: cmd.dst + off, what, done: None, eth_to });
