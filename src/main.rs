@@ -454,12 +454,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     SweepOpArg::AllGather => "all-gather",
                     SweepOpArg::ReduceScatter => "reduce-scatter",
                 };
-                let plot = Plot {
-                    title: format!("{what} busbw, {} chips, {cluster}", group.len()),
-                    x_desc: "size (bytes)".into(),
-                    y_desc: "busbw (GB/s)".into(),
-                    series: vec![Series { label: format!("{cluster} {dtype}"), points }],
-                };
+                let plot = one_line_plot(
+                    format!("{what} busbw, {} chips, {cluster}", group.len()),
+                    "size (bytes)",
+                    "busbw (GB/s)",
+                    format!("{cluster} {dtype}"),
+                    points,
+                );
                 plot::write(&path, &plot).map_err(|e| BadInput(e.to_string()))?;
             }
         }
@@ -632,6 +633,11 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A plot of one series of `(size, value)` points.
+fn one_line_plot(title: String, x_desc: &str, y_desc: &str, label: String, points: Vec<(f64, f64)>) -> Plot {
+    Plot { title, x_desc: x_desc.into(), y_desc: y_desc.into(), series: vec![Series { label, points }] }
+}
+
 fn load_params(path: Option<&std::path::Path>) -> anyhow::Result<Params> {
     match path {
         None => Ok(Params::default()),
@@ -659,12 +665,13 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
                 latency::LatencySpec { size_bytes: 0, slots: *slots, samples: *samples, unmerged: *unmerged };
             let rows = latency::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
-            let plot = Plot {
-                title: format!("Ethernet round trip, {label}"),
-                x_desc: "payload (bytes)".into(),
-                y_desc: "round trip (ns)".into(),
-                series: vec![Series { label, points }],
-            };
+            let plot = one_line_plot(
+                format!("Ethernet round trip, {label}"),
+                "payload (bytes)",
+                "round trip (ns)",
+                label,
+                points,
+            );
             (report::render(&rows, format), plot)
         }
         Bench::Bandwidth { common, slots, packets, bidir, to_worker } => {
@@ -678,12 +685,13 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
             let rows = bandwidth::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps)).collect();
             let what = if *bidir { "bidirectional" } else { "unidirectional" };
-            let plot = Plot {
-                title: format!("ERISC {what} bandwidth, {slots} slots, {label}"),
-                x_desc: "packet payload (bytes)".into(),
-                y_desc: "GB/s".into(),
-                series: vec![Series { label, points }],
-            };
+            let plot = one_line_plot(
+                format!("ERISC {what} bandwidth, {slots} slots, {label}"),
+                "packet payload (bytes)",
+                "GB/s",
+                label,
+                points,
+            );
             (report::render(&rows, format), plot)
         }
         Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
@@ -696,12 +704,13 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
             };
             let rows = ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
-            let plot = Plot {
-                title: format!("Ring ping, {hops} hops, {label}"),
-                x_desc: "payload (bytes)".into(),
-                y_desc: "ns per hop".into(),
-                series: vec![Series { label, points }],
-            };
+            let plot = one_line_plot(
+                format!("Ring ping, {hops} hops, {label}"),
+                "payload (bytes)",
+                "ns per hop",
+                label,
+                points,
+            );
             (report::render(&rows, format), plot)
         }
     };

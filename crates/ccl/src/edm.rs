@@ -144,7 +144,7 @@ pub struct ChannelInterface {
     pub semaphore: u64,
     /// The word workers increment to terminate the channel (`WorkerInitiated`).
     pub terminate: u64,
-    /// Workers sharing the channel, and which one this interface is handed to is up to the op.
+    /// Workers sharing the channel at this end (each takes every `workers`-th message).
     pub workers: usize,
     /// Payload bytes of each message (with `WorkerInitiated`, messages beyond the list have
     /// the size of the last one).

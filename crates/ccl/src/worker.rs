@@ -13,6 +13,23 @@ use meshsim_hw::{HwError, Kernel};
 
 use crate::edm::ChannelInterface;
 
+impl ChannelInterface {
+    /// The NoC address of `addr` on the EDM's Ethernet core.
+    fn on_edm(&self, k: &Kernel, addr: u64) -> u64 {
+        k.get_noc_addr(self.eth_core.x, self.eth_core.y, addr)
+    }
+
+    /// The NoC address of the buffer message `m` uses.
+    fn buffer_of(&self, k: &Kernel, m: u64) -> u64 {
+        self.on_edm(k, self.buffers[(m % self.buffers.len() as u64) as usize])
+    }
+
+    /// Increments one of the EDM's words (its channel semaphore or termination word).
+    async fn signal(&self, k: &Kernel, addr: u64) -> Result<(), HwError> {
+        k.noc_semaphore_inc(self.on_edm(k, addr), 1).await
+    }
+}
+
 /// Waits for a credit on the local semaphore and takes it.
 async fn take_credit(k: &Kernel, semaphore: u64) -> Result<(), HwError> {
     k.noc_semaphore_wait_min(semaphore, 1).await?;
@@ -53,21 +70,17 @@ impl SenderWorker {
 
     /// Sends this worker's next message from local L1 `src`; returns its payload bytes.
     pub async fn send(&mut self, k: &Kernel, src: u64) -> Result<u64, HwError> {
-        let m = self.next;
-        let bytes = self.iface.bytes_of(m);
-        let eth = self.iface.eth_core;
+        let bytes = self.iface.bytes_of(self.next);
         take_credit(k, self.semaphore).await?;
-        let buf = self.iface.buffers[(m % self.iface.buffers.len() as u64) as usize];
-        k.noc_async_write(src, k.get_noc_addr(eth.x, eth.y, buf), bytes).await?;
-        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.semaphore), 1).await?;
+        k.noc_async_write(src, self.iface.buffer_of(k, self.next), bytes).await?;
+        self.iface.signal(k, self.iface.semaphore).await?;
         self.next += self.iface.workers as u64;
         Ok(bytes)
     }
 
     /// Signals the EDM channel to terminate (`WorkerInitiated`), after the last message.
     pub async fn terminate(&self, k: &Kernel) -> Result<(), HwError> {
-        let eth = self.iface.eth_core;
-        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.terminate), 1).await
+        self.iface.signal(k, self.iface.terminate).await
     }
 }
 
@@ -84,21 +97,17 @@ impl ReceiverWorker {
 
     /// Receives this worker's next message into local L1 `dst`; returns its payload bytes.
     pub async fn receive(&mut self, k: &Kernel, dst: u64) -> Result<u64, HwError> {
-        let m = self.next;
-        let bytes = self.iface.bytes_of(m);
-        let eth = self.iface.eth_core;
+        let bytes = self.iface.bytes_of(self.next);
         take_credit(k, self.semaphore).await?;
-        let buf = self.iface.buffers[(m % self.iface.buffers.len() as u64) as usize];
-        k.noc_async_read(k.get_noc_addr(eth.x, eth.y, buf), dst, bytes).await?;
+        k.noc_async_read(self.iface.buffer_of(k, self.next), dst, bytes).await?;
         k.noc_async_read_barrier().await?;
-        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.semaphore), 1).await?;
+        self.iface.signal(k, self.iface.semaphore).await?;
         self.next += self.iface.workers as u64;
         Ok(bytes)
     }
 
     /// Signals the EDM channel to terminate (`WorkerInitiated`), after reading the last message.
     pub async fn terminate(&self, k: &Kernel) -> Result<(), HwError> {
-        let eth = self.iface.eth_core;
-        k.noc_semaphore_inc(k.get_noc_addr(eth.x, eth.y, self.iface.terminate), 1).await
+        self.iface.signal(k, self.iface.terminate).await
     }
 }

@@ -290,8 +290,24 @@ impl Cluster {
             boards.push(board);
         }
 
-        // Links.
+        // Links. Every channel belongs to one entry; a second claim names the first.
         let mut chan_owner: BTreeMap<Endpoint, String> = BTreeMap::new();
+        let claim =
+            |owners: &mut BTreeMap<Endpoint, String>, chips: &[Chip], ep: Endpoint, entry: &str| match owners
+                .get(&ep)
+            {
+                Some(owner) => Err(bad(
+                    entry.to_owned(),
+                    format!(
+                        "chip {} channel {} is already used by {owner}",
+                        chips[ep.chip.0 as usize].id, ep.chan
+                    ),
+                )),
+                None => {
+                    owners.insert(ep, entry.to_owned());
+                    Ok(())
+                }
+            };
         let mut links: Vec<Link> = Vec::new();
         // (a, b) -> index into `links`; `link_entry[i]` is the entry link `i` came from.
         let mut by_ends: BTreeMap<(Endpoint, Endpoint), usize> = BTreeMap::new();
@@ -330,19 +346,8 @@ impl Cluster {
                 }
                 continue;
             }
-            for ep in [a, b] {
-                if let Some(owner) = chan_owner.get(&ep) {
-                    return Err(bad(
-                        entry,
-                        format!(
-                            "chip {} channel {} is already used by {owner}",
-                            chips[ep.chip.0 as usize].id, ep.chan
-                        ),
-                    ));
-                }
-            }
-            chan_owner.insert(a, entry.clone());
-            chan_owner.insert(b, entry.clone());
+            claim(&mut chan_owner, &chips, a, &entry)?;
+            claim(&mut chan_owner, &chips, b, &entry)?;
             by_ends.insert((a, b), links.len());
             link_entry.push(n);
             links.push(Link { a, b, routing_enabled: routing, reserved: false });
@@ -368,16 +373,7 @@ impl Cluster {
                 chip: lookup(local.chip.expect("checked"), &entry)?,
                 chan: channel(local, &entry, file)?,
             };
-            if let Some(owner) = chan_owner.get(&ep) {
-                return Err(bad(
-                    entry,
-                    format!(
-                        "chip {} channel {} is already used by {owner}",
-                        chips[ep.chip.0 as usize].id, ep.chan
-                    ),
-                ));
-            }
-            chan_owner.insert(ep, entry.clone());
+            claim(&mut chan_owner, &chips, ep, &entry)?;
             remote_links.push(RemoteLink {
                 local: ep,
                 remote_chip_id,
