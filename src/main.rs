@@ -5,13 +5,18 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+mod regress;
+mod scenario;
+
+use scenario::{BidirValue, Kind, RunError, Scenario, parse_size};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use meshsim_bench::plot::{self, Plot, Series};
 use meshsim_bench::{BenchError, Setup, bandwidth, calibration, latency, report, ring};
 use meshsim_hw::Params;
-use meshsim_topology::{Cluster, builtin};
+use meshsim_topology::Cluster;
 
 /// meshsim: a cycle-resolution simulator of Ethernet-linked Tenstorrent Wormhole meshes.
 #[derive(Parser)]
@@ -99,6 +104,35 @@ enum Command {
         /// Also draw busbw against size to FILE.svg or FILE.png.
         #[arg(long, value_name = "FILE")]
         plot: Option<PathBuf>,
+    },
+    /// Run the op-timing regression suites and compare every scenario's simulated time with its
+    /// committed baseline; exit 1 when one moved beyond its tolerance, has no baseline, or a
+    /// baseline has no scenario.
+    Regress {
+        /// A suite file, or a directory whose *.yaml files are suites. Baselines sit next to
+        /// them as <suite>.baseline.
+        #[arg(long, default_value = "configs/regress", value_name = "PATH")]
+        suite: PathBuf,
+        /// Rewrite the baselines with the times measured now (exit 0 unless a run failed).
+        #[arg(long)]
+        update: bool,
+        /// Run only the scenario named NAME.
+        #[arg(long, value_name = "NAME")]
+        scenario: Option<String>,
+        /// Write a Chrome / Perfetto trace of the --scenario run to FILE.
+        #[arg(long, value_name = "FILE", requires = "scenario")]
+        trace: Option<PathBuf>,
+        /// Run one scenario (--scenario, or the first) a second time and fail unless both runs
+        /// give the same event-log hash.
+        #[arg(long)]
+        check_determinism: bool,
+        /// A parameter file every scenario uses instead of its own (what would this model
+        /// change move?).
+        #[arg(long, value_name = "FILE")]
+        params: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
     /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
     Topo {
@@ -195,9 +229,9 @@ struct OpArgs {
     /// Ring or line.
     #[arg(long, value_enum, default_value_t = TopologyArg::Ring)]
     topology: TopologyArg,
-    /// Links per hop (reserved links are never used).
-    #[arg(long, default_value_t = 1)]
-    links: usize,
+    /// Links per hop (reserved links are never used); tt-metal's num_links.
+    #[arg(long = "num-links", default_value_t = 1)]
+    num_links: usize,
     /// Worker pairs (EDM channels) per link.
     #[arg(long, default_value_t = 1)]
     workers: usize,
@@ -231,6 +265,16 @@ struct OpArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Also print the bytes and busy fraction of every link direction used, the bottleneck
+    /// link and the critical path's stages.
+    #[arg(long = "links")]
+    link_report: bool,
+    /// Write a Chrome / Perfetto trace-event JSON of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Run twice and fail (exit 1) unless both runs give the same event-log hash.
+    #[arg(long)]
+    check_determinism: bool,
 }
 
 /// Ops a sweep can run.
@@ -249,6 +293,25 @@ enum TopologyArg {
     Ring,
     /// An open line.
     Line,
+}
+
+impl TopologyArg {
+    fn name(self) -> &'static str {
+        match self {
+            TopologyArg::Ring => "ring",
+            TopologyArg::Line => "line",
+        }
+    }
+}
+
+impl BidirArg {
+    fn name(self) -> &'static str {
+        match self {
+            BidirArg::None => "none",
+            BidirArg::Split => "split",
+            BidirArg::Full => "full",
+        }
+    }
 }
 
 impl From<TopologyArg> for meshsim_ccl::allgather::Topology {
@@ -322,28 +385,6 @@ impl From<Format> for report::Format {
     }
 }
 
-/// Parses a byte size: `4096`, `4K`, `4KiB`, `1M`.
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.to_ascii_uppercase() {
-        u if u.ends_with("KIB") || u.ends_with('K') => {
-            (t.trim_end_matches(['K', 'k', 'i', 'B', 'b']), 1u64 << 10)
-        }
-        u if u.ends_with("MIB") || u.ends_with('M') => {
-            (t.trim_end_matches(['M', 'm', 'i', 'B', 'b']), 1 << 20)
-        }
-        u if u.ends_with("GIB") || u.ends_with('G') => {
-            (t.trim_end_matches(['G', 'g', 'i', 'B', 'b']), 1 << 30)
-        }
-        _ => (t, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (examples: 16, 4096, 4K, 1M)"))?;
-    match n.checked_mul(mult) {
-        Some(0) | None => Err(format!("'{s}' is not a positive size")),
-        Some(v) => Ok(v),
-    }
-}
-
 /// Output formats of `meshsim topo`.
 #[derive(Clone, Copy, ValueEnum)]
 enum TopoFormat {
@@ -409,7 +450,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", report::render(&rows, format.into()));
         }
         Command::Bench(b) => run_bench(b)?,
-        Command::Op(Op::AllGather(args)) => return run_op(OpKind::AllGather, args),
+        Command::Op(Op::AllGather(args)) => return run_op(Kind::AllGather, args),
         Command::Sweep {
             op,
             cluster,
@@ -464,11 +505,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 plot::write(&path, &plot).map_err(|e| BadInput(e.to_string()))?;
             }
         }
-        Command::Op(Op::ReduceScatter(args)) => return run_op(OpKind::ReduceScatter, args),
+        Command::Op(Op::ReduceScatter(args)) => return run_op(Kind::ReduceScatter, args),
+        Command::Regress { suite, update, scenario, trace, check_determinism, params, format } => {
+            return run_regress(
+                &suite,
+                update,
+                scenario.as_deref(),
+                trace.as_deref(),
+                check_determinism,
+                params,
+                format,
+            );
+        }
         Command::Calibrate { params, format } => {
             let params = load_params(params.as_deref())?;
-            let n300 = Setup { cluster: load_cluster("n300")?, params: params.clone() };
-            let t3000 = Setup { cluster: load_cluster("t3000")?, params };
+            let n300 = Setup::new(load_cluster("n300")?, params.clone());
+            let t3000 = Setup::new(load_cluster("t3000")?, params);
             let rows = calibration::run(&n300, &t3000).map_err(bench_error)?;
             print!("{}", report::render(&rows, format.into()));
             if rows.iter().any(|r| !r.ok) {
@@ -483,77 +535,51 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Which op to run.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum OpKind {
-    AllGather,
-    ReduceScatter,
-}
-
-fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
-    use meshsim_ccl::allgather::{self, AllGatherSpec, Bidir, Topology};
-    use meshsim_ccl::reducescatter::{self, RedOp, ReduceScatterSpec};
-    use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
-    let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let cluster = load_cluster(&a.cluster)?;
-    let params = load_params(a.params.as_deref())?;
-    let shape: [u64; 4] = a
-        .shape
-        .clone()
-        .try_into()
-        .map_err(|_| bad(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())))?;
-    let dtype: DType = a.dtype.parse().map_err(bad)?;
-    let output = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
-    let (topology, bidir) = (Topology::from(a.topology), Bidir::from(a.bidir));
-    let redop: RedOp = a.redop.parse().map_err(bad)?;
-    let memory: meshsim_ccl::tensor::Memory = a.memory.parse().map_err(bad)?;
-    if kind == OpKind::ReduceScatter && (topology != Topology::Ring || bidir != Bidir::None) {
-        return Err(bad("reduce-scatter runs on a unidirectional ring".into()));
-    }
-    let chips = meshsim_ccl::group::select(&cluster, topology, a.chips, a.chip_ids.as_deref())
-        .map_err(|e| bad(e.0))?;
-    let (run, n_chips, chip_list, name) = match kind {
-        OpKind::AllGather => {
-            let spec = AllGatherSpec {
-                output,
-                dim: a.dim,
-                chips,
-                topology,
-                links: a.links,
-                workers: a.workers,
-                bidir,
-                pages_per_packet: a.pages_per_packet,
-                buffers_per_channel: a.buffers,
-                verify: a.verify,
-                skew_ns: a.skew_ns,
-                memory,
-            };
-            allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
-            let run = allgather::all_gather(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
-            (run, spec.chips.len(), spec.chips, "all_gather")
-        }
-        OpKind::ReduceScatter => {
-            let spec = ReduceScatterSpec {
-                input: output,
-                dim: a.dim,
-                chips,
-                op: redop,
-                links: a.links,
-                workers: a.workers,
-                pages_per_packet: a.pages_per_packet,
-                buffers_per_channel: a.buffers,
-                verify: a.verify,
-                skew_ns: a.skew_ns,
-                memory,
-            };
-            reducescatter::validate(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
-            let run = reducescatter::reduce_scatter(&cluster, &params, &spec).map_err(|e| bad(e.0))?;
-            (run, spec.chips.len(), spec.chips, "reduce_scatter")
-        }
+fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
+    let sc = Scenario {
+        name: kind.name().into(),
+        op: kind,
+        cluster: a.cluster.clone(),
+        params: None,
+        tolerance_pct: 0.0,
+        shape: Some(a.shape.clone()),
+        dim: Some(a.dim),
+        dtype: Some(a.dtype.clone()),
+        topology: Some(a.topology.name().into()),
+        links: Some(a.num_links),
+        workers: Some(a.workers),
+        bidir: (kind == Kind::AllGather).then(|| BidirValue::Mode(a.bidir.name().into())),
+        redop: (kind == Kind::ReduceScatter).then(|| a.redop.clone()),
+        chips: a.chips,
+        chip_ids: a.chip_ids.clone(),
+        pages_per_packet: a.pages_per_packet,
+        buffers: Some(a.buffers),
+        memory: Some(a.memory.clone()),
+        skew_ns: Some(a.skew_ns),
+        verify: Some(a.verify),
+        size: None,
+        slots: None,
+        samples: None,
+        packets: None,
+        to_worker: None,
+        hops: None,
+        unmerged: None,
     };
-    let n = n_chips as f64;
-    let size = output.bytes();
+    let params = load_params(a.params.as_deref())?;
+    let out = run_scenario(&sc, &params, a.trace.is_some())?;
+    if a.check_determinism {
+        check_determinism(&sc, &params, &out)?;
+    }
+    if let (Some(path), Some(trace)) = (&a.trace, &out.trace) {
+        write_trace(path, trace, &load_cluster(&a.cluster)?)?;
+    }
+    let cluster = load_cluster(&a.cluster)?;
+    let done = out.op.as_ref().expect("an op scenario runs an op");
+    let run = &done.run;
+    let n = done.chips.len() as f64;
+    let size = done.tensor.bytes();
     let algbw = size as f64 / run.time.as_ns_f64();
+    let name = if kind == Kind::AllGather { "all_gather" } else { "reduce_scatter" };
     let per_chip: Vec<serde_json::Value> = run
         .per_chip
         .iter()
@@ -562,29 +588,38 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let verified = run.verified.as_ref().map(|v| v.is_ok());
-    let out = serde_json::json!({
-        "op": name,
-        "cluster": cluster.origin(),
-        "chips": n_chips,
-        "chip_ids": chip_list.iter().map(|&c| cluster.chip(c).id).collect::<Vec<_>>(),
-        "topology": format!("{:?}", topology).to_lowercase(),
-        "bidir": format!("{:?}", bidir).to_lowercase(),
-        "redop": if kind == OpKind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
-        "links": a.links,
-        "workers": a.workers,
-        "shape": shape,
-        "dim": a.dim,
-        "dtype": dtype.to_string(),
-        "size_bytes": size,
-        "time_us": run.time.as_us_f64(),
-        "algbw_gbps": algbw,
-        "busbw_gbps": algbw * (n - 1.0) / n,
-        "per_chip": per_chip,
-        "verified": verified,
-        "events": run.stats.events,
-    });
+    let critical = meshsim_ccl::critical::critical_path(run);
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Json => {
+            let mut json = serde_json::json!({
+                "op": name,
+                "cluster": cluster.origin(),
+                "chips": done.chips.len(),
+                "chip_ids": ids(&cluster, &done.chips),
+                "topology": format!("{:?}", done.topology).to_lowercase(),
+                "bidir": format!("{:?}", done.bidir).to_lowercase(),
+                "redop": if kind == Kind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
+                "links": a.num_links,
+                "workers": a.workers,
+                "shape": done.tensor.shape,
+                "dim": a.dim,
+                "dtype": done.tensor.dtype.to_string(),
+                "size_bytes": size,
+                "time_us": run.time.as_us_f64(),
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * (n - 1.0) / n,
+                "per_chip": per_chip,
+                "verified": verified,
+                "events": run.stats.events,
+                "event_log_hash": format!("{:016x}", run.stats.log_hash),
+            });
+            if a.link_report {
+                let rows = link_rows(&cluster, &out.links, run.time);
+                json["link_use"] = serde_json::to_value(&rows)?;
+                json["critical_path"] = critical_json(&cluster, critical.as_ref());
+            }
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
         Format::Csv | Format::Text => {
             #[derive(serde::Serialize)]
             struct Row {
@@ -598,7 +633,7 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
             }
             let row = Row {
                 op: name,
-                chips: n_chips,
+                chips: done.chips.len(),
                 size_bytes: size,
                 time_us: run.time.as_us_f64(),
                 algbw_gbps: algbw,
@@ -624,6 +659,13 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
                     .collect();
                 print!("\n{}", report::render(&chips, report::Format::Text));
             }
+            if a.link_report {
+                let rows = link_rows(&cluster, &out.links, run.time);
+                print!("\n{}", report::render(&rows, a.format.into()));
+                if matches!(a.format, Format::Text) {
+                    print!("{}", critical_text(&cluster, critical.as_ref()));
+                }
+            }
         }
     }
     if let Some(Err(mismatch)) = &run.verified {
@@ -633,16 +675,258 @@ fn run_op(kind: OpKind, a: OpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A progress bar on stderr when it is a terminal; a hidden one otherwise.
+fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} {elapsed}") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(what.to_owned());
+    pb
+}
+
+fn run_regress(
+    suite_path: &Path,
+    update: bool,
+    only: Option<&str>,
+    trace: Option<&Path>,
+    check: bool,
+    params: Option<PathBuf>,
+    format: Format,
+) -> anyhow::Result<ExitCode> {
+    let suites = regress::load_suites(suite_path).map_err(BadInput)?;
+    let find = |name: &str| {
+        suites.iter().find_map(|s| s.scenarios.iter().find(|sc| sc.name == name).map(|sc| (s, sc)))
+    };
+    if let Some(name) = only
+        && find(name).is_none()
+    {
+        return Err(BadInput(format!("{}: no scenario named '{name}'", suite_path.display())).into());
+    }
+    let params = match &params {
+        Some(p) => Some(load_params(Some(p))?),
+        None => None,
+    };
+    let baselines: Vec<regress::Baseline> = suites
+        .iter()
+        .map(|s| regress::read_baseline(&s.baseline_path()))
+        .collect::<Result<_, _>>()
+        .map_err(BadInput)?;
+    let total =
+        suites.iter().flat_map(|s| &s.scenarios).filter(|sc| only.is_none_or(|n| sc.name == n)).count();
+    let pb = progress(total as u64, "regress");
+    let results = regress::run_all(&suites, only, params.as_ref(), &|| pb.inc(1)).map_err(BadInput)?;
+    pb.finish_and_clear();
+    let mut rows = Vec::new();
+    for ((suite, res), base) in suites.iter().zip(&results).zip(&baselines) {
+        let (mut r, new_base) = regress::compare(suite, res, base, update);
+        if only.is_some() {
+            // A single scenario says nothing about the others: no missing entries.
+            r.retain(|row| {
+                res.iter().zip(&suite.scenarios).any(|(x, sc)| x.is_some() && sc.name == row.scenario)
+            });
+        }
+        if update && (new_base != *base || !suite.baseline_path().exists()) {
+            let path = suite.baseline_path();
+            std::fs::write(&path, regress::render_baseline(&suite.name, &new_base))
+                .map_err(|e| BadInput(format!("{}: cannot write the baseline: {e}", path.display())))?;
+        }
+        rows.extend(r);
+    }
+    print!("{}", report::render(&rows, format.into()));
+    let count = |st: regress::Status| rows.iter().filter(|r| r.status == st).count();
+    use regress::Status as S;
+    let failing = rows.iter().filter(|r| r.status.fails()).count();
+    eprintln!(
+        "meshsim: {} scenario(s): {} ok, {} moved, {} new, {} missing, {} failed to run{}",
+        rows.len(),
+        count(S::Ok),
+        count(S::Moved),
+        count(S::New),
+        count(S::Missing),
+        count(S::Error),
+        if update { format!(", {} baseline entries updated", count(S::Updated)) } else { String::new() }
+    );
+    for r in rows.iter().filter(|r| r.status == S::Error) {
+        eprintln!("meshsim: {}/{} failed: {}", r.suite, r.scenario, r.error.as_deref().unwrap_or(""));
+    }
+    // One scenario again, for determinism and traces.
+    let picked =
+        only.and_then(find).or_else(|| suites.iter().find_map(|s| s.scenarios.first().map(|sc| (s, sc))));
+    if let Some((suite, sc)) = picked.filter(|_| check || trace.is_some()) {
+        let base = suite.path.parent().unwrap_or(Path::new("."));
+        let again = sc.run(base, params.as_ref(), trace.is_some()).map_err(|e| BadInput(e.to_string()))?;
+        if check {
+            let i = suites.iter().position(|s| std::ptr::eq(s, suite)).expect("suite of the scenario");
+            let j = suite.scenarios.iter().position(|x| std::ptr::eq(x, sc)).expect("scenario of the suite");
+            if let Some(Ok(first)) = &results[i][j] {
+                let (a, b) = (&first.stats, &again.stats);
+                if a.log_hash != b.log_hash || first.time != again.time {
+                    eprintln!(
+                        "meshsim: {}/{} is not deterministic: event-log hash {:016x} then {:016x}",
+                        suite.name, sc.name, a.log_hash, b.log_hash
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
+                eprintln!(
+                    "meshsim: {}/{} deterministic: the parallel run and a second run gave {} events, event-log hash {:016x}",
+                    suite.name, sc.name, a.events, a.log_hash
+                );
+            }
+        }
+        if let (Some(path), Some(t)) = (trace, &again.trace) {
+            write_trace(path, t, &load_cluster(&sc.cluster_spec(base))?)?;
+        }
+    }
+    if failing > 0 && !update {
+        eprintln!(
+            "meshsim: {failing} scenario(s) fail the gate: {}",
+            rows.iter()
+                .filter(|r| r.status.fails())
+                .map(|r| format!("{}/{}", r.suite, r.scenario))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if count(S::Error) > 0 {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a scenario with `params`, mapping its errors to exit codes.
+fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<scenario::Outcome> {
+    sc.run(Path::new("."), Some(params), trace).map_err(|e| match e {
+        RunError::Bad(m) => BadInput(m).into(),
+        RunError::Failed(m) => anyhow::anyhow!(m),
+    })
+}
+
+/// Runs `sc` again and fails (exit 1) unless the event log hashes and times are equal.
+fn check_determinism(sc: &Scenario, params: &Params, first: &scenario::Outcome) -> anyhow::Result<()> {
+    let again = run_scenario(sc, params, false)?;
+    let (a, b) = (&first.stats, &again.stats);
+    if a.log_hash != b.log_hash || first.time != again.time || a.events != b.events {
+        anyhow::bail!(
+            "not deterministic: run 1 gave {} events, hash {:016x}, {}; run 2 gave {} events, hash {:016x}, {}",
+            a.events,
+            a.log_hash,
+            first.time,
+            b.events,
+            b.log_hash,
+            again.time
+        );
+    }
+    eprintln!(
+        "meshsim: deterministic: two runs gave {} events, event-log hash {:016x}",
+        a.events, a.log_hash
+    );
+    Ok(())
+}
+
+/// Writes a Chrome / Perfetto trace.
+fn write_trace(path: &Path, trace: &meshsim_hw::TraceData, cluster: &Cluster) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path)
+        .map_err(|e| BadInput(format!("{}: cannot write the trace: {e}", path.display())))?;
+    meshsim_hw::trace::write_chrome(trace, cluster, &mut std::io::BufWriter::new(file))
+        .map_err(|e| BadInput(format!("{}: cannot write the trace: {e}", path.display())))?;
+    eprintln!(
+        "meshsim: trace of {} kernels and {} packets written to {}",
+        trace.kernels.len(),
+        trace.packets.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// One link direction's use, as the `--links` table shows it.
+#[derive(serde::Serialize)]
+struct LinkRow {
+    from_chip: u64,
+    from_chan: u8,
+    to_chip: u64,
+    to_chan: u8,
+    bytes: u64,
+    packets: u64,
+    busy_us: f64,
+    busy_pct: f64,
+}
+
+fn link_rows(cluster: &Cluster, links: &[meshsim_hw::LinkUse], time: meshsim_engine::Time) -> Vec<LinkRow> {
+    links
+        .iter()
+        .map(|l| LinkRow {
+            from_chip: cluster.chip(l.from.chip).id,
+            from_chan: l.from.chan,
+            to_chip: cluster.chip(l.to.chip).id,
+            to_chan: l.to.chan,
+            bytes: l.bytes,
+            packets: l.packets,
+            busy_us: l.busy.as_us_f64(),
+            busy_pct: 100.0 * l.busy.as_ns_f64() / time.as_ns_f64().max(1e-9),
+        })
+        .collect()
+}
+
+fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {
+    format!(
+        "chip {} eth{} -> chip {} eth{}",
+        cluster.chip(l.from.chip).id,
+        l.from.chan,
+        cluster.chip(l.to.chip).id,
+        l.to.chan
+    )
+}
+
+fn critical_text(cluster: &Cluster, cp: Option<&meshsim_ccl::critical::CriticalPath>) -> String {
+    let Some(cp) = cp else {
+        return "\nbottleneck: none (nothing crossed a link)\n".into();
+    };
+    let mut s = format!(
+        "\nbottleneck: {} ({} B, busy {:.3} us)\ncritical path:\n",
+        link_name(cluster, &cp.link),
+        cp.link.bytes,
+        cp.link.busy.as_us_f64()
+    );
+    for st in &cp.stages {
+        let _ = writeln!(
+            s,
+            "  {:<13} {:>12.3} us  ({:.3} .. {:.3} us)",
+            st.name,
+            (st.end - st.start).as_us_f64(),
+            st.start.as_us_f64(),
+            st.end.as_us_f64()
+        );
+    }
+    s
+}
+
+fn critical_json(cluster: &Cluster, cp: Option<&meshsim_ccl::critical::CriticalPath>) -> serde_json::Value {
+    let Some(cp) = cp else { return serde_json::Value::Null };
+    serde_json::json!({
+        "bottleneck": link_name(cluster, &cp.link),
+        "bottleneck_busy_us": cp.link.busy.as_us_f64(),
+        "stages": cp.stages.iter().map(|st| serde_json::json!({
+            "stage": st.name,
+            "start_us": st.start.as_us_f64(),
+            "end_us": st.end.as_us_f64(),
+            "duration_us": (st.end - st.start).as_us_f64(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
 /// A plot of one series of `(size, value)` points.
 fn one_line_plot(title: String, x_desc: &str, y_desc: &str, label: String, points: Vec<(f64, f64)>) -> Plot {
     Plot { title, x_desc: x_desc.into(), y_desc: y_desc.into(), series: vec![Series { label, points }] }
 }
 
-fn load_params(path: Option<&std::path::Path>) -> anyhow::Result<Params> {
-    match path {
-        None => Ok(Params::default()),
-        Some(p) => Params::load(p).map_err(|e| BadInput(e.to_string()).into()),
-    }
+fn load_params(path: Option<&Path>) -> anyhow::Result<Params> {
+    scenario::load_params(path).map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn bench_error(e: BenchError) -> anyhow::Error {
@@ -655,8 +939,7 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
             common
         }
     };
-    let setup =
-        Setup { cluster: load_cluster(&common.cluster)?, params: load_params(common.params.as_deref())? };
+    let setup = Setup::new(load_cluster(&common.cluster)?, load_params(common.params.as_deref())?);
     let format = common.format.into();
     let label = common.cluster.clone();
     let (table, plot) = match &b {
@@ -722,7 +1005,7 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
 }
 
 fn load_cluster(spec: &str) -> anyhow::Result<Cluster> {
-    builtin::cluster(spec).map_err(|e| BadInput(e.to_string()).into())
+    scenario::load_cluster(spec).map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn ids(cluster: &Cluster, chips: &[meshsim_topology::ChipIdx]) -> Vec<u64> {

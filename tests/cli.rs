@@ -426,7 +426,7 @@ mod op {
         let cases: [(&[&str], &str); 8] = [
             (&["--shape", "1,1,32,96"], "does not divide into 8 slices"),
             (&["--shape", "1,1,32,256", "--dim", "4"], "dim 4 is outside"),
-            (&["--shape", "1,1,32,256", "--links", "3"], "3 links requested"),
+            (&["--shape", "1,1,32,256", "--num-links", "3"], "3 links requested"),
             (&["--shape", "1,1,32,256", "--dtype", "fp8"], "unknown dtype 'fp8'"),
             (&["--shape", "1,1,32,256", "--chips", "3"], "no ring of 3 chips"),
             (&["--shape", "1,1,0,256"], "zero dimension"),

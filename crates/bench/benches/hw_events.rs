@@ -9,8 +9,8 @@ use meshsim_hw::Params;
 use meshsim_topology::builtin;
 
 fn bench(c: &mut Criterion) {
-    let n300 = Setup { cluster: builtin::cluster("n300").unwrap(), params: Params::default() };
-    let t3000 = Setup { cluster: builtin::cluster("t3000").unwrap(), params: Params::default() };
+    let n300 = Setup::new(builtin::cluster("n300").unwrap(), Params::default());
+    let t3000 = Setup::new(builtin::cluster("t3000").unwrap(), Params::default());
     let mut g = c.benchmark_group("hw");
     g.sample_size(20);
 

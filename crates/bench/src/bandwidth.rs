@@ -137,7 +137,7 @@ pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<Measured<Bandwidt
         .map(|&(start, end)| (spec.packets * size) as f64 / (end - start).as_ns_f64())
         .sum();
     let row = BandwidthRow { size_bytes: size, slots, directions: directions.len() as u64, gbps };
-    Ok(Measured { row, stats })
+    Ok(Measured::new(row, stats, &mut m))
 }
 
 /// Runs a sweep over packet sizes in parallel; rows come back in input order.

@@ -1,7 +1,7 @@
 //! What every microbenchmark shares: the set-up, the link it runs on, buffer layout and errors.
 
 use meshsim_engine::{SimError, Stats};
-use meshsim_hw::{Machine, Mode, Params};
+use meshsim_hw::{LinkUse, Machine, Mode, Params, TraceData};
 use meshsim_topology::{ChipIdx, Cluster};
 
 /// A cluster and the model parameters to simulate it with.
@@ -11,12 +11,23 @@ pub struct Setup {
     pub cluster: Cluster,
     /// Model parameters.
     pub params: Params,
+    /// Record a full trace of each point's run into [`Measured::trace`].
+    pub trace: bool,
 }
 
 impl Setup {
-    /// A fresh machine in timing mode.
+    /// `cluster` with `params`, not tracing.
+    pub fn new(cluster: Cluster, params: Params) -> Setup {
+        Setup { cluster, params, trace: false }
+    }
+
+    /// A fresh machine in timing mode, tracing if asked to.
     pub(crate) fn machine(&self) -> Machine {
-        Machine::new(self.cluster.clone(), self.params.clone(), Mode::Timing)
+        let mut m = Machine::new(self.cluster.clone(), self.params.clone(), Mode::Timing);
+        if self.trace {
+            m.enable_trace();
+        }
+        m
     }
 }
 
@@ -27,6 +38,17 @@ pub struct Measured<R> {
     pub row: R,
     /// Events, simulated end time and event-log hash of the run.
     pub stats: Stats,
+    /// Use of every Ethernet link direction that carried a packet.
+    pub links: Vec<LinkUse>,
+    /// The full trace, when the set-up asked for one.
+    pub trace: Option<TraceData>,
+}
+
+impl<R> Measured<R> {
+    /// `row` measured on `m`, whose launch returned `stats`.
+    pub(crate) fn new(row: R, stats: Stats, m: &mut Machine) -> Measured<R> {
+        Measured { row, stats, links: m.link_use(), trace: m.take_trace() }
+    }
 }
 
 /// Why a benchmark point could not run.

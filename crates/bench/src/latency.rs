@@ -116,7 +116,7 @@ pub fn latency(setup: &Setup, spec: LatencySpec) -> Result<Measured<LatencyRow>,
     let rtt = times.iter().map(|t| t.as_ns_f64()).sum::<f64>() / times.len() as f64;
     let ser = setup.params.eth_wire_time(size).as_ns_f64();
     let row = LatencyRow { size_bytes: size, round_trip_ns: rtt, one_way_ns: (rtt - 2.0 * ser) / 2.0 };
-    Ok(Measured { row, stats })
+    Ok(Measured::new(row, stats, &mut m))
 }
 
 /// Runs a sweep over payload sizes in parallel; rows come back in input order.

@@ -236,7 +236,7 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchErr
     let rtt = times.iter().map(|t| t.as_ns_f64()).sum::<f64>() / times.len() as f64;
     let row =
         RingRow { size_bytes: size, hops: hops as u64, round_trip_ns: rtt, ns_per_hop: rtt / hops as f64 };
-    Ok(Measured { row, stats })
+    Ok(Measured::new(row, stats, &mut m))
 }
 
 /// Runs a sweep over payload sizes in parallel; rows come back in input order.

@@ -10,7 +10,7 @@ use meshsim_hw::Params;
 use meshsim_topology::builtin;
 
 fn setup(name: &str) -> Setup {
-    Setup { cluster: builtin::cluster(name).unwrap(), params: Params::default() }
+    Setup::new(builtin::cluster(name).unwrap(), Params::default())
 }
 
 /// Every point of the calibration set meets its tolerance with the one parameter set.

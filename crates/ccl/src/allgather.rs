@@ -71,6 +71,8 @@ pub struct AllGatherSpec {
     pub verify: bool,
     /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
     pub skew_ns: u64,
+    /// Record a full trace of the run into [`OpRun::trace`].
+    pub trace: bool,
     /// Where the tensors are interleaved: DRAM banks or worker L1.
     pub memory: Memory,
 }
@@ -91,8 +93,12 @@ pub struct OpRun {
     pub verified: Option<Result<(), String>>,
     /// Engine counters.
     pub stats: Stats,
-    /// Bytes moved over Ethernet per (chip, channel).
-    pub eth_bytes: Vec<(ChipIdx, u8, u64)>,
+    /// Use of every Ethernet link direction that carried a packet.
+    pub links: Vec<meshsim_hw::LinkUse>,
+    /// Kernel marks (EDM handshakes done, ...), in time order.
+    pub marks: Vec<meshsim_hw::Mark>,
+    /// The full trace, when the spec asked for one.
+    pub trace: Option<meshsim_hw::TraceData>,
 }
 
 /// One directed hop with the links it uses.
@@ -181,7 +187,7 @@ pub fn all_gather(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> R
     let n = spec.chips.len();
     let page = slice.page_bytes();
     let pages = slice.pages();
-    let mut op = OpBuild::new(cluster, params, spec.verify);
+    let mut op = OpBuild::new(cluster, params, spec.verify, spec.trace);
     let input = Placement::first(spec.memory, page);
     let output = input.after(pages);
     if output.base + output.bank_bytes(pages * n as u64) > output.capacity(params) {

@@ -42,12 +42,16 @@ pub(crate) struct OpBuild<'a> {
 
 impl<'a> OpBuild<'a> {
     /// An empty op on `cluster`; functional when `verify`.
-    pub(crate) fn new(cluster: &'a Cluster, params: &Params, verify: bool) -> OpBuild<'a> {
+    pub(crate) fn new(cluster: &'a Cluster, params: &Params, verify: bool, trace: bool) -> OpBuild<'a> {
         let mode = if verify { Mode::Functional } else { Mode::Timing };
         let chips = cluster.chips().len();
+        let mut m = Machine::new(cluster.clone(), params.clone(), mode);
+        if trace {
+            m.enable_trace();
+        }
         OpBuild {
             cluster,
-            m: Machine::new(cluster.clone(), params.clone(), mode),
+            m,
             programs: (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect(),
             next_core: vec![0; chips],
             edms: BTreeMap::new(),
@@ -158,8 +162,9 @@ impl<'a> OpBuild<'a> {
         let last = per_chip.iter().max_by_key(|p| (p.1, p.0)).expect("an op has chips");
         let time = last.2 - last.1;
         let verified = verify.map(|v| v(&self.m));
-        let eth_bytes = self.m.eth_traffic().into_iter().map(|(c, ch, b, _)| (c, ch, b)).collect();
-        Ok(OpRun { time, per_chip, verified, stats, eth_bytes })
+        let (links, marks) = (self.m.link_use(), self.m.marks());
+        let trace = self.m.take_trace();
+        Ok(OpRun { time, per_chip, verified, stats, links, marks, trace })
     }
 }
 

@@ -39,6 +39,9 @@ use meshsim_hw::{CoreRef, Kernel, Params, Program};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
+/// The mark an EDM sets on its core's timeline when the handshake with its peer is done.
+pub const HANDSHAKE_DONE: &str = "handshake done";
+
 /// Channels an EDM can have.
 pub const MAX_CHANNELS: usize = 8;
 /// Bytes of a sync record.
@@ -386,6 +389,7 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
     ack[4..8].copy_from_slice(&1u32.to_le_bytes());
     k.write_bytes(lay.ack_source, &ack)?;
     k.eth_setup_handshake(lay.handshake, spec.leader).await?;
+    k.mark(HANDSHAKE_DONE);
 
     let mut st: Vec<State> = spec
         .channels

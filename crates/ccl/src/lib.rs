@@ -8,12 +8,14 @@
 //! - [`allgather`]: the all-gather op;
 //! - [`reducescatter`]: the ring reduce-scatter op;
 //! - [`group`]: choosing the chips of an op;
-//! - [`sweep`]: nccl-tests-style size sweeps.
+//! - [`sweep`]: nccl-tests-style size sweeps;
+//! - [`critical`]: an op's bottleneck link and the stages of its critical path.
 
 #![warn(missing_docs)]
 
 pub mod allgather;
 mod build;
+pub mod critical;
 pub mod edm;
 pub mod group;
 pub mod reducescatter;

@@ -69,6 +69,8 @@ pub struct ReduceScatterSpec {
     pub verify: bool,
     /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
     pub skew_ns: u64,
+    /// Record a full trace of the run into [`OpRun::trace`].
+    pub trace: bool,
     /// Where the tensors are interleaved: DRAM banks or worker L1.
     pub memory: crate::tensor::Memory,
 }
@@ -143,7 +145,7 @@ pub fn reduce_scatter(
     let n64 = n as u64;
     let page = slice.page_bytes();
     let whole_pages = spec.input.pages();
-    let mut op = OpBuild::new(cluster, params, spec.verify);
+    let mut op = OpBuild::new(cluster, params, spec.verify, spec.trace);
     let input = Placement::first(spec.memory, page);
     let scratch = input.after(whole_pages);
     let output = scratch.after(whole_pages);

@@ -100,6 +100,7 @@ pub fn sweep(
                         buffers_per_channel: 2,
                         verify: false,
                         skew_ns: 0,
+                        trace: false,
                         memory: Memory::Dram,
                     };
                     (allgather::all_gather(cluster, params, &spec)?, "none".to_owned())
@@ -116,6 +117,7 @@ pub fn sweep(
                         buffers_per_channel: 2,
                         verify: false,
                         skew_ns: 0,
+                        trace: false,
                         memory: Memory::Dram,
                     };
                     (

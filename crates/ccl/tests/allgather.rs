@@ -19,6 +19,7 @@ fn spec(chips: Vec<ChipIdx>, shape: [u64; 4], dim: usize, dtype: DType, topology
         buffers_per_channel: 2,
         verify: true,
         skew_ns: 0,
+        trace: false,
         memory: Memory::Dram,
     }
 }

@@ -17,6 +17,7 @@ fn spec(c: &Cluster, shape: [u64; 4], dim: usize, dtype: DType, op: RedOp) -> Re
         buffers_per_channel: 2,
         verify: true,
         skew_ns: 0,
+        trace: false,
         memory: Memory::Dram,
     }
 }

@@ -37,7 +37,7 @@ mod time;
 pub use memory::{Cond, MemError, MemSpace, Memory};
 pub use queue::EventQueue;
 pub use sim::{
-    Ctx, Delay, NoWorld, Scheduler, SignalId, Sim, SimError, Stall, Stalled, Stats, TaskError, TaskId,
-    TaskResult, WaitAny, WaitSignal, WaitWord, World,
+    Ctx, Delay, NoWorld, Scheduler, SignalId, Sim, SimError, Stall, Stalled, Stats, TaskError, TaskEvent,
+    TaskEventKind, TaskId, TaskResult, WaitAny, WaitSignal, WaitWord, World,
 };
 pub use time::{ClockDomain, Cycles, Time};

@@ -108,6 +108,32 @@ struct SignalState {
     waiters: Vec<TaskId>,
 }
 
+/// What happened to a task, as recorded when task tracing is on (see
+/// [`Scheduler::enable_task_trace`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskEventKind {
+    /// The task ran for the first time.
+    Start,
+    /// The task returned (successfully or not).
+    Finish,
+    /// The task began waiting on memory words or a signal; what it waits for, by name.
+    /// Delays are the task's own work and are not recorded as waits.
+    WaitBegin(String),
+    /// The wait begun last ended: the task resumed.
+    WaitEnd,
+}
+
+/// One recorded task event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskEvent {
+    /// When.
+    pub at: Time,
+    /// Which task.
+    pub task: TaskId,
+    /// What.
+    pub kind: TaskEventKind,
+}
+
 /// Counters of one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -167,6 +193,8 @@ pub struct Scheduler<E> {
     live_tasks: usize,
     poll_latency: Time,
     stats: Stats,
+    /// Task events, when tracing is on.
+    trace: Option<Vec<TaskEvent>>,
 }
 
 impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
@@ -184,6 +212,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             live_tasks: 0,
             poll_latency: Time::ZERO,
             stats: Stats { log_hash: Fnv(0xcbf2_9ce4_8422_2325).0, ..Stats::default() },
+            trace: None,
         }
     }
 
@@ -346,12 +375,49 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         &self.stats
     }
 
+    /// Starts recording when each task starts, waits (on what), resumes and finishes. Costs
+    /// nothing when off; meant for traces of single runs.
+    pub fn enable_task_trace(&mut self) {
+        self.trace.get_or_insert_with(Vec::new);
+    }
+
+    /// The task events recorded so far (empty when tracing is off), leaving the record empty.
+    pub fn take_task_trace(&mut self) -> Vec<TaskEvent> {
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     fn set_wait(&mut self, wait: Wait) -> TaskId {
         let task = self.current.expect("engine wait awaited outside a task");
+        if self.trace.is_some() {
+            let what = match &wait {
+                &Wait::Word { space, addr, cond } => Some(self.describe_word(space, addr, cond)),
+                Wait::AnyWord(words) => {
+                    let each: Vec<String> =
+                        words.iter().map(|&(sp, a, c)| self.describe_word(sp, a, c)).collect();
+                    Some(format!("any of {}", each.join(", ")))
+                }
+                &Wait::Signal(id) => Some(format!("signal '{}'", self.signals[id.0 as usize].name)),
+                Wait::Start | Wait::Delay => None,
+            };
+            if let (Some(what), Some(trace)) = (what, self.trace.as_mut()) {
+                trace.push(TaskEvent { at: self.now, task, kind: TaskEventKind::WaitBegin(what) });
+            }
+        }
         let meta = &mut self.tasks[task.0 as usize];
         assert!(meta.waiting.is_none(), "task '{}' waits on two things at once", meta.name);
         meta.waiting = Some(wait);
         task
+    }
+
+    fn describe_word(&self, space: MemSpace, addr: u64, cond: Cond) -> String {
+        format!("{}[{addr:#x}] {cond}", self.memory.name(space))
+    }
+
+    /// Records a task event if tracing is on.
+    fn trace_task(&mut self, task: TaskId, kind: TaskEventKind) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.push(TaskEvent { at: self.now, task, kind });
+        }
     }
 
     fn log(&mut self, t: Time, seq: u64, kind: u64, hash_of: impl Hash) {
@@ -703,7 +769,14 @@ impl<W: World> Sim<W> {
                     Action::Wake(task) => {
                         s.stats.wakes += 1;
                         s.log(t, seq, 0, task.0);
-                        s.tasks[task.0 as usize].waiting = None;
+                        let was = s.tasks[task.0 as usize].waiting.take();
+                        if s.trace.is_some() {
+                            match was {
+                                Some(Wait::Start) => s.trace_task(*task, TaskEventKind::Start),
+                                Some(Wait::Delay) | None => {}
+                                Some(_) => s.trace_task(*task, TaskEventKind::WaitEnd),
+                            }
+                        }
                         s.current = Some(*task);
                     }
                     Action::World(e) => {
@@ -741,6 +814,7 @@ impl<W: World> Sim<W> {
             }),
             Poll::Pending => Ok(()),
             Poll::Ready(Ok(())) => {
+                s.trace_task(task, TaskEventKind::Finish);
                 s.tasks[task.0 as usize].done = true;
                 s.live_tasks -= 1;
                 s.stats.end_time = s.now;

@@ -243,3 +243,35 @@ fn a_deadlocked_service_loop_lists_every_word_it_waits_for() {
         "{err}"
     );
 }
+
+#[test]
+fn task_trace_records_starts_named_waits_resumes_and_finishes_in_time_order() {
+    use meshsim_engine::{TaskEventKind as K, TaskId};
+    let mut sim = Sim::new(NoWorld);
+    let ctx = sim.ctx();
+    ctx.sched().enable_task_trace();
+    let flag = ctx.sched().add_space("flags", 64);
+    let (a, b) = (ctx.clone(), ctx.clone());
+    sim.spawn("producer", Time::ZERO, async move {
+        a.delay(Time::from_ns(100)).await;
+        a.sched().write_u32(flag, 8, 1)?;
+        Ok(())
+    });
+    sim.spawn("consumer", Time::from_ns(10), async move {
+        b.wait_word(flag, 8, Cond::Eq(1)).await?;
+        Ok(())
+    });
+    sim.run().unwrap();
+    let got: Vec<(u64, TaskId, K)> =
+        ctx.sched().take_task_trace().into_iter().map(|e| (e.at.0 / 1000, e.task, e.kind)).collect();
+    let want = vec![
+        (0, TaskId(0), K::Start),
+        (10, TaskId(1), K::Start),
+        (10, TaskId(1), K::WaitBegin("flags[0x8] == 1".into())),
+        (100, TaskId(0), K::Finish),
+        (100, TaskId(1), K::WaitEnd),
+        (100, TaskId(1), K::Finish),
+    ];
+    assert_eq!(got, want);
+    assert!(ctx.sched().take_task_trace().is_empty(), "taking empties the record");
+}

@@ -58,6 +58,8 @@ pub struct EthPort {
     pub bytes_sent: u64,
     /// Ethernet packets put on the wire.
     pub packets_sent: u64,
+    /// Total time the serializer spent putting packets on the wire.
+    pub wire_busy: Time,
 }
 
 /// When one packet of a send lands in the peer's L1.
@@ -69,6 +71,10 @@ pub struct Landing {
     pub bytes: u64,
     /// When its last byte is in the peer's L1.
     pub at: Time,
+    /// When the serializer started putting it on the wire.
+    pub wire_start: Time,
+    /// When the serializer finished.
+    pub wire_end: Time,
 }
 
 impl TxQueue {
@@ -88,6 +94,7 @@ impl EthPort {
             rx_dma_free: Time::ZERO,
             bytes_sent: 0,
             packets_sent: 0,
+            wire_busy: Time::ZERO,
         }
     }
 }
@@ -110,11 +117,13 @@ pub fn transmit(
         let chunk = (bytes - offset).min(p.eth_mtu_bytes);
         let dma_end = ready.max(tx.tx_dma_free) + p.eth_dma_time(chunk);
         tx.tx_dma_free = dma_end;
-        let wire_end = dma_end.max(tx.wire_free) + p.eth_wire_time(chunk + p.eth_packet_overhead_bytes);
+        let wire_start = dma_end.max(tx.wire_free);
+        let wire_end = wire_start + p.eth_wire_time(chunk + p.eth_packet_overhead_bytes);
         tx.wire_free = wire_end;
+        tx.wire_busy += wire_end - wire_start;
         let rx_end = (wire_end + latency).max(*rx_dma_free) + p.eth_dma_time(chunk);
         *rx_dma_free = rx_end;
-        landings.push(Landing { offset, bytes: chunk, at: rx_end });
+        landings.push(Landing { offset, bytes: chunk, at: rx_end, wire_start, wire_end });
         tx.packets_sent += 1;
         offset += chunk;
         ready = dma_end;
@@ -139,7 +148,10 @@ mod tests {
         // dma 2 cycles + wire (32 + 50) B at 12.5 GB/s + latency + dma 2 cycles.
         let want =
             Time::from_ns(2) + p.eth_wire_time(82) + Time::from_ns(p.eth_link_latency_ns) + Time::from_ns(2);
-        assert_eq!(l, [Landing { offset: 0, bytes: 32, at: want }]);
+        let wire_start = Time::from_ns(2);
+        let wire_end = wire_start + p.eth_wire_time(82);
+        assert_eq!(l, [Landing { offset: 0, bytes: 32, at: want, wire_start, wire_end }]);
+        assert_eq!(tx.wire_busy, wire_end - wire_start);
     }
 
     #[test]

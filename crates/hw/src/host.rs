@@ -155,6 +155,8 @@ fn noc_coord(soc: &SocDescriptor, core: CoreRef) -> CoreCoord {
 /// The cluster's hardware, ready to run programs.
 pub struct Machine {
     sim: Sim<Hw>,
+    /// Every kernel launched, when tracing.
+    kernels: Option<Vec<crate::trace::KernelTrack>>,
 }
 
 impl Machine {
@@ -163,7 +165,43 @@ impl Machine {
         let sim = Sim::new_with(|sched| {
             Hw::new(Rc::new(cluster), meshsim_topology::soc::wormhole_b0(), params, mode, sched)
         });
-        Machine { sim }
+        Machine { sim, kernels: None }
+    }
+
+    /// Records a full trace of the next launch: kernel spans, waits, every Ethernet packet.
+    /// Costs memory in proportion to the run's events; off by default.
+    pub fn enable_trace(&mut self) {
+        let ctx = self.sim.ctx();
+        ctx.sched().enable_task_trace();
+        ctx.with(|hw, _| hw.packet_log.get_or_insert_with(Vec::new).clear());
+        self.kernels.get_or_insert_with(Vec::new);
+    }
+
+    /// The trace recorded since [`Machine::enable_trace`], or `None` if tracing is off.
+    pub fn take_trace(&mut self) -> Option<crate::trace::TraceData> {
+        let kernels = self.kernels.take()?;
+        let ctx = self.sim.ctx();
+        let tasks = ctx.sched().take_task_trace();
+        let end = ctx.now();
+        ctx.with(|hw, _| {
+            Some(crate::trace::TraceData {
+                kernels,
+                tasks,
+                packets: hw.packet_log.take().unwrap_or_default(),
+                marks: hw.marks.clone(),
+                end,
+            })
+        })
+    }
+
+    /// Use of every Ethernet link direction that carried a packet.
+    pub fn link_use(&self) -> Vec<crate::trace::LinkUse> {
+        self.sim.ctx().world().link_use()
+    }
+
+    /// Kernel marks, in time order.
+    pub fn marks(&self) -> Vec<crate::trace::Mark> {
+        self.sim.ctx().world().marks().to_vec()
     }
 
     /// The simulation context (for inspecting memory after a run).
@@ -276,7 +314,7 @@ impl Machine {
                 }
             }
             for spec in prog.kernels {
-                let (k, name) = ctx.with(|hw, _| {
+                let (k, name, core_name) = ctx.with(|hw, _| {
                     let at = noc_coord(&hw.soc, spec.core);
                     let slot = hw.core(prog.chip, at).expect("core exists");
                     let core_name = match slot.kind {
@@ -295,7 +333,7 @@ impl Machine {
                         args: spec.args.into(),
                         name: name.clone().into(),
                     };
-                    (k, name)
+                    (k, name, core_name)
                 });
                 let body = (spec.body)(k);
                 let erisc =
@@ -309,7 +347,7 @@ impl Machine {
                 let c2 = ctx.clone();
                 // ERISC kernels are counted running and finished, so packets that land on a core
                 // after all its kernels have left can be reported.
-                ctx.spawn(name, start, async move {
+                let task = ctx.spawn(name, start, async move {
                     if let Some(i) = erisc {
                         c2.with(|hw, _| hw.erisc_kernels[i].running += 1);
                     }
@@ -322,6 +360,14 @@ impl Machine {
                     }
                     r
                 });
+                if let Some(kernels) = self.kernels.as_mut() {
+                    kernels.push(crate::trace::KernelTrack {
+                        task,
+                        chip: prog.chip,
+                        core: core_name,
+                        kernel: spec.name.clone(),
+                    });
+                }
             }
         }
         self.sim.run()

@@ -125,6 +125,20 @@ impl Kernel {
         self.at
     }
 
+    /// Marks a point of this kernel's timeline (say, "handshake done"): it shows in traces as
+    /// an instant event and the op reports use it to split the critical path into stages.
+    pub fn mark(&self, label: &'static str) {
+        let (chip, core) = (self.chip, self.at);
+        let eth_chan = match self.kind {
+            CoreKind::Eth(c) => Some(c),
+            _ => None,
+        };
+        self.ctx.with(|hw, s| {
+            let (at, task) = (s.now(), s.current_task());
+            hw.marks.push(crate::trace::Mark { at, chip, core, eth_chan, task, label });
+        });
+    }
+
     /// The kernel's name, `chip<id>/<core>/<kernel>`.
     pub fn name(&self) -> &str {
         &self.name

@@ -5,7 +5,8 @@
 //! - [`world`]: the whole cluster's hardware as one engine `World` (memories, cores, events);
 //! - [`kernel`]: the device API kernels call (`noc_async_write`, `eth_send_packet`, ...);
 //! - [`host`]: the host API (devices, programs, kernels, semaphores, launch);
-//! - [`params`]: every number of the model, documented, from `configs/wormhole_b0.yaml`.
+//! - [`params`]: every number of the model, documented, from `configs/wormhole_b0.yaml`;
+//! - [`trace`]: link utilisation, kernel marks, and Chrome / Perfetto trace-event output.
 
 #![warn(missing_docs)]
 
@@ -14,9 +15,11 @@ pub mod host;
 pub mod kernel;
 pub mod noc;
 pub mod params;
+pub mod trace;
 pub mod world;
 
 pub use host::{CoreRef, Device, Machine, Program};
 pub use kernel::{HwError, Kernel, get_noc_addr};
 pub use params::Params;
+pub use trace::{LinkUse, Mark, TraceData};
 pub use world::{Hw, HwEvent, Mode};

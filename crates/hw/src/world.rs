@@ -17,6 +17,7 @@ use meshsim_topology::{ChipIdx, Cluster, ETH_CHANNELS, Endpoint};
 use crate::eth::{EthPort, transmit};
 use crate::noc::Noc;
 use crate::params::Params;
+use crate::trace::{LinkUse, Mark, PacketRec, SYNC_SEND_BYTES};
 
 /// Whether memories hold real bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +125,20 @@ pub struct Hw {
     pub(crate) erisc_kernels: Vec<KernelCount>,
     /// Ethernet packets that landed on an ERISC core after all its kernels had finished.
     pub(crate) late_landings: Vec<LateLanding>,
+    /// Landing times per port `[chip * 16 + channel]`: first packet, first and last payload.
+    pub(crate) lands: Vec<PortLands>,
+    /// Every packet put on the wire, when tracing.
+    pub(crate) packet_log: Option<Vec<PacketRec>>,
+    /// Kernel marks.
+    pub(crate) marks: Vec<Mark>,
+}
+
+/// When packets sent from one port landed.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PortLands {
+    pub(crate) first: Option<Time>,
+    pub(crate) first_payload: Option<Time>,
+    pub(crate) last_payload: Option<Time>,
 }
 
 /// Kernels of one ERISC core.
@@ -219,8 +234,11 @@ impl Hw {
             in_flight: Vec::new(),
             free_slots: Vec::new(),
             landings: Vec::new(),
+            lands: vec![PortLands::default(); erisc_kernels.len()],
             erisc_kernels,
             late_landings: Vec::new(),
+            packet_log: None,
+            marks: Vec::new(),
         }
     }
 
@@ -275,6 +293,37 @@ impl Hw {
             }
         }
         out
+    }
+
+    /// Use of every Ethernet link direction that sent at least one packet, by chip and channel.
+    pub fn link_use(&self) -> Vec<LinkUse> {
+        let mut out = Vec::new();
+        for (c, chip) in self.chips.iter().enumerate() {
+            for (chan, port) in chip.eth.iter().enumerate() {
+                if port.packets_sent == 0 {
+                    continue;
+                }
+                let from = Endpoint { chip: ChipIdx(c as u32), chan: chan as u8 };
+                let to = self.cluster.connected(from).expect("only connected ports send");
+                let l = self.lands[c * ETH_CHANNELS as usize + chan];
+                out.push(LinkUse {
+                    from,
+                    to,
+                    bytes: port.bytes_sent,
+                    packets: port.packets_sent,
+                    busy: port.wire_busy,
+                    first_land: l.first,
+                    first_payload: l.first_payload,
+                    last_payload: l.last_payload,
+                });
+            }
+        }
+        out
+    }
+
+    /// Kernel marks so far, in time order.
+    pub fn marks(&self) -> &[Mark] {
+        &self.marks
     }
 
     /// Parks a write until its event fires; returns its slot.
@@ -352,6 +401,24 @@ impl Hw {
             &mut landings,
         );
         self.chips[far.chip.0 as usize].eth[far.chan as usize].rx_dma_free = rx_free;
+        if let Some(tail) = landings.last() {
+            let lands = &mut self.lands[chip * ETH_CHANNELS as usize + chan as usize];
+            lands.first.get_or_insert(landings[0].at);
+            if cmd.bytes > SYNC_SEND_BYTES {
+                lands.first_payload.get_or_insert(tail.at);
+                lands.last_payload = Some(tail.at);
+            }
+        }
+        if let Some(log) = self.packet_log.as_mut() {
+            log.extend(landings.iter().map(|l| PacketRec {
+                chip: ChipIdx(chip as u32),
+                chan,
+                bytes: l.bytes,
+                wire_start: l.wire_start,
+                wire_end: l.wire_end,
+                land: l.at,
+            }));
+        }
         for l in landings.drain(..) {
             let Some((off, n)) = self.carried(cmd.bytes, l.offset, l.bytes, CoreKind::Eth(far.chan)) else {
                 continue;

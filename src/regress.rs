@@ -1,0 +1,383 @@
+//! The op-timing regression gate: suites of scenarios, their committed baselines, and the
+//! comparison that fails CI when a simulated time moves.
+//!
+//! ```text
+//!  configs/regress/ccl.yaml       scenarios: [{name, op, cluster, knobs..., tolerance_pct}]
+//!  configs/regress/ccl.baseline   <scenario> <simulated time in ps>   # <µs>
+//! ```
+//!
+//! The simulator is deterministic, so a scenario's time changes only when its inputs, the model
+//! or the programs change: by default any change fails. Scenarios run in parallel, each a
+//! single-threaded simulation, and are reported in file order.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use meshsim_engine::{Stats, Time};
+use meshsim_hw::Params;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{RunError, Scenario};
+
+/// A suite file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    /// What the suite covers.
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    /// The scenarios, run and reported in this order.
+    scenarios: Vec<Scenario>,
+}
+
+/// One suite: its file, its scenarios and where its baseline lives.
+pub struct Suite {
+    /// The suite file.
+    pub path: PathBuf,
+    /// The file stem: the suite's name in tables.
+    pub name: String,
+    /// Its scenarios.
+    pub scenarios: Vec<Scenario>,
+}
+
+impl Suite {
+    /// The baseline file next to the suite: same stem, `.baseline`.
+    pub fn baseline_path(&self) -> PathBuf {
+        self.path.with_extension("baseline")
+    }
+
+    fn base_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// Loads the suite `path` names: one YAML file, or every `*.yaml` in a directory.
+pub fn load_suites(path: &Path) -> Result<Vec<Suite>, String> {
+    let files: Vec<PathBuf> = if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        v.sort();
+        if v.is_empty() {
+            return Err(format!("{}: no regression suite (*.yaml) in this directory", path.display()));
+        }
+        v
+    } else if path.is_file() {
+        vec![path.to_owned()]
+    } else {
+        return Err(format!("{}: no such suite file or directory", path.display()));
+    };
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let file: SuiteFile = serde_yaml::from_str(&text)
+                .map_err(|e| format!("{}: {}", f.display(), one_line(&e.to_string())))?;
+            let mut seen = BTreeMap::new();
+            for s in &file.scenarios {
+                if s.name.is_empty() || s.name.contains(char::is_whitespace) {
+                    return Err(format!("{}: scenario name '{}' must be one word", f.display(), s.name));
+                }
+                if seen.insert(s.name.clone(), ()).is_some() {
+                    return Err(format!("{}: scenario '{}' is listed twice", f.display(), s.name));
+                }
+            }
+            let name = f.file_stem().map_or("suite".into(), |s| s.to_string_lossy().into_owned());
+            Ok(Suite { path: f, name, scenarios: file.scenarios })
+        })
+        .collect()
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A baseline: simulated time per scenario name, in file order.
+pub type Baseline = Vec<(String, Time)>;
+
+/// Reads a baseline file; a missing file is an empty baseline.
+pub fn read_baseline(path: &Path) -> Result<Baseline, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let body = line.split('#').next().unwrap_or("").trim();
+        if body.is_empty() {
+            continue;
+        }
+        let mut words = body.split_whitespace();
+        let (Some(name), Some(ps), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("{}:{}: expected '<scenario> <time in ps>'", path.display(), i + 1));
+        };
+        let ps: u64 =
+            ps.parse().map_err(|_| format!("{}:{}: '{ps}' is not a time in ps", path.display(), i + 1))?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("{}:{}: scenario '{name}' appears twice", path.display(), i + 1));
+        }
+        out.push((name.to_owned(), Time(ps)));
+    }
+    Ok(out)
+}
+
+/// The text of a baseline file: a header, then one aligned line per scenario.
+pub fn render_baseline(suite: &str, entries: &[(String, Time)]) -> String {
+    let mut s = format!(
+        "# meshsim regression baseline for {suite}.yaml: scenario, simulated time in ps (# and µs).\n\
+         # Written by `meshsim regress --update`; review changes to it like code.\n"
+    );
+    let w = entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
+    for (name, t) in entries {
+        let _ = writeln!(s, "{name:<w$}  {:>16}  # {:.6} us", t.0, t.as_us_f64());
+    }
+    s
+}
+
+/// How a scenario compares with its baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Within tolerance.
+    Ok,
+    /// Moved beyond its tolerance.
+    Moved,
+    /// No baseline entry.
+    New,
+    /// A baseline entry with no scenario.
+    Missing,
+    /// The simulation failed.
+    Error,
+    /// `--update` wrote the baseline.
+    Updated,
+}
+
+impl Status {
+    /// Whether this status fails the gate.
+    pub fn fails(self) -> bool {
+        matches!(self, Status::Moved | Status::New | Status::Missing | Status::Error)
+    }
+}
+
+/// One row of the regression table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Suite name.
+    pub suite: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Baseline time, µs.
+    pub baseline_us: Option<f64>,
+    /// Time now, µs.
+    pub now_us: Option<f64>,
+    /// now − baseline, ps (exact).
+    pub delta_ps: Option<i64>,
+    /// (now − baseline) / baseline, %.
+    pub change_pct: Option<f64>,
+    /// Allowed change, %.
+    pub tolerance_pct: f64,
+    /// The verdict.
+    pub status: Status,
+    /// Why, when the simulation failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Result of running one scenario.
+pub struct Ran {
+    /// The simulated time.
+    pub time: Time,
+    /// The run's counters.
+    pub stats: Stats,
+}
+
+/// Runs the scenarios of `suites` (all of them, or those named `only`) in parallel. Bad input
+/// (a scenario that cannot be run as written) is an `Err` naming the file and scenario;
+/// simulation failures are per-scenario results.
+#[allow(clippy::type_complexity)]
+pub fn run_all(
+    suites: &[Suite],
+    only: Option<&str>,
+    params: Option<&Params>,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Vec<Option<Result<Ran, String>>>>, String> {
+    let jobs: Vec<(usize, usize)> = suites
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| (0..s.scenarios.len()).map(move |j| (i, j)))
+        .filter(|&(i, j)| only.is_none_or(|n| suites[i].scenarios[j].name == n))
+        .collect();
+    let results: Vec<((usize, usize), Result<Ran, RunError>)> = jobs
+        .par_iter()
+        .with_max_len(1)
+        .map(|&(i, j)| {
+            let (suite, sc) = (&suites[i], &suites[i].scenarios[j]);
+            let r = sc.run(suite.base_dir(), params, false).map(|o| Ran { time: o.time, stats: o.stats });
+            tick();
+            ((i, j), r)
+        })
+        .collect();
+    let mut out: Vec<Vec<Option<Result<Ran, String>>>> =
+        suites.iter().map(|s| s.scenarios.iter().map(|_| None).collect()).collect();
+    for ((i, j), r) in results {
+        out[i][j] = Some(match r {
+            Ok(ran) => Ok(ran),
+            Err(RunError::Bad(m)) => {
+                return Err(format!(
+                    "{}: scenario '{}': {m}",
+                    suites[i].path.display(),
+                    suites[i].scenarios[j].name
+                ));
+            }
+            Err(RunError::Failed(m)) => Err(m),
+        });
+    }
+    Ok(out)
+}
+
+/// Compares one suite's results with its baseline; returns the table rows and, for `--update`,
+/// the new baseline. With `only`, scenarios not run keep their baseline entries.
+pub fn compare(
+    suite: &Suite,
+    results: &[Option<Result<Ran, String>>],
+    baseline: &Baseline,
+    update: bool,
+) -> (Vec<Row>, Baseline) {
+    let base: BTreeMap<&str, Time> = baseline.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    let mut rows = Vec::new();
+    let mut new_baseline = Vec::new();
+    for (sc, r) in suite.scenarios.iter().zip(results) {
+        let was = base.get(sc.name.as_str()).copied();
+        let Some(r) = r else {
+            // Not selected: keep its entry as it was.
+            if let Some(t) = was {
+                new_baseline.push((sc.name.clone(), t));
+            }
+            continue;
+        };
+        let mut row = Row {
+            suite: suite.name.clone(),
+            scenario: sc.name.clone(),
+            baseline_us: was.map(Time::as_us_f64),
+            now_us: None,
+            delta_ps: None,
+            change_pct: None,
+            tolerance_pct: sc.tolerance_pct,
+            status: Status::Ok,
+            error: None,
+        };
+        match r {
+            Err(e) => {
+                row.status = Status::Error;
+                row.error = Some(e.clone());
+                if let Some(t) = was {
+                    new_baseline.push((sc.name.clone(), t));
+                }
+            }
+            Ok(ran) => {
+                row.now_us = Some(ran.time.as_us_f64());
+                new_baseline.push((sc.name.clone(), ran.time));
+                row.status = match was {
+                    None => Status::New,
+                    Some(b) => {
+                        let change = (ran.time.0 as f64 - b.0 as f64) / (b.0 as f64).max(1.0) * 100.0;
+                        row.change_pct = Some(change);
+                        row.delta_ps = Some(ran.time.0 as i64 - b.0 as i64);
+                        let moved = if sc.tolerance_pct == 0.0 {
+                            ran.time != b
+                        } else {
+                            change.abs() > sc.tolerance_pct
+                        };
+                        if moved { Status::Moved } else { Status::Ok }
+                    }
+                };
+                if update && row.status != Status::Ok {
+                    row.status = Status::Updated;
+                }
+            }
+        }
+        rows.push(row);
+    }
+    for (name, t) in baseline {
+        if !suite.scenarios.iter().any(|s| &s.name == name) {
+            rows.push(Row {
+                suite: suite.name.clone(),
+                scenario: name.clone(),
+                baseline_us: Some(t.as_us_f64()),
+                now_us: None,
+                delta_ps: None,
+                change_pct: None,
+                tolerance_pct: 0.0,
+                status: if update { Status::Updated } else { Status::Missing },
+                error: None,
+            });
+        }
+    }
+    (rows, new_baseline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(name: &str, tol: f64) -> Scenario {
+        let yaml = format!("name: {name}\nop: latency\ncluster: n300\nsize: 16\ntolerance_pct: {tol}\n");
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn baselines_round_trip_through_their_text() {
+        let entries = vec![("a".to_owned(), Time(123_456_789)), ("long-name".to_owned(), Time(7))];
+        let text = render_baseline("ccl", &entries);
+        let path = std::env::temp_dir().join(format!("meshsim-baseline-{}.baseline", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(read_baseline(&path).unwrap(), entries);
+        std::fs::write(&path, "a 12\nb twelve\n").unwrap();
+        let err = read_baseline(&path).unwrap_err();
+        assert!(err.ends_with(":2: 'twelve' is not a time in ps"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn any_change_moves_a_zero_tolerance_scenario_and_tolerances_are_percentages() {
+        let suite = Suite {
+            path: "s.yaml".into(),
+            name: "s".into(),
+            scenarios: vec![scenario("exact", 0.0), scenario("loose", 1.0), scenario("fresh", 0.0)],
+        };
+        let ran = |ps| Some(Ok(Ran { time: Time(ps), stats: Stats::default() }));
+        let results = vec![ran(1_000_001), ran(1_009_000), ran(5)];
+        let baseline = vec![
+            ("exact".to_owned(), Time(1_000_000)),
+            ("loose".to_owned(), Time(1_000_000)),
+            ("gone".to_owned(), Time(9)),
+        ];
+        let (rows, _) = compare(&suite, &results, &baseline, false);
+        let got: Vec<(&str, Status)> = rows.iter().map(|r| (r.scenario.as_str(), r.status)).collect();
+        assert_eq!(
+            got,
+            [
+                ("exact", Status::Moved),
+                ("loose", Status::Ok),
+                ("fresh", Status::New),
+                ("gone", Status::Missing)
+            ]
+        );
+        let (rows, new) = compare(&suite, &results, &baseline, true);
+        assert!(rows.iter().all(|r| !r.status.fails()));
+        assert_eq!(
+            new,
+            [
+                ("exact".to_owned(), Time(1_000_001)),
+                ("loose".to_owned(), Time(1_009_000)),
+                ("fresh".to_owned(), Time(5))
+            ]
+        );
+    }
+}

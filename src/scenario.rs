@@ -1,0 +1,469 @@
+//! A scenario: one op run or one microbenchmark point with every knob named. `meshsim op` builds
+//! one from its flags; a regression suite lists them in YAML. Both run through [`Scenario::run`].
+//!
+//! ```yaml
+//! - name: t3000-ag-ring-bfp8
+//!   op: all-gather          # all-gather | reduce-scatter | latency | bandwidth | ring
+//!   cluster: t3000
+//!   shape: [1, 1, 1024, 4096]
+//!   dtype: bfp8
+//!   tolerance_pct: 0.5      # optional; default 0 (any change fails)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
+use meshsim_ccl::allgather::{self, AllGatherSpec, Bidir, OpRun, Topology};
+use meshsim_ccl::reducescatter::{self, RedOp, ReduceScatterSpec};
+use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
+use meshsim_engine::{Stats, Time};
+use meshsim_hw::{LinkUse, Params, TraceData};
+use meshsim_topology::{ChipIdx, Cluster, builtin};
+use serde::Deserialize;
+
+/// What a scenario runs.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// The all-gather op.
+    AllGather,
+    /// The ring reduce-scatter op.
+    ReduceScatter,
+    /// The single-link round-trip microbenchmark.
+    Latency,
+    /// The raw ERISC bandwidth microbenchmark.
+    Bandwidth,
+    /// The ring ping microbenchmark.
+    Ring,
+}
+
+impl Kind {
+    /// Whether this is a CCL op (not a microbenchmark).
+    pub fn is_op(self) -> bool {
+        matches!(self, Kind::AllGather | Kind::ReduceScatter)
+    }
+
+    /// The name used in files and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::AllGather => "all-gather",
+            Kind::ReduceScatter => "reduce-scatter",
+            Kind::Latency => "latency",
+            Kind::Bandwidth => "bandwidth",
+            Kind::Ring => "ring",
+        }
+    }
+}
+
+/// A byte size written as a number or with a K/M/G suffix.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    /// Bytes.
+    Bytes(u64),
+    /// `4K`, `1M`, ...
+    Text(String),
+}
+
+impl Size {
+    fn bytes(&self) -> Result<u64, String> {
+        match self {
+            Size::Bytes(n) => Ok(*n),
+            Size::Text(s) => parse_size(s),
+        }
+    }
+}
+
+/// `bidir`: a mode for all-gather (`none`, `split`, `full`), a flag for the bandwidth benchmark.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum BidirValue {
+    /// Bandwidth: both directions at once.
+    Flag(bool),
+    /// All-gather: `none`, `split` or `full`.
+    Mode(String),
+}
+
+/// One run with every knob. Fields that do not apply to the scenario's `op` must be left out.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Unique within its suite.
+    pub name: String,
+    /// What runs.
+    pub op: Kind,
+    /// A built-in cluster name or a cluster description file (relative to the suite file).
+    pub cluster: String,
+    /// A parameter file (relative to the suite file); the built-in parameters if absent.
+    #[serde(default)]
+    pub params: Option<PathBuf>,
+    /// How far (in %) the simulated time may move before the regression gate fails.
+    #[serde(default)]
+    pub tolerance_pct: f64,
+    /// Op: the tensor's shape `[w, z, y, x]` (the gathered output; the reduced input).
+    #[serde(default)]
+    pub shape: Option<Vec<u64>>,
+    /// Op: the dimension gathered or scattered along.
+    #[serde(default)]
+    pub dim: Option<usize>,
+    /// Op: element type.
+    #[serde(default)]
+    pub dtype: Option<String>,
+    /// Op: `ring` or `line`.
+    #[serde(default)]
+    pub topology: Option<String>,
+    /// Op: links per hop.
+    #[serde(default)]
+    pub links: Option<usize>,
+    /// Op: worker pairs per link.
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// All-gather mode or bandwidth flag.
+    #[serde(default)]
+    pub bidir: Option<BidirValue>,
+    /// Reduce-scatter: `sum` or `max`.
+    #[serde(default)]
+    pub redop: Option<String>,
+    /// Op: run on this many chips.
+    #[serde(default)]
+    pub chips: Option<usize>,
+    /// Op: run on these chips, in order.
+    #[serde(default)]
+    pub chip_ids: Option<Vec<u64>>,
+    /// Op: pages per EDM packet.
+    #[serde(default)]
+    pub pages_per_packet: Option<u64>,
+    /// Op: EDM buffers per channel.
+    #[serde(default)]
+    pub buffers: Option<u64>,
+    /// Op: `dram` or `l1`.
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Op or ring: start skew per chip, ns.
+    #[serde(default)]
+    pub skew_ns: Option<u64>,
+    /// Op: move real bytes and check the outputs.
+    #[serde(default)]
+    pub verify: Option<bool>,
+    /// Benchmark: payload bytes per packet or ping.
+    #[serde(default)]
+    pub size: Option<Size>,
+    /// Latency, bandwidth: buffer slots.
+    #[serde(default)]
+    pub slots: Option<u64>,
+    /// Latency, ring: measured samples.
+    #[serde(default)]
+    pub samples: Option<u64>,
+    /// Bandwidth: packets per direction.
+    #[serde(default)]
+    pub packets: Option<u64>,
+    /// Bandwidth: forward every slot to a Tensix core.
+    #[serde(default)]
+    pub to_worker: Option<bool>,
+    /// Ring: hops.
+    #[serde(default)]
+    pub hops: Option<usize>,
+    /// Latency, ring: payload and sync sent separately.
+    #[serde(default)]
+    pub unmerged: Option<bool>,
+}
+
+/// What a scenario's run produced.
+pub struct Outcome {
+    /// The simulated time the scenario is judged by: the op's time, or the benchmark run's end.
+    pub time: Time,
+    /// Engine counters (events, event-log hash).
+    pub stats: Stats,
+    /// Use of every Ethernet link direction.
+    pub links: Vec<LinkUse>,
+    /// The full trace, when asked for.
+    pub trace: Option<TraceData>,
+    /// The op's run, for ops.
+    pub op: Option<OpDone>,
+}
+
+/// An op's run and what it ran on.
+pub struct OpDone {
+    /// The run.
+    pub run: OpRun,
+    /// The chips, in ring or line order.
+    pub chips: Vec<ChipIdx>,
+    /// The tensor.
+    pub tensor: TensorSpec,
+    /// Topology and bidirectional mode.
+    pub topology: Topology,
+    /// Bidirectional mode.
+    pub bidir: Bidir,
+}
+
+/// Why a scenario could not run: bad input (exit 2) or a failed simulation.
+#[derive(Debug)]
+pub enum RunError {
+    /// The scenario's arguments are wrong.
+    Bad(String),
+    /// The simulation failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Bad(m) | RunError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Parses a byte size: `4096`, `4K`, `4KiB`, `1M`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.to_ascii_uppercase() {
+        u if u.ends_with("KIB") || u.ends_with('K') => {
+            (t.trim_end_matches(['K', 'k', 'i', 'B', 'b']), 1u64 << 10)
+        }
+        u if u.ends_with("MIB") || u.ends_with('M') => {
+            (t.trim_end_matches(['M', 'm', 'i', 'B', 'b']), 1 << 20)
+        }
+        u if u.ends_with("GIB") || u.ends_with('G') => {
+            (t.trim_end_matches(['G', 'g', 'i', 'B', 'b']), 1 << 30)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (examples: 16, 4096, 4K, 1M)"))?;
+    match n.checked_mul(mult) {
+        Some(0) | None => Err(format!("'{s}' is not a positive size")),
+        Some(v) => Ok(v),
+    }
+}
+
+/// Loads a built-in cluster or a description file.
+pub fn load_cluster(spec: &str) -> Result<Cluster, RunError> {
+    builtin::cluster(spec).map_err(|e| RunError::Bad(e.to_string()))
+}
+
+/// Loads a parameter file, or the built-in parameters.
+pub fn load_params(path: Option<&Path>) -> Result<Params, RunError> {
+    match path {
+        None => Ok(Params::default()),
+        Some(p) => Params::load(p).map_err(|e| RunError::Bad(e.to_string())),
+    }
+}
+
+impl Scenario {
+    /// Fields set that `op` does not take, by name.
+    fn stray_fields(&self) -> Vec<&'static str> {
+        let op_only = [
+            ("shape", self.shape.is_some()),
+            ("dim", self.dim.is_some()),
+            ("dtype", self.dtype.is_some()),
+            ("topology", self.topology.is_some()),
+            ("links", self.links.is_some()),
+            ("workers", self.workers.is_some()),
+            ("redop", self.redop.is_some()),
+            ("chips", self.chips.is_some()),
+            ("chip_ids", self.chip_ids.is_some()),
+            ("pages_per_packet", self.pages_per_packet.is_some()),
+            ("buffers", self.buffers.is_some()),
+            ("memory", self.memory.is_some()),
+            ("verify", self.verify.is_some()),
+        ];
+        let bench_only = [
+            ("size", self.size.is_some(), [Kind::Latency, Kind::Bandwidth, Kind::Ring].as_slice()),
+            ("slots", self.slots.is_some(), &[Kind::Latency, Kind::Bandwidth]),
+            ("samples", self.samples.is_some(), &[Kind::Latency, Kind::Ring]),
+            ("packets", self.packets.is_some(), &[Kind::Bandwidth]),
+            ("to_worker", self.to_worker.is_some(), &[Kind::Bandwidth]),
+            ("hops", self.hops.is_some(), &[Kind::Ring]),
+            ("unmerged", self.unmerged.is_some(), &[Kind::Latency, Kind::Ring]),
+            ("skew_ns", self.skew_ns.is_some(), &[Kind::AllGather, Kind::ReduceScatter, Kind::Ring]),
+            ("bidir", self.bidir.is_some(), &[Kind::AllGather, Kind::Bandwidth]),
+        ];
+        let mut out: Vec<&'static str> =
+            op_only.iter().filter(|(_, set)| *set && !self.op.is_op()).map(|(n, _)| *n).collect();
+        out.extend(bench_only.iter().filter(|(_, set, ok)| *set && !ok.contains(&self.op)).map(|(n, ..)| *n));
+        out
+    }
+
+    /// The cluster as `load_cluster` takes it: a built-in name, or a file path resolved
+    /// against `base`.
+    pub fn cluster_spec(&self, base: &Path) -> String {
+        if Path::new(&self.cluster).extension().is_some() {
+            base.join(&self.cluster).to_string_lossy().into_owned()
+        } else {
+            self.cluster.clone()
+        }
+    }
+
+    /// Runs the scenario. Paths are relative to `base`; `params` overrides the scenario's own
+    /// parameter file; `trace` records a full trace.
+    pub fn run(&self, base: &Path, params: Option<&Params>, trace: bool) -> Result<Outcome, RunError> {
+        let bad = RunError::Bad;
+        if let Some(field) = self.stray_fields().first() {
+            return Err(bad(format!("'{field}' does not apply to {}", self.op.name())));
+        }
+        if !(self.tolerance_pct >= 0.0 && self.tolerance_pct.is_finite()) {
+            return Err(bad(format!("tolerance_pct must be a percentage >= 0, got {}", self.tolerance_pct)));
+        }
+        let cluster = load_cluster(&self.cluster_spec(base))?;
+        let params = match params {
+            Some(p) => p.clone(),
+            None => load_params(self.params.as_ref().map(|p| base.join(p)).as_deref())?,
+        };
+        if self.op.is_op() {
+            self.run_op(cluster, &params, trace)
+        } else {
+            self.run_bench(cluster, params, trace)
+        }
+    }
+
+    fn run_op(&self, cluster: Cluster, params: &Params, trace: bool) -> Result<Outcome, RunError> {
+        let bad = RunError::Bad;
+        let shape = self.shape.clone().ok_or_else(|| bad(format!("{} needs a shape", self.op.name())))?;
+        let shape: [u64; 4] = shape
+            .try_into()
+            .map_err(|v: Vec<u64>| bad(format!("shape needs 4 values w,z,y,x, got {}", v.len())))?;
+        let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse().map_err(bad)?;
+        let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
+        let topology = match self.topology.as_deref().unwrap_or("ring") {
+            "ring" => Topology::Ring,
+            "line" => Topology::Line,
+            other => return Err(bad(format!("topology '{other}' is not ring or line"))),
+        };
+        let bidir = match &self.bidir {
+            None => Bidir::None,
+            Some(BidirValue::Mode(m)) => match m.as_str() {
+                "none" => Bidir::None,
+                "split" => Bidir::Split,
+                "full" => Bidir::Full,
+                other => return Err(bad(format!("bidir '{other}' is not none, split or full"))),
+            },
+            Some(BidirValue::Flag(_)) => {
+                return Err(bad("bidir of an all-gather is none, split or full".into()));
+            }
+        };
+        let memory: Memory = self.memory.as_deref().unwrap_or("dram").parse().map_err(bad)?;
+        let chips = meshsim_ccl::group::select(&cluster, topology, self.chips, self.chip_ids.as_deref())
+            .map_err(|e| bad(e.0))?;
+        let (links, workers) = (self.links.unwrap_or(1), self.workers.unwrap_or(1));
+        let (verify, skew_ns) = (self.verify.unwrap_or(false), self.skew_ns.unwrap_or(0));
+        let buffers = self.buffers.unwrap_or(2);
+        let run = match self.op {
+            Kind::AllGather => {
+                let spec = AllGatherSpec {
+                    output: tensor,
+                    dim: self.dim.unwrap_or(3),
+                    chips: chips.clone(),
+                    topology,
+                    links,
+                    workers,
+                    bidir,
+                    pages_per_packet: self.pages_per_packet,
+                    buffers_per_channel: buffers,
+                    verify,
+                    skew_ns,
+                    trace,
+                    memory,
+                };
+                allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
+                allgather::all_gather(&cluster, params, &spec).map_err(|e| bad(e.0))?
+            }
+            _ => {
+                if topology != Topology::Ring || bidir != Bidir::None {
+                    return Err(bad("reduce-scatter runs on a unidirectional ring".into()));
+                }
+                let op: RedOp = self.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
+                let spec = ReduceScatterSpec {
+                    input: tensor,
+                    dim: self.dim.unwrap_or(3),
+                    chips: chips.clone(),
+                    op,
+                    links,
+                    workers,
+                    pages_per_packet: self.pages_per_packet,
+                    buffers_per_channel: buffers,
+                    verify,
+                    skew_ns,
+                    trace,
+                    memory,
+                };
+                reducescatter::validate(&cluster, params, &spec).map_err(|e| bad(e.0))?;
+                reducescatter::reduce_scatter(&cluster, params, &spec).map_err(|e| bad(e.0))?
+            }
+        };
+        let mut run = run;
+        Ok(Outcome {
+            time: run.time,
+            stats: run.stats.clone(),
+            links: run.links.clone(),
+            trace: run.trace.take(),
+            op: Some(OpDone { run, chips, tensor, topology, bidir }),
+        })
+    }
+
+    fn run_bench(&self, cluster: Cluster, params: Params, trace: bool) -> Result<Outcome, RunError> {
+        let size = self
+            .size
+            .as_ref()
+            .ok_or_else(|| RunError::Bad(format!("{} needs a size", self.op.name())))?
+            .bytes()
+            .map_err(RunError::Bad)?;
+        let setup = Setup { cluster, params, trace };
+        let err = |e: meshsim_bench::BenchError| {
+            if e.is_bad_input() { RunError::Bad(e.to_string()) } else { RunError::Failed(e.to_string()) }
+        };
+        fn done<R>(m: Measured<R>) -> Outcome {
+            Outcome { time: m.stats.end_time, stats: m.stats, links: m.links, trace: m.trace, op: None }
+        }
+        let unmerged = self.unmerged.unwrap_or(false);
+        Ok(match self.op {
+            Kind::Latency => done(
+                latency::latency(
+                    &setup,
+                    latency::LatencySpec {
+                        size_bytes: size,
+                        slots: self.slots.unwrap_or(16),
+                        samples: self.samples.unwrap_or(4),
+                        unmerged,
+                    },
+                )
+                .map_err(err)?,
+            ),
+            Kind::Bandwidth => {
+                let bidir = match &self.bidir {
+                    None => false,
+                    Some(BidirValue::Flag(b)) => *b,
+                    Some(BidirValue::Mode(_)) => {
+                        return Err(RunError::Bad(
+                            "bidir of the bandwidth benchmark is true or false".into(),
+                        ));
+                    }
+                };
+                done(
+                    bandwidth::bandwidth(
+                        &setup,
+                        bandwidth::BandwidthSpec {
+                            size_bytes: size,
+                            slots: self.slots.unwrap_or(16),
+                            packets: self.packets.unwrap_or(256),
+                            bidir,
+                            to_worker: self.to_worker.unwrap_or(false),
+                        },
+                    )
+                    .map_err(err)?,
+                )
+            }
+            _ => done(
+                ring::ring(
+                    &setup,
+                    ring::RingSpec {
+                        size_bytes: size,
+                        hops: self.hops.unwrap_or(8),
+                        samples: self.samples.unwrap_or(4),
+                        unmerged,
+                        start_skew_ns: self.skew_ns.unwrap_or(0),
+                    },
+                )
+                .map_err(err)?,
+            ),
+        })
+    }
+}
