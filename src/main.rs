@@ -536,6 +536,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
+    if a.shape.len() != 4 {
+        return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
+    }
     let sc = Scenario {
         name: kind.name().into(),
         op: kind,
