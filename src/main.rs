@@ -362,6 +362,9 @@ struct BenchArgs {
     /// Also draw the sweep to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Write a Chrome / Perfetto trace of the run to FILE (needs exactly one --sizes value).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 /// Output formats of tables.
@@ -942,14 +945,29 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
             common
         }
     };
-    let setup = Setup::new(load_cluster(&common.cluster)?, load_params(common.params.as_deref())?);
+    if common.trace.is_some() && common.sizes.len() != 1 {
+        return Err(BadInput("--trace records one run: give exactly one --sizes value".into()).into());
+    }
+    let mut setup = Setup::new(load_cluster(&common.cluster)?, load_params(common.params.as_deref())?);
     let format = common.format.into();
     let label = common.cluster.clone();
+    // With --trace the single point runs traced (the sweep of one point is that run).
+    setup.trace = common.trace.is_some();
+    let traced = setup.clone();
+    let mut trace = None;
     let (table, plot) = match &b {
         Bench::Latency { common, slots, samples, unmerged } => {
             let spec =
                 latency::LatencySpec { size_bytes: 0, slots: *slots, samples: *samples, unmerged: *unmerged };
-            let rows = latency::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
+            let rows = if setup.trace {
+                let m =
+                    latency::latency(&traced, latency::LatencySpec { size_bytes: common.sizes[0], ..spec })
+                        .map_err(bench_error)?;
+                trace = m.trace;
+                vec![m.row]
+            } else {
+                latency::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
+            };
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
             let plot = one_line_plot(
                 format!("Ethernet round trip, {label}"),
@@ -968,7 +986,17 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
                 bidir: *bidir,
                 to_worker: *to_worker,
             };
-            let rows = bandwidth::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
+            let rows = if setup.trace {
+                let m = bandwidth::bandwidth(
+                    &traced,
+                    bandwidth::BandwidthSpec { size_bytes: common.sizes[0], ..spec },
+                )
+                .map_err(bench_error)?;
+                trace = m.trace;
+                vec![m.row]
+            } else {
+                bandwidth::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
+            };
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps)).collect();
             let what = if *bidir { "bidirectional" } else { "unidirectional" };
             let plot = one_line_plot(
@@ -988,7 +1016,14 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
                 unmerged: *unmerged,
                 start_skew_ns: *skew_ns,
             };
-            let rows = ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?;
+            let rows = if setup.trace {
+                let m = ring::ring(&traced, ring::RingSpec { size_bytes: common.sizes[0], ..spec })
+                    .map_err(bench_error)?;
+                trace = m.trace;
+                vec![m.row]
+            } else {
+                ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
+            };
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
             let plot = one_line_plot(
                 format!("Ring ping, {hops} hops, {label}"),
@@ -1003,6 +1038,9 @@ fn run_bench(b: Bench) -> anyhow::Result<()> {
     print!("{table}");
     if let Some(path) = &common.plot {
         plot::write(path, &plot).map_err(|e| BadInput(e.to_string()))?;
+    }
+    if let (Some(path), Some(t)) = (&common.trace, &trace) {
+        write_trace(path, t, &setup.cluster)?;
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ fn file(name: &str, bytes: &[u8]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("meshsim-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, bytes).unwrap();
     path
 }
@@ -520,5 +521,277 @@ mod collective {
         let (code, _, err) = meshsim(&["sweep", "all-gather", "-b", "1M", "-e", "1K"]);
         assert_eq!(code, 2);
         assert!(err.contains("a sweep needs"), "{err}");
+    }
+}
+
+/// Checks a file against the Chrome trace-event format as Perfetto reads it: a `traceEvents`
+/// array; every event has `ph`, `pid` and (except metadata) a numeric `ts`; slices have a `tid`;
+/// per track, timestamps never go back and every `B` has its `E`; `X` has a `dur` >= 0.
+/// Returns the events.
+fn check_trace(path: &std::path::Path) -> Vec<serde_json::Value> {
+    use std::collections::BTreeMap;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).expect("trace is JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents array").clone();
+    assert!(!events.is_empty());
+    let mut last: BTreeMap<String, f64> = BTreeMap::new();
+    let mut depth: BTreeMap<String, i64> = BTreeMap::new();
+    for e in &events {
+        let ph = e["ph"].as_str().unwrap_or_else(|| panic!("no ph: {e}"));
+        let pid = e["pid"].as_u64().unwrap_or_else(|| panic!("no pid: {e}"));
+        if ph == "M" {
+            assert!(e["name"].is_string() && e["args"].is_object(), "{e}");
+            continue;
+        }
+        let ts = e["ts"].as_f64().unwrap_or_else(|| panic!("no ts: {e}"));
+        assert!(ts >= 0.0, "{e}");
+        let track = match ph {
+            "C" => {
+                assert!(e["args"].as_object().unwrap().values().all(|x| x.is_number()), "{e}");
+                format!("{pid}/counter/{}", e["name"].as_str().unwrap())
+            }
+            "B" | "E" | "X" | "i" => {
+                let tid = e["tid"].as_u64().unwrap_or_else(|| panic!("no tid: {e}"));
+                format!("{pid}/{tid}")
+            }
+            other => panic!("unexpected phase {other}: {e}"),
+        };
+        let prev = last.insert(track.clone(), ts).unwrap_or(0.0);
+        assert!(ts >= prev, "timestamps go back on track {track}: {prev} then {ts}");
+        match ph {
+            "B" => {
+                assert!(e["name"].is_string(), "{e}");
+                *depth.entry(track).or_default() += 1;
+            }
+            "E" => {
+                let d = depth.entry(track.clone()).or_default();
+                *d -= 1;
+                assert!(*d >= 0, "an E without its B on {track} at {ts}");
+            }
+            "X" => assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}"),
+            _ => {}
+        }
+    }
+    assert!(depth.values().all(|&d| d == 0), "unmatched B: {depth:?}");
+    events
+}
+
+mod trace {
+    use super::*;
+
+    #[test]
+    fn a_galaxy_all_gather_trace_is_valid_and_shows_every_links_packets() {
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-galaxy.json", std::process::id()));
+        let p = path.to_str().unwrap();
+        let args = ["op", "all-gather", "--cluster", "galaxy_torus", "--shape", "1,1,32,1024"];
+        let (code, out, err) = meshsim(&[&args[..], &["--links", "--format", "json", "--trace", p]].concat());
+        assert_eq!(code, 0, "{err}");
+        let report = json(&out);
+        assert_eq!(report["chips"], 32);
+        let events = check_trace(&path);
+        // One process per chip.
+        let procs = events.iter().filter(|e| e["ph"] == "M" && e["name"] == "process_name").count();
+        assert_eq!(procs, 32);
+        // Every link direction the report lists has a track holding its packets, and the
+        // packets on it add up to its bytes.
+        let links = report["link_use"].as_array().unwrap();
+        assert!(links.len() >= 32, "a 32-chip ring uses at least 32 link directions");
+        for l in links {
+            let name = format!("eth{} tx → chip {} eth{}", l["from_chan"], l["to_chip"], l["to_chan"]);
+            let track = events
+                .iter()
+                .find(|e| {
+                    e["name"] == "thread_name" && e["pid"] == l["from_chip"] && e["args"]["name"] == name
+                })
+                .unwrap_or_else(|| panic!("no track '{name}' on chip {}", l["from_chip"]));
+            let bytes: u64 = events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["pid"] == track["pid"] && e["tid"] == track["tid"])
+                .map(|e| e["args"]["bytes"].as_u64().unwrap())
+                .sum();
+            assert_eq!(bytes, l["bytes"].as_u64().unwrap(), "{name}");
+        }
+        // Kernels have spans, waits say what they wait for, EDMs mark their handshakes, and the
+        // link-utilisation counters stay within 0..100 %.
+        assert!(events.iter().any(|e| e["cat"] == "kernel" && e["name"] == "edm"));
+        assert!(events.iter().any(|e| e["cat"] == "wait" && e["args"]["waits_for"].is_string()));
+        assert!(events.iter().filter(|e| e["name"] == "handshake done").count() >= 64);
+        let utils: Vec<f64> =
+            events.iter().filter(|e| e["ph"] == "C").map(|e| e["args"]["busy"].as_f64().unwrap()).collect();
+        assert!(utils.iter().all(|&u| (0.0..=100.0 + 1e-9).contains(&u)) && utils.iter().any(|&u| u > 10.0));
+        // The bottleneck is one of the links used, and the stages tile the run.
+        let cp = &report["critical_path"];
+        assert!(cp["bottleneck"].as_str().unwrap().starts_with("chip "), "{cp}");
+        let stages = cp["stages"].as_array().unwrap();
+        let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+        assert_eq!(names, ["handshake", "first data", "steady state", "teardown"]);
+        for w in stages.windows(2) {
+            assert_eq!(w[0]["end_us"], w[1]["start_us"]);
+        }
+        assert!(stages[2]["duration_us"].as_f64().unwrap() > 0.0);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn benchmarks_trace_one_point_and_refuse_several() {
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-ring.json", std::process::id()));
+        let p = path.to_str().unwrap();
+        let (code, _, err) = meshsim(&["bench", "ring", "--cluster", "t3000", "--sizes", "1K", "--trace", p]);
+        assert_eq!(code, 0, "{err}");
+        let events = check_trace(&path);
+        // Eight hops: both directions of eight links handshake, and the eight forward ones carry
+        // the 1 KiB payload.
+        let tracks = events
+            .iter()
+            .filter(|e| e["name"] == "thread_name" && e["args"]["name"].as_str().unwrap().contains(" tx → "))
+            .count();
+        assert_eq!(tracks, 16);
+        let mut payload_tracks: Vec<(u64, u64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["args"]["bytes"].as_u64().unwrap() >= 1024)
+            .map(|e| (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+            .collect();
+        payload_tracks.sort();
+        payload_tracks.dedup();
+        assert_eq!(payload_tracks.len(), 8);
+        let (code, _, err) = meshsim(&["bench", "latency", "--sizes", "16,32", "--trace", p]);
+        assert_eq!(code, 2);
+        assert!(err.contains("exactly one --sizes value"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn ops_check_their_own_determinism() {
+        let (code, _, err) = meshsim(&[
+            "op",
+            "reduce-scatter",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,64,2048",
+            "--check-determinism",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("deterministic: two runs gave"), "{err}");
+    }
+}
+
+mod regress {
+    use super::*;
+
+    const SUITE: &str = "\
+scenarios:
+  - name: ping
+    op: latency
+    cluster: n300
+    size: 512
+  - name: gather
+    op: all-gather
+    cluster: t3000
+    shape: [1, 1, 64, 1024]
+    dtype: bfp8
+  - name: loose
+    op: bandwidth
+    cluster: n300
+    size: 4K
+    tolerance_pct: 50
+";
+
+    #[test]
+    fn a_model_change_fails_the_gate_naming_what_moved_and_update_accepts_it() {
+        let suite = file("regress/suite.yaml", b"");
+        std::fs::write(&suite, SUITE).unwrap();
+        let baseline = suite.with_extension("baseline");
+        let _ = std::fs::remove_file(&baseline);
+        let s = suite.to_str().unwrap();
+        // No baseline yet: every scenario is new, which fails.
+        let (code, out, _) = meshsim(&["regress", "--suite", s]);
+        assert_eq!(code, 1);
+        assert_eq!(out.matches(" new").count(), 3, "{out}");
+        // --update writes it; then the gate passes.
+        let (code, _, err) = meshsim(&["regress", "--suite", s, "--update"]);
+        assert_eq!(code, 0, "{err}");
+        let text = std::fs::read_to_string(&baseline).unwrap();
+        assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 3, "{text}");
+        let (code, out, err) = meshsim(&["regress", "--suite", s, "--check-determinism"]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(err.contains("deterministic"), "{err}");
+        // A slower link moves the exact scenarios; the loose one stays within its 50 %.
+        let params = file("regress/slow.yaml", b"");
+        let yaml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/wormhole_b0.yaml"))
+            .unwrap()
+            .replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 400");
+        std::fs::write(&params, yaml).unwrap();
+        let (code, out, err) = meshsim(&["regress", "--suite", s, "--params", params.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}{err}");
+        let status = |name: &str| {
+            out.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(name))
+                .unwrap()
+                .split_whitespace()
+                .last()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            (status("ping").as_str(), status("gather").as_str(), status("loose").as_str()),
+            ("moved", "moved", "ok")
+        );
+        assert!(err.contains("suite/ping, suite/gather"), "{err}");
+        // A baseline entry without a scenario is reported, not ignored.
+        std::fs::write(
+            &suite,
+            SUITE.replace("  - name: ping\n    op: latency\n    cluster: n300\n    size: 512\n", ""),
+        )
+        .unwrap();
+        let (code, out, _) = meshsim(&["regress", "--suite", s]);
+        assert_eq!(code, 1);
+        assert!(out.lines().any(|l| l.contains("ping") && l.ends_with("missing")), "{out}");
+        let (code, _, _) = meshsim(&["regress", "--suite", s, "--update"]);
+        assert_eq!(code, 0);
+        let (code, _, _) = meshsim(&["regress", "--suite", s]);
+        assert_eq!(code, 0);
+    }
+
+    #[test]
+    fn bad_suites_name_the_file_and_the_scenario() {
+        let cases: [(&str, &str); 4] = [
+            (
+                "scenarios:\n  - name: a\n    op: latency\n    cluster: n300\n    size: 16\n    hops: 4\n",
+                "scenario 'a': 'hops' does not apply to latency",
+            ),
+            (
+                "scenarios:\n  - name: a\n    op: all-gather\n    cluster: t3000\n    shape: [1, 1, 32]\n",
+                "scenario 'a': shape needs 4 values",
+            ),
+            ("scenarios:\n  - name: a\n    op: teleport\n    cluster: n300\n", "unknown variant `teleport`"),
+            (
+                "scenarios:\n  - {name: a, op: latency, cluster: n300, size: 16}\n  - {name: a, op: latency, cluster: n300, size: 32}\n",
+                "scenario 'a' is listed twice",
+            ),
+        ];
+        for (i, (yaml, want)) in cases.iter().enumerate() {
+            let path = file(&format!("bad-suite-{i}.yaml"), yaml.as_bytes());
+            let (code, _, err) = meshsim(&["regress", "--suite", path.to_str().unwrap()]);
+            assert_eq!(code, 2, "{yaml}: {err}");
+            assert!(err.contains(want) && err.contains("bad-suite"), "{want:?} not in {err:?}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        let (code, _, err) = meshsim(&["regress", "--suite", "/nonexistent/suite"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("no such suite"), "{err}");
+    }
+
+    #[test]
+    fn the_projects_own_suite_passes_on_a_clean_checkout() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/regress");
+        let (code, out, err) = meshsim(&["regress", "--suite", dir]);
+        assert_eq!(code, 0, "{out}{err}");
+        for system in ["n300", "t3000", "galaxy"] {
+            assert!(
+                out.contains(&format!("{system}-ag")) && out.contains(&format!("{system}-rs")),
+                "{system}"
+            );
+        }
+        assert!(out.contains("latency") && out.contains("bandwidth") && out.contains("ring"));
     }
 }
