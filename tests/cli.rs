@@ -498,10 +498,13 @@ mod collective {
         ]);
         assert_eq!(code, 0, "{err}");
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines[0], "size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps");
+        assert_eq!(
+            lines[0],
+            "series,cluster,chips,num_links,workers,size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps"
+        );
         assert_eq!(lines.len(), 4, "{out}");
         let sizes: Vec<u64> =
-            lines[1..].iter().map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+            lines[1..].iter().map(|l| l.split(',').nth(5).unwrap().parse().unwrap()).collect();
         assert!(sizes.windows(2).all(|w| w[0] < w[1]) && sizes[0] >= 65536, "{sizes:?}");
         let path = std::env::temp_dir().join(format!("meshsim-cli-{}-sweep.svg", std::process::id()));
         let (code, _, err) = meshsim(&[
@@ -521,6 +524,41 @@ mod collective {
         let (code, _, err) = meshsim(&["sweep", "all-gather", "-b", "1M", "-e", "1K"]);
         assert_eq!(code, 2);
         assert!(err.contains("a sweep needs"), "{err}");
+    }
+
+    #[test]
+    fn knob_lists_make_one_series_each_in_every_format() {
+        let base = ["sweep", "all-gather", "--cluster", "t3000", "-b", "256K", "-e", "1M", "-f", "4"];
+        let (code, out, err) = meshsim(&[&base[..], &["--workers", "1,4", "--format", "json"]].concat());
+        assert_eq!(code, 0, "{err}");
+        let rows = json(&out);
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 4);
+        assert_eq!(rows[0]["series"], "1 worker");
+        assert_eq!(rows[3]["series"], "4 workers");
+        assert_eq!(rows[3]["workers"], 4);
+        for key in ["size_bytes", "count", "type", "redop", "root", "time_us", "algbw_gbps", "busbw_gbps"] {
+            assert!(rows[0].get(key).is_some(), "{key}");
+        }
+        // More workers per link move more of the big gather.
+        assert!(rows[3]["busbw_gbps"].as_f64() > rows[1]["busbw_gbps"].as_f64());
+        // Text is nccl-tests' table, one block per series, nothing on stderr when not a terminal.
+        let (code, out, err) = meshsim(&[
+            "sweep",
+            "all-gather",
+            "--cluster",
+            "t3000,galaxy_torus",
+            "-b",
+            "256K",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.is_empty(), "no progress bar off a terminal: {err:?}");
+        assert_eq!(out.matches("# Avg bus bandwidth").count(), 2, "{out}");
+        assert!(out.contains("on galaxy_torus (32 chips, ring)"), "{out}");
     }
 }
 

@@ -60,26 +60,47 @@ pub fn sizes(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, OpError> {
     Ok(v)
 }
 
-/// Runs `op` over `chips` (ring or line) at every size, in parallel; rows in input order.
-#[allow(clippy::too_many_arguments)]
-pub fn sweep(
-    cluster: &Cluster,
-    params: &Params,
-    op: SweepOp,
-    chips: &[ChipIdx],
-    topology: Topology,
-    links: usize,
-    workers: usize,
-    dtype: DType,
-    sizes: &[u64],
-) -> Result<Vec<SweepRow>, OpError> {
-    let n = chips.len() as u64;
-    let tile = dtype.tile_bytes();
-    // Sizes that round up to the same tensor are run once. The largest points go first, one
-    // per task, so two cores share the big ones instead of one core getting the whole top half.
+/// What a sweep runs at every size.
+#[derive(Clone, Debug)]
+pub struct SweepSpec {
+    /// The op.
+    pub op: SweepOp,
+    /// The chips, in ring or line order.
+    pub chips: Vec<ChipIdx>,
+    /// Ring or line.
+    pub topology: Topology,
+    /// Links per hop.
+    pub links: usize,
+    /// Worker pairs per link.
+    pub workers: usize,
+    /// Element type.
+    pub dtype: DType,
+}
+
+/// The tile counts a sweep over `sizes` runs, largest first: each size rounded up to whole tiles
+/// that divide evenly over `chips` chips, duplicates removed.
+pub fn points(sizes: &[u64], chips: usize, dtype: DType) -> Vec<u64> {
+    let (n, tile) = (chips as u64, dtype.tile_bytes());
     let mut tiles: Vec<u64> = sizes.iter().map(|&size| size.div_ceil(tile).div_ceil(n).max(1) * n).collect();
     tiles.sort_unstable_by(|a, b| b.cmp(a));
     tiles.dedup();
+    tiles
+}
+
+/// Runs `spec` at every size, in parallel, calling `tick` as each point finishes; rows in size
+/// order.
+pub fn sweep(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &SweepSpec,
+    sizes: &[u64],
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<SweepRow>, OpError> {
+    let SweepSpec { op, ref chips, topology, links, workers, dtype } = *spec;
+    let n = chips.len() as u64;
+    // The largest points go first, one per task, so two cores share the big ones instead of
+    // one core getting the whole top half.
+    let tiles = points(sizes, chips.len(), dtype);
     let mut rows = tiles
         .par_iter()
         .with_max_len(1)
@@ -138,6 +159,7 @@ pub fn sweep(
                 algbw_gbps: algbw,
                 busbw_gbps: algbw * (n - 1) as f64 / n as f64,
             })
+            .inspect(|_| tick())
         })
         .collect::<Result<Vec<SweepRow>, OpError>>()?;
     rows.reverse();
