@@ -820,6 +820,24 @@ scenarios:
     }
 
     #[test]
+    fn one_scenario_can_be_run_alone_and_traced() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/regress");
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-regress.json", std::process::id()));
+        let p = path.to_str().unwrap();
+        let (code, out, err) =
+            meshsim(&["regress", "--suite", dir, "--scenario", "t3000-ring-8hops-16B", "--trace", p]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert_eq!(out.lines().count(), 2, "header and the one scenario: {out}");
+        assert!(check_trace(&path).iter().any(|e| e["cat"] == "packet"));
+        std::fs::remove_file(&path).unwrap();
+        let (code, _, err) = meshsim(&["regress", "--suite", dir, "--trace", p]);
+        assert_eq!(code, 2, "--trace needs --scenario: {err}");
+        let (code, _, err) = meshsim(&["regress", "--suite", dir, "--scenario", "nope"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("no scenario named 'nope'"), "{err}");
+    }
+
+    #[test]
     fn the_projects_own_suite_passes_on_a_clean_checkout() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/regress");
         let (code, out, err) = meshsim(&["regress", "--suite", dir]);
