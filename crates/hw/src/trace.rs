@@ -19,7 +19,6 @@ use std::io::{self, Write};
 use meshsim_engine::{TaskEvent, TaskEventKind, TaskId, Time};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, Endpoint};
-use serde_json::json;
 
 /// Sends of at most this many bytes are sync records, handshakes and acknowledgements; larger
 /// sends carry payload.
@@ -118,40 +117,80 @@ fn us(t: Time) -> f64 {
     t.0 as f64 / 1e6
 }
 
+/// One trace event before it is written: small, so a run of millions of events sorts cheaply.
+struct Ev<'a> {
+    pid: u64,
+    /// Thread id; 0 for counters, which are told apart by `sub`.
+    tid: u64,
+    sub: u8,
+    ts: Time,
+    kind: EvKind<'a>,
+}
+
+enum EvKind<'a> {
+    Kernel(&'a str),
+    Wait(&'a str),
+    End,
+    Mark(&'static str),
+    Packet(&'a PacketRec),
+    Counter(f64),
+}
+
+/// A JSON string literal.
+fn js(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialise")
+}
+
 /// Writes `data` as Chrome / Perfetto trace-event JSON (the "JSON object format").
 ///
 /// Every track's events are in timestamp order and every begin has its end: kernels that never
 /// finished (a failed run) are closed at `data.end`.
 pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -> io::Result<()> {
-    // (pid, tid, ts in ps, event): sorted stably per track by time at the end.
-    let mut events: Vec<(u64, u64, Time, serde_json::Value)> = Vec::new();
-    let mut meta: Vec<serde_json::Value> = Vec::new();
+    let mut w = io::BufWriter::new(out);
+    w.write_all(
+        b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"meshsim\",\"time\":\"simulated\"},\n\"traceEvents\":[\n",
+    )?;
+    let mut first = true;
+    let mut line = |w: &mut io::BufWriter<&mut _>, text: String| -> io::Result<()> {
+        if !first {
+            w.write_all(b",\n")?;
+        }
+        first = false;
+        w.write_all(text.as_bytes())
+    };
     let chip_id = |c: ChipIdx| cluster.chip(c).id;
     let mut chips_seen = BTreeMap::new();
+    let mut events: Vec<Ev> = Vec::new();
 
+    // Kernels: a thread each, named after core and kernel.
     let mut track_of: BTreeMap<TaskId, (u64, u64, &str)> = BTreeMap::new();
     for (i, k) in data.kernels.iter().enumerate() {
         let (pid, tid) = (chip_id(k.chip), i as u64 + 1);
         chips_seen.insert(pid, ());
         track_of.insert(k.task, (pid, tid, &k.kernel));
-        meta.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-            "args": {"name": format!("{} · {}", k.core, k.kernel)}}));
-        meta.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-            "args": {"sort_index": tid}}));
+        let name = js(&format!("{} · {}", k.core, k.kernel));
+        line(
+            &mut w,
+            format!(r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{name}}}}}"#),
+        )?;
+        line(
+            &mut w,
+            format!(
+                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
+            ),
+        )?;
     }
     let mut open: BTreeMap<TaskId, u32> = BTreeMap::new();
     for e in &data.tasks {
         let Some(&(pid, tid, kernel)) = track_of.get(&e.task) else { continue };
-        let ts = us(e.at);
-        let ev = match &e.kind {
+        let kind = match &e.kind {
             TaskEventKind::Start => {
                 *open.entry(e.task).or_default() += 1;
-                json!({"ph": "B", "name": kernel, "cat": "kernel", "pid": pid, "tid": tid, "ts": ts})
+                EvKind::Kernel(kernel)
             }
             TaskEventKind::WaitBegin(what) => {
                 *open.entry(e.task).or_default() += 1;
-                json!({"ph": "B", "name": format!("wait {what}"), "cat": "wait", "pid": pid, "tid": tid,
-                    "ts": ts, "args": {"waits_for": what}})
+                EvKind::Wait(what)
             }
             TaskEventKind::WaitEnd | TaskEventKind::Finish => {
                 let depth = open.entry(e.task).or_default();
@@ -159,27 +198,21 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
                     continue;
                 }
                 *depth -= 1;
-                json!({"ph": "E", "pid": pid, "tid": tid, "ts": ts})
+                EvKind::End
             }
         };
-        events.push((pid, tid, e.at, ev));
+        events.push(Ev { pid, tid, sub: 0, ts: e.at, kind });
     }
     // Close what a failed run left open, innermost first.
     for (task, depth) in open {
         let (pid, tid, _) = track_of[&task];
         for _ in 0..depth {
-            events.push((pid, tid, data.end, json!({"ph": "E", "pid": pid, "tid": tid, "ts": us(data.end)})));
+            events.push(Ev { pid, tid, sub: 0, ts: data.end, kind: EvKind::End });
         }
     }
     for m in &data.marks {
         let Some(&(pid, tid, _)) = m.task.and_then(|t| track_of.get(&t)) else { continue };
-        events.push((
-            pid,
-            tid,
-            m.at,
-            json!({"ph": "i", "s": "t", "name": m.label, "cat": "mark",
-            "pid": pid, "tid": tid, "ts": us(m.at)}),
-        ));
+        events.push(Ev { pid, tid, sub: 0, ts: m.at, kind: EvKind::Mark(m.label) });
     }
 
     // Link directions: one track per sending port, every packet a slice; plus a counter track.
@@ -191,69 +224,89 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
     for (&(chip, chan), packets) in &links {
         let (pid, tid) = (chip_id(chip), LINK_TID_BASE + chan as u64);
         chips_seen.insert(pid, ());
-        let to = cluster.connected(Endpoint { chip, chan });
-        let name = match to {
+        let name = match cluster.connected(Endpoint { chip, chan }) {
             Some(e) => format!("eth{chan} tx → chip {} eth{}", chip_id(e.chip), e.chan),
             None => format!("eth{chan} tx"),
         };
-        meta.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}));
-        meta.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-            "args": {"sort_index": tid}}));
+        line(
+            &mut w,
+            format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#,
+                js(&name)
+            ),
+        )?;
+        line(
+            &mut w,
+            format!(
+                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
+            ),
+        )?;
         let mut busy = vec![0u64; (data.end.0 / window.0 + 1) as usize];
         for p in packets {
-            events.push((
-                pid,
-                tid,
-                p.wire_start,
-                json!({"ph": "X", "name": format!("{} B", p.bytes),
-                "cat": "packet", "pid": pid, "tid": tid, "ts": us(p.wire_start),
-                "dur": us(p.wire_end - p.wire_start),
-                "args": {"bytes": p.bytes, "lands_us": us(p.land)}}),
-            ));
+            events.push(Ev { pid, tid, sub: 0, ts: p.wire_start, kind: EvKind::Packet(p) });
             // Spread the packet's wire time over the windows it overlaps.
             let (mut t, end) = (p.wire_start.0, p.wire_end.0);
             while t < end {
-                let w = t / window.0;
-                let w_end = ((w + 1) * window.0).min(end);
-                busy[w as usize] += w_end - t;
-                t = w_end;
+                let i = t / window.0;
+                let i_end = ((i + 1) * window.0).min(end);
+                busy[i as usize] += i_end - t;
+                t = i_end;
             }
         }
-        let counter = format!("eth{chan} tx utilisation %");
-        for (w, b) in busy.iter().enumerate() {
-            let ts = Time(w as u64 * window.0);
-            events.push((
-                pid,
-                0,
-                ts,
-                json!({"ph": "C", "name": counter, "pid": pid, "ts": us(ts),
-                "args": {"busy": 100.0 * *b as f64 / window.0 as f64}}),
-            ));
+        for (i, b) in busy.iter().enumerate() {
+            let ts = Time(i as u64 * window.0);
+            let pct = 100.0 * *b as f64 / window.0 as f64;
+            events.push(Ev { pid, tid: 0, sub: chan, ts, kind: EvKind::Counter(pct) });
         }
     }
     for &pid in chips_seen.keys() {
-        meta.push(
-            json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": format!("chip {pid}")}}),
-        );
-        meta.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}));
+        line(
+            &mut w,
+            format!(r#"{{"ph":"M","name":"process_name","pid":{pid},"args":{{"name":"chip {pid}"}}}}"#),
+        )?;
+        line(
+            &mut w,
+            format!(r#"{{"ph":"M","name":"process_sort_index","pid":{pid},"args":{{"sort_index":{pid}}}}}"#),
+        )?;
     }
-    // Counters share tid 0 per process but are separate tracks by name: order them by name too.
-    events.sort_by(|a, b| {
-        let key = |e: &(u64, u64, Time, serde_json::Value)| {
-            (e.0, e.1, if e.1 == 0 { e.3["name"].as_str().map(str::to_owned) } else { None })
+    // Per track, in time order; the sort is stable, so equal times keep their recorded order
+    // (a wait's end before the next wait's begin).
+    events.sort_by_key(|e| (e.pid, e.tid, e.sub, e.ts));
+    for e in &events {
+        let (pid, tid, ts) = (e.pid, e.tid, us(e.ts));
+        let text = match e.kind {
+            EvKind::Kernel(name) => {
+                format!(
+                    r#"{{"ph":"B","name":{},"cat":"kernel","pid":{pid},"tid":{tid},"ts":{ts}}}"#,
+                    js(name)
+                )
+            }
+            EvKind::Wait(raw) => {
+                let (name, what) = (js(&format!("wait {raw}")), js(raw));
+                format!(
+                    r#"{{"ph":"B","name":{name},"cat":"wait","pid":{pid},"tid":{tid},"ts":{ts},"args":{{"waits_for":{what}}}}}"#
+                )
+            }
+            EvKind::End => format!(r#"{{"ph":"E","pid":{pid},"tid":{tid},"ts":{ts}}}"#),
+            EvKind::Mark(label) => {
+                format!(
+                    r#"{{"ph":"i","s":"t","name":{},"cat":"mark","pid":{pid},"tid":{tid},"ts":{ts}}}"#,
+                    js(label)
+                )
+            }
+            EvKind::Packet(p) => format!(
+                r#"{{"ph":"X","name":"{} B","cat":"packet","pid":{pid},"tid":{tid},"ts":{ts},"dur":{},"args":{{"bytes":{},"lands_us":{}}}}}"#,
+                p.bytes,
+                us(p.wire_end - p.wire_start),
+                p.bytes,
+                us(p.land)
+            ),
+            EvKind::Counter(pct) => format!(
+                r#"{{"ph":"C","name":"eth{} tx utilisation %","pid":{pid},"ts":{ts},"args":{{"busy":{pct}}}}}"#,
+                e.sub
+            ),
         };
-        key(a).cmp(&key(b)).then(a.2.cmp(&b.2))
-    });
-
-    let mut w = io::BufWriter::new(out);
-    w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"meshsim\",\"time\":\"simulated\"},\n\"traceEvents\":[\n")?;
-    let mut first = true;
-    for ev in meta.iter().chain(events.iter().map(|e| &e.3)) {
-        if !first {
-            w.write_all(b",\n")?;
-        }
-        first = false;
-        serde_json::to_writer(&mut w, ev)?;
+        line(&mut w, text)?;
     }
     w.write_all(b"\n]}\n")?;
     w.flush()
