@@ -97,6 +97,8 @@ struct Space {
     /// Page `i` holds bytes `[i * PAGE_BYTES, (i + 1) * PAGE_BYTES)`; grown on first write, so a
     /// space costs one pointer per page up to the highest page written.
     pages: Vec<Option<Page>>,
+    /// Names of words that reports should call by name, by address.
+    labels: Vec<(u64, &'static str)>,
 }
 
 /// All memory spaces of one simulation.
@@ -110,13 +112,33 @@ impl Memory {
     /// Adds a space of `size` bytes named `name` (used in error messages and reports).
     pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
         let id = MemSpace(u32::try_from(self.spaces.len()).expect("too many memory spaces"));
-        self.spaces.push(Space { name: name.into(), size, pages: Vec::new() });
+        self.spaces.push(Space { name: name.into(), size, pages: Vec::new(), labels: Vec::new() });
         id
     }
 
     /// The name a space was created with.
     pub fn name(&self, space: MemSpace) -> &str {
         &self.spaces[space.0 as usize].name
+    }
+
+    /// Names the word at `addr` (say, "noc reads outstanding") for traces and deadlock reports.
+    pub fn label_word(&mut self, space: MemSpace, addr: u64, label: &'static str) {
+        let labels = &mut self.spaces[space.0 as usize].labels;
+        labels.retain(|l| l.0 != addr);
+        labels.push((addr, label));
+    }
+
+    /// The name given to the word at `addr`, if any.
+    pub fn word_label(&self, space: MemSpace, addr: u64) -> Option<&str> {
+        self.spaces[space.0 as usize].labels.iter().find(|l| l.0 == addr).map(|l| l.1)
+    }
+
+    /// The word at `addr` as reports show it: `space[0xaddr]`, followed by its label if named.
+    pub fn describe(&self, space: MemSpace, addr: u64) -> String {
+        match self.word_label(space, addr) {
+            Some(label) => format!("{}[{addr:#x}] ({label})", self.name(space)),
+            None => format!("{}[{addr:#x}]", self.name(space)),
+        }
     }
 
     /// The size of a space in bytes.

@@ -410,7 +410,12 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     }
 
     fn describe_word(&self, space: MemSpace, addr: u64, cond: Cond) -> String {
-        format!("{}[{addr:#x}] {cond}", self.memory.name(space))
+        format!("{} {cond}", self.memory.describe(space, addr))
+    }
+
+    /// Names the word at `addr` for traces and deadlock reports (see [`Memory::label_word`]).
+    pub fn label_word(&mut self, space: MemSpace, addr: u64, label: &'static str) {
+        self.memory.label_word(space, addr, label);
     }
 
     /// Records a task event if tracing is on.
@@ -616,6 +621,8 @@ pub enum Stall {
     Word {
         /// Name of the memory space.
         space: String,
+        /// The word's label, if it was given one.
+        label: Option<String>,
         /// Address of the word.
         addr: u64,
         /// The condition waited for.
@@ -644,8 +651,12 @@ pub struct Stalled {
 impl fmt::Display for Stall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Stall::Word { space, addr, cond, current } => {
-                write!(f, "{space}[{addr:#x}] {cond} (value is {current})")
+            Stall::Word { space, label, addr, cond, current } => {
+                write!(f, "{space}[{addr:#x}]")?;
+                if let Some(label) = label {
+                    write!(f, " ({label})")?;
+                }
+                write!(f, " {cond} (value is {current})")
             }
             Stall::AnyOf(words) => {
                 let each: Vec<String> = words.iter().map(|w| w.to_string()).collect();
@@ -834,6 +845,7 @@ fn stalled<E: Hash + fmt::Debug + 'static>(s: &Scheduler<E>) -> Vec<Stalled> {
         .filter_map(|t| {
             let word = |space: MemSpace, addr: u64, cond: Cond| Stall::Word {
                 space: s.memory.name(space).to_owned(),
+                label: s.memory.word_label(space, addr).map(str::to_owned),
                 addr,
                 cond,
                 current: s.memory.read_u32(space, addr).unwrap_or(0),

@@ -103,7 +103,13 @@ fn deadlock_names_each_stalled_task_and_what_it_waits_for() {
             assert_eq!(stalled[0].task, "chip0/eth8/receiver");
             assert_eq!(
                 stalled[0].waits_for,
-                Stall::Word { space: "chip0/eth8/l1".into(), addr: 0x100, cond: Cond::Eq(1), current: 0 }
+                Stall::Word {
+                    space: "chip0/eth8/l1".into(),
+                    label: None,
+                    addr: 0x100,
+                    cond: Cond::Eq(1),
+                    current: 0
+                }
             );
             assert_eq!(stalled[1].waits_for, Stall::Signal { name: "chip0/eth8/txq0 free".into() });
             let text = SimError::Deadlock { at, stalled }.to_string();

@@ -201,11 +201,14 @@ impl Hw {
                 for (chan, &at) in soc.eth_cores.iter().enumerate() {
                     let mem = sched.add_space(format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
                     let regs = sched.add_space(format!("chip{id}/eth{chan}/regs"), REGS_BYTES);
-                    put(at, CoreSlot { kind: CoreKind::Eth(chan as u8), mem, regs: Some(regs) });
+                    let kind = CoreKind::Eth(chan as u8);
+                    label_core(sched, &params, kind, mem, regs);
+                    put(at, CoreSlot { kind, mem, regs: Some(regs) });
                 }
                 for &at in &soc.workers {
                     let mem = sched.add_space(format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
                     let regs = sched.add_space(format!("chip{id}/worker{at}/regs"), REGS_BYTES);
+                    label_core(sched, &params, CoreKind::Worker, mem, regs);
                     put(at, CoreSlot { kind: CoreKind::Worker, mem, regs: Some(regs) });
                 }
                 for (bank, ends) in soc.dram.iter().enumerate() {
@@ -474,6 +477,50 @@ impl World for Hw {
             HwEvent::Deliver { slot } => self.deliver(slot, sched),
         };
         r.expect("transfers are validated when issued");
+    }
+}
+
+/// Names the words of a core that kernels wait on, for traces and deadlock reports: its NoC
+/// counters, its semaphores and (ERISC) its `erisc_info` channel records.
+fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: MemSpace, regs: MemSpace) {
+    const SEMAPHORES: [&str; crate::kernel::MAX_SEMAPHORES as usize] = [
+        "semaphore 0",
+        "semaphore 1",
+        "semaphore 2",
+        "semaphore 3",
+        "semaphore 4",
+        "semaphore 5",
+        "semaphore 6",
+        "semaphore 7",
+        "semaphore 8",
+        "semaphore 9",
+        "semaphore 10",
+        "semaphore 11",
+        "semaphore 12",
+        "semaphore 13",
+        "semaphore 14",
+        "semaphore 15",
+    ];
+    const CHANNELS: [&str; crate::kernel::ERISC_INFO_CHANNELS as usize] = [
+        "erisc_info channel 0",
+        "erisc_info channel 1",
+        "erisc_info channel 2",
+        "erisc_info channel 3",
+        "erisc_info channel 4",
+        "erisc_info channel 5",
+        "erisc_info channel 6",
+        "erisc_info channel 7",
+    ];
+    sched.label_word(regs, REG_WRITES, "NoC writes outstanding");
+    sched.label_word(regs, REG_READS, "NoC reads outstanding");
+    let (base, _) = crate::kernel::semaphore_area(p, kind);
+    for (i, label) in SEMAPHORES.iter().enumerate() {
+        sched.label_word(mem, base + 4 * i as u64, label);
+    }
+    if let CoreKind::Eth(_) = kind {
+        for (ch, label) in CHANNELS.iter().enumerate() {
+            sched.label_word(mem, p.erisc_info_base + ch as u64 * crate::kernel::CHANNEL_SYNC_BYTES, label);
+        }
     }
 }
 

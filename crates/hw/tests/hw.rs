@@ -161,6 +161,7 @@ fn a_program_that_never_handshakes_deadlocks_naming_the_waiting_kernel() {
                 stalled[0].waits_for,
                 Stall::Word {
                     space: "chip1/eth1/l1".into(),
+                    label: Some("erisc_info channel 0".into()),
                     addr: p.erisc_info_base,
                     cond: Cond::Ne(0),
                     current: 0
