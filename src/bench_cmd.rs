@@ -1,0 +1,112 @@
+//! `meshsim bench`: microbenchmark sweeps, their plots and single-point traces.
+
+use meshsim_bench::plot;
+use meshsim_bench::{Setup, bandwidth, latency, report, ring};
+
+use crate::{BadInput, Bench, bench_error, load_cluster, load_params, one_line_plot, write_trace};
+
+pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
+    let common = match &b {
+        Bench::Latency { common, .. } | Bench::Bandwidth { common, .. } | Bench::Ring { common, .. } => {
+            common
+        }
+    };
+    if common.trace.is_some() && common.sizes.len() != 1 {
+        return Err(BadInput("--trace records one run: give exactly one --sizes value".into()).into());
+    }
+    let mut setup = Setup::new(load_cluster(&common.cluster)?, load_params(common.params.as_deref())?);
+    let format = common.format.into();
+    let label = common.cluster.clone();
+    // With --trace the single point runs traced (the sweep of one point is that run).
+    setup.trace = common.trace.is_some();
+    let traced = setup.clone();
+    let mut trace = None;
+    let (table, plot) = match &b {
+        Bench::Latency { common, slots, samples, unmerged } => {
+            let spec =
+                latency::LatencySpec { size_bytes: 0, slots: *slots, samples: *samples, unmerged: *unmerged };
+            let rows = if setup.trace {
+                let m =
+                    latency::latency(&traced, latency::LatencySpec { size_bytes: common.sizes[0], ..spec })
+                        .map_err(bench_error)?;
+                trace = m.trace;
+                vec![m.row]
+            } else {
+                latency::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
+            };
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
+            let plot = one_line_plot(
+                format!("Ethernet round trip, {label}"),
+                "payload (bytes)",
+                "round trip (ns)",
+                label,
+                points,
+            );
+            (report::render(&rows, format), plot)
+        }
+        Bench::Bandwidth { common, slots, packets, bidir, to_worker } => {
+            let spec = bandwidth::BandwidthSpec {
+                size_bytes: 0,
+                slots: *slots,
+                packets: *packets,
+                bidir: *bidir,
+                to_worker: *to_worker,
+            };
+            let rows = if setup.trace {
+                let m = bandwidth::bandwidth(
+                    &traced,
+                    bandwidth::BandwidthSpec { size_bytes: common.sizes[0], ..spec },
+                )
+                .map_err(bench_error)?;
+                trace = m.trace;
+                vec![m.row]
+            } else {
+                bandwidth::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
+            };
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps)).collect();
+            let what = if *bidir { "bidirectional" } else { "unidirectional" };
+            let plot = one_line_plot(
+                format!("ERISC {what} bandwidth, {slots} slots, {label}"),
+                "packet payload (bytes)",
+                "GB/s",
+                label,
+                points,
+            );
+            (report::render(&rows, format), plot)
+        }
+        Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
+            let spec = ring::RingSpec {
+                size_bytes: 0,
+                hops: *hops,
+                samples: *samples,
+                unmerged: *unmerged,
+                start_skew_ns: *skew_ns,
+            };
+            let rows = if setup.trace {
+                let m = ring::ring(&traced, ring::RingSpec { size_bytes: common.sizes[0], ..spec })
+                    .map_err(bench_error)?;
+                trace = m.trace;
+                vec![m.row]
+            } else {
+                ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
+            };
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
+            let plot = one_line_plot(
+                format!("Ring ping, {hops} hops, {label}"),
+                "payload (bytes)",
+                "ns per hop",
+                label,
+                points,
+            );
+            (report::render(&rows, format), plot)
+        }
+    };
+    print!("{table}");
+    if let Some(path) = &common.plot {
+        plot::write(path, &plot).map_err(|e| BadInput(e.to_string()))?;
+    }
+    if let (Some(path), Some(t)) = (&common.trace, &trace) {
+        write_trace(path, t, &setup.cluster)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! `meshsim op`: one CCL op as a scenario, its summary, link report, trace and determinism check.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use meshsim_bench::report;
+use meshsim_hw::Params;
+use meshsim_topology::Cluster;
+
+use crate::scenario::{self, BidirValue, Kind, RunError, Scenario};
+use crate::{BadInput, Format, OpArgs, ids, load_cluster, load_params, write_trace};
+
+pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
+    if a.shape.len() != 4 {
+        return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
+    }
+    let sc = Scenario {
+        name: kind.name().into(),
+        op: kind,
+        cluster: a.cluster.clone(),
+        params: None,
+        tolerance_pct: 0.0,
+        shape: Some(a.shape.clone()),
+        dim: Some(a.dim),
+        dtype: Some(a.dtype.clone()),
+        topology: Some(a.topology.name().into()),
+        links: Some(a.num_links),
+        workers: Some(a.workers),
+        bidir: (kind == Kind::AllGather).then(|| BidirValue::Mode(a.bidir.name().into())),
+        redop: (kind == Kind::ReduceScatter).then(|| a.redop.clone()),
+        chips: a.chips,
+        chip_ids: a.chip_ids.clone(),
+        pages_per_packet: a.pages_per_packet,
+        buffers: Some(a.buffers),
+        memory: Some(a.memory.clone()),
+        skew_ns: Some(a.skew_ns),
+        verify: Some(a.verify),
+        size: None,
+        slots: None,
+        samples: None,
+        packets: None,
+        to_worker: None,
+        hops: None,
+        unmerged: None,
+    };
+    let params = load_params(a.params.as_deref())?;
+    let out = run_scenario(&sc, &params, a.trace.is_some())?;
+    if a.check_determinism {
+        check_determinism(&sc, &params, &out)?;
+    }
+    if let (Some(path), Some(trace)) = (&a.trace, &out.trace) {
+        write_trace(path, trace, &load_cluster(&a.cluster)?)?;
+    }
+    let cluster = load_cluster(&a.cluster)?;
+    let done = out.op.as_ref().expect("an op scenario runs an op");
+    let run = &done.run;
+    let n = done.chips.len() as f64;
+    let size = done.tensor.bytes();
+    let algbw = size as f64 / run.time.as_ns_f64();
+    let name = if kind == Kind::AllGather { "all_gather" } else { "reduce_scatter" };
+    let per_chip: Vec<serde_json::Value> = run
+        .per_chip
+        .iter()
+        .map(|&(c, start, end)| {
+            serde_json::json!({"chip": cluster.chip(c).id, "start_us": start.as_us_f64(), "end_us": end.as_us_f64()})
+        })
+        .collect();
+    let verified = run.verified.as_ref().map(|v| v.is_ok());
+    let critical = meshsim_ccl::critical::critical_path(run);
+    match a.format {
+        Format::Json => {
+            let mut json = serde_json::json!({
+                "op": name,
+                "cluster": cluster.origin(),
+                "chips": done.chips.len(),
+                "chip_ids": ids(&cluster, &done.chips),
+                "topology": format!("{:?}", done.topology).to_lowercase(),
+                "bidir": format!("{:?}", done.bidir).to_lowercase(),
+                "redop": if kind == Kind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
+                "links": a.num_links,
+                "workers": a.workers,
+                "shape": done.tensor.shape,
+                "dim": a.dim,
+                "dtype": done.tensor.dtype.to_string(),
+                "size_bytes": size,
+                "time_us": run.time.as_us_f64(),
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * (n - 1.0) / n,
+                "per_chip": per_chip,
+                "verified": verified,
+                "events": run.stats.events,
+                "event_log_hash": format!("{:016x}", run.stats.log_hash),
+            });
+            if a.link_report {
+                let rows = link_rows(&cluster, &out.links, run.time);
+                json["link_use"] = serde_json::to_value(&rows)?;
+                json["critical_path"] = critical_json(&cluster, critical.as_ref());
+            }
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        Format::Csv | Format::Text => {
+            #[derive(serde::Serialize)]
+            struct Row {
+                op: &'static str,
+                chips: usize,
+                size_bytes: u64,
+                time_us: f64,
+                algbw_gbps: f64,
+                busbw_gbps: f64,
+                verified: String,
+            }
+            let row = Row {
+                op: name,
+                chips: done.chips.len(),
+                size_bytes: size,
+                time_us: run.time.as_us_f64(),
+                algbw_gbps: algbw,
+                busbw_gbps: algbw * (n - 1.0) / n,
+                verified: verified.map_or("-".into(), |v| v.to_string()),
+            };
+            print!("{}", report::render(&[row], a.format.into()));
+            if matches!(a.format, Format::Text) {
+                #[derive(serde::Serialize)]
+                struct Chip {
+                    chip: u64,
+                    start_us: f64,
+                    end_us: f64,
+                }
+                let chips: Vec<Chip> = run
+                    .per_chip
+                    .iter()
+                    .map(|&(c, s, e)| Chip {
+                        chip: cluster.chip(c).id,
+                        start_us: s.as_us_f64(),
+                        end_us: e.as_us_f64(),
+                    })
+                    .collect();
+                print!("\n{}", report::render(&chips, report::Format::Text));
+            }
+            if a.link_report {
+                let rows = link_rows(&cluster, &out.links, run.time);
+                print!("\n{}", report::render(&rows, a.format.into()));
+                if matches!(a.format, Format::Text) {
+                    print!("{}", critical_text(&cluster, critical.as_ref()));
+                }
+            }
+        }
+    }
+    if let Some(Err(mismatch)) = &run.verified {
+        eprintln!("meshsim: verification failed: {mismatch}");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a scenario with `params`, mapping its errors to exit codes.
+fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<scenario::Outcome> {
+    sc.run(Path::new("."), Some(params), trace).map_err(|e| match e {
+        RunError::Bad(m) => BadInput(m).into(),
+        RunError::Failed(m) => anyhow::anyhow!(m),
+    })
+}
+
+/// Runs `sc` again and fails (exit 1) unless the event log hashes and times are equal.
+fn check_determinism(sc: &Scenario, params: &Params, first: &scenario::Outcome) -> anyhow::Result<()> {
+    let again = run_scenario(sc, params, false)?;
+    let (a, b) = (&first.stats, &again.stats);
+    if a.log_hash != b.log_hash || first.time != again.time || a.events != b.events {
+        anyhow::bail!(
+            "not deterministic: run 1 gave {} events, hash {:016x}, {}; run 2 gave {} events, hash {:016x}, {}",
+            a.events,
+            a.log_hash,
+            first.time,
+            b.events,
+            b.log_hash,
+            again.time
+        );
+    }
+    eprintln!(
+        "meshsim: deterministic: two runs gave {} events, event-log hash {:016x}",
+        a.events, a.log_hash
+    );
+    Ok(())
+}
+
+/// One link direction's use, as the `--links` table shows it.
+#[derive(serde::Serialize)]
+struct LinkRow {
+    from_chip: u64,
+    from_chan: u8,
+    to_chip: u64,
+    to_chan: u8,
+    bytes: u64,
+    packets: u64,
+    busy_us: f64,
+    busy_pct: f64,
+}
+
+fn link_rows(cluster: &Cluster, links: &[meshsim_hw::LinkUse], time: meshsim_engine::Time) -> Vec<LinkRow> {
+    links
+        .iter()
+        .map(|l| LinkRow {
+            from_chip: cluster.chip(l.from.chip).id,
+            from_chan: l.from.chan,
+            to_chip: cluster.chip(l.to.chip).id,
+            to_chan: l.to.chan,
+            bytes: l.bytes,
+            packets: l.packets,
+            busy_us: l.busy.as_us_f64(),
+            busy_pct: 100.0 * l.busy.as_ns_f64() / time.as_ns_f64().max(1e-9),
+        })
+        .collect()
+}
+
+fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {
+    format!(
+        "chip {} eth{} -> chip {} eth{}",
+        cluster.chip(l.from.chip).id,
+        l.from.chan,
+        cluster.chip(l.to.chip).id,
+        l.to.chan
+    )
+}
+
+fn critical_text(cluster: &Cluster, cp: Option<&meshsim_ccl::critical::CriticalPath>) -> String {
+    let Some(cp) = cp else {
+        return "\nbottleneck: none (nothing crossed a link)\n".into();
+    };
+    let mut s = format!(
+        "\nbottleneck: {} ({} B, busy {:.3} us)\ncritical path:\n",
+        link_name(cluster, &cp.link),
+        cp.link.bytes,
+        cp.link.busy.as_us_f64()
+    );
+    for st in &cp.stages {
+        let _ = writeln!(
+            s,
+            "  {:<13} {:>12.3} us  ({:.3} .. {:.3} us)",
+            st.name,
+            (st.end - st.start).as_us_f64(),
+            st.start.as_us_f64(),
+            st.end.as_us_f64()
+        );
+    }
+    s
+}
+
+fn critical_json(cluster: &Cluster, cp: Option<&meshsim_ccl::critical::CriticalPath>) -> serde_json::Value {
+    let Some(cp) = cp else { return serde_json::Value::Null };
+    serde_json::json!({
+        "bottleneck": link_name(cluster, &cp.link),
+        "bottleneck_busy_us": cp.link.busy.as_us_f64(),
+        "stages": cp.stages.iter().map(|st| serde_json::json!({
+            "stage": st.name,
+            "start_us": st.start.as_us_f64(),
+            "end_us": st.end.as_us_f64(),
+            "duration_us": (st.end - st.start).as_us_f64(),
+        })).collect::<Vec<_>>(),
+    })
+}

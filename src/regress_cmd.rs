@@ -1,0 +1,119 @@
+//! `meshsim regress`: the regression gate's command — run, compare, update, report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use meshsim_bench::report;
+
+use crate::regress;
+use crate::{BadInput, Format, load_cluster, load_params, progress, write_trace};
+
+pub(crate) fn run_regress(
+    suite_path: &Path,
+    update: bool,
+    only: Option<&str>,
+    trace: Option<&Path>,
+    check: bool,
+    params: Option<PathBuf>,
+    format: Format,
+) -> anyhow::Result<ExitCode> {
+    let suites = regress::load_suites(suite_path).map_err(BadInput)?;
+    let find = |name: &str| {
+        suites.iter().find_map(|s| s.scenarios.iter().find(|sc| sc.name == name).map(|sc| (s, sc)))
+    };
+    if let Some(name) = only
+        && find(name).is_none()
+    {
+        return Err(BadInput(format!("{}: no scenario named '{name}'", suite_path.display())).into());
+    }
+    let params = match &params {
+        Some(p) => Some(load_params(Some(p))?),
+        None => None,
+    };
+    let baselines: Vec<regress::Baseline> = suites
+        .iter()
+        .map(|s| regress::read_baseline(&s.baseline_path()))
+        .collect::<Result<_, _>>()
+        .map_err(BadInput)?;
+    let total =
+        suites.iter().flat_map(|s| &s.scenarios).filter(|sc| only.is_none_or(|n| sc.name == n)).count();
+    let pb = progress(total as u64, "regress");
+    let results = regress::run_all(&suites, only, params.as_ref(), &|| pb.inc(1)).map_err(BadInput)?;
+    pb.finish_and_clear();
+    let mut rows = Vec::new();
+    for ((suite, res), base) in suites.iter().zip(&results).zip(&baselines) {
+        let (mut r, new_base) = regress::compare(suite, res, base, update);
+        if only.is_some() {
+            // A single scenario says nothing about the others: no missing entries.
+            r.retain(|row| {
+                res.iter().zip(&suite.scenarios).any(|(x, sc)| x.is_some() && sc.name == row.scenario)
+            });
+        }
+        if update && (new_base != *base || !suite.baseline_path().exists()) {
+            let path = suite.baseline_path();
+            std::fs::write(&path, regress::render_baseline(&suite.name, &new_base))
+                .map_err(|e| BadInput(format!("{}: cannot write the baseline: {e}", path.display())))?;
+        }
+        rows.extend(r);
+    }
+    print!("{}", report::render(&rows, format.into()));
+    let count = |st: regress::Status| rows.iter().filter(|r| r.status == st).count();
+    use regress::Status as S;
+    let failing = rows.iter().filter(|r| r.status.fails()).count();
+    eprintln!(
+        "meshsim: {} scenario(s): {} ok, {} moved, {} new, {} missing, {} failed to run{}",
+        rows.len(),
+        count(S::Ok),
+        count(S::Moved),
+        count(S::New),
+        count(S::Missing),
+        count(S::Error),
+        if update { format!(", {} baseline entries updated", count(S::Updated)) } else { String::new() }
+    );
+    for r in rows.iter().filter(|r| r.status == S::Error) {
+        eprintln!("meshsim: {}/{} failed: {}", r.suite, r.scenario, r.error.as_deref().unwrap_or(""));
+    }
+    // One scenario again, for determinism and traces.
+    let picked =
+        only.and_then(find).or_else(|| suites.iter().find_map(|s| s.scenarios.first().map(|sc| (s, sc))));
+    if let Some((suite, sc)) = picked.filter(|_| check || trace.is_some()) {
+        let base = suite.path.parent().unwrap_or(Path::new("."));
+        let again = sc.run(base, params.as_ref(), trace.is_some()).map_err(|e| BadInput(e.to_string()))?;
+        if check {
+            let i = suites.iter().position(|s| std::ptr::eq(s, suite)).expect("suite of the scenario");
+            let j = suite.scenarios.iter().position(|x| std::ptr::eq(x, sc)).expect("scenario of the suite");
+            if let Some(Ok(first)) = &results[i][j] {
+                let (a, b) = (&first.stats, &again.stats);
+                if a.log_hash != b.log_hash || first.time != again.time {
+                    eprintln!(
+                        "meshsim: {}/{} is not deterministic: event-log hash {:016x} then {:016x}",
+                        suite.name, sc.name, a.log_hash, b.log_hash
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
+                eprintln!(
+                    "meshsim: {}/{} deterministic: the parallel run and a second run gave {} events, event-log hash {:016x}",
+                    suite.name, sc.name, a.events, a.log_hash
+                );
+            }
+        }
+        if let (Some(path), Some(t)) = (trace, &again.trace) {
+            write_trace(path, t, &load_cluster(&sc.cluster_spec(base))?)?;
+        }
+    }
+    if failing > 0 && !update {
+        eprintln!(
+            "meshsim: {failing} scenario(s) fail the gate: {}",
+            rows.iter()
+                .filter(|r| r.status.fails())
+                .map(|r| format!("{}/{}", r.suite, r.scenario))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if count(S::Error) > 0 {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,317 @@
+//! `meshsim sweep`: series of size sweeps, nccl-tests' table, flat CSV/JSON and busbw plots.
+
+use std::fmt::Write as _;
+
+use meshsim_bench::plot::{Plot, Series};
+use meshsim_bench::report;
+use meshsim_hw::Params;
+
+use crate::{BadInput, BidirArg, Format, SweepOpArg, TopologyArg, load_cluster, progress};
+
+/// The knobs of a sweep that every series shares.
+pub(crate) struct SweepKnobs {
+    pub(crate) op: SweepOpArg,
+    pub(crate) topology: TopologyArg,
+    pub(crate) bidir: BidirArg,
+    pub(crate) redop: String,
+    pub(crate) chips: Option<usize>,
+    pub(crate) chip_ids: Option<Vec<u64>>,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) factor: u64,
+}
+
+impl SweepKnobs {
+    pub(crate) fn op_name(&self) -> &'static str {
+        match self.op {
+            SweepOpArg::AllGather => "all_gather",
+            SweepOpArg::ReduceScatter => "reduce_scatter",
+        }
+    }
+}
+
+/// One series of a sweep: its knob values and its rows.
+pub(crate) struct SweepSeries {
+    label: String,
+    cluster: String,
+    chips: usize,
+    dtype: String,
+    num_links: usize,
+    workers: usize,
+    rows: Vec<meshsim_ccl::sweep::SweepRow>,
+}
+
+/// A sweep row with the series it belongs to, for CSV and JSON.
+#[derive(serde::Serialize)]
+struct SeriesRow<'a> {
+    series: &'a str,
+    cluster: &'a str,
+    chips: usize,
+    num_links: usize,
+    workers: usize,
+    #[serde(flatten)]
+    row: &'a meshsim_ccl::sweep::SweepRow,
+}
+
+/// Runs every combination of clusters, dtypes, link counts and worker counts as a series.
+pub(crate) fn run_sweep(
+    k: &SweepKnobs,
+    clusters: &[String],
+    dtypes: &[String],
+    num_links: &[usize],
+    workers: &[usize],
+    p: &Params,
+) -> anyhow::Result<Vec<SweepSeries>> {
+    use meshsim_ccl::allgather::Topology;
+    use meshsim_ccl::sweep::{self, SweepOp, SweepSpec};
+    let bad = |m: String| anyhow::Error::new(BadInput(m));
+    let topology = Topology::from(k.topology);
+    let op = match k.op {
+        SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.into()),
+        SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop.parse().map_err(bad)?),
+    };
+    if matches!(op, SweepOp::ReduceScatter(_)) && topology != Topology::Ring {
+        return Err(bad("reduce-scatter runs on a ring".into()));
+    }
+    let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
+    // Resolve everything first so bad input is reported before any simulation runs.
+    let mut jobs = Vec::new();
+    for name in clusters {
+        let c = load_cluster(name)?;
+        let group =
+            meshsim_ccl::group::select(&c, topology, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?;
+        for d in dtypes {
+            let dtype: meshsim_ccl::tensor::DType = d.parse().map_err(bad)?;
+            for &links in num_links {
+                for &w in workers {
+                    let spec = SweepSpec { op, chips: group.clone(), topology, links, workers: w, dtype };
+                    let mut label = vec![];
+                    if clusters.len() > 1 || (dtypes.len() == 1 && num_links.len() == 1 && workers.len() == 1)
+                    {
+                        label.push(name.clone());
+                    }
+                    if dtypes.len() > 1 || label.len() == 1 && num_links.len() == 1 && workers.len() == 1 {
+                        label.push(dtype.to_string());
+                    }
+                    if num_links.len() > 1 {
+                        label.push(format!("{links} link{}", if links == 1 { "" } else { "s" }));
+                    }
+                    if workers.len() > 1 {
+                        label.push(format!("{w} worker{}", if w == 1 { "" } else { "s" }));
+                    }
+                    jobs.push((name.clone(), c.clone(), spec, label.join(" ")));
+                }
+            }
+        }
+    }
+    let total: usize = jobs.iter().map(|j| sweep::points(&sizes, j.2.chips.len(), j.2.dtype).len()).sum();
+    let pb = progress(total as u64, k.op_name());
+    let mut out = Vec::new();
+    for (name, c, spec, label) in jobs {
+        let rows = sweep::sweep(&c, p, &spec, &sizes, &|| pb.inc(1)).map_err(|e| bad(e.0))?;
+        out.push(SweepSeries {
+            label,
+            cluster: name,
+            chips: spec.chips.len(),
+            dtype: spec.dtype.to_string(),
+            num_links: spec.links,
+            workers: spec.workers,
+            rows,
+        });
+    }
+    pb.finish_and_clear();
+    Ok(out)
+}
+
+/// nccl-tests' time column: fewer decimals as the number grows, seven characters wide.
+fn nccl_time(us: f64) -> String {
+    if us >= 10_000.0 {
+        format!("{us:7.0}")
+    } else if us >= 100.0 {
+        format!("{us:7.1}")
+    } else {
+        format!("{us:7.2}")
+    }
+}
+
+/// Renders a sweep: nccl-tests' table per series as text; one flat table with series columns
+/// as CSV or JSON.
+pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Format) -> String {
+    if !matches!(format, Format::Text) {
+        let rows: Vec<SeriesRow> = series
+            .iter()
+            .flat_map(|s| {
+                s.rows.iter().map(move |row| SeriesRow {
+                    series: &s.label,
+                    cluster: &s.cluster,
+                    chips: s.chips,
+                    num_links: s.num_links,
+                    workers: s.workers,
+                    row,
+                })
+            })
+            .collect();
+        return report::render(&rows, format.into());
+    }
+    let mut s = String::new();
+    for se in series {
+        let _ = writeln!(
+            s,
+            "# meshsim {} on {} ({} chips, {}), {}, num_links {}, workers {}\n\
+             # minBytes {} maxBytes {} step: {}(factor) simulated: 1 run per size, timing mode, no data check\n#",
+            k.op_name(),
+            se.cluster,
+            se.chips,
+            k.topology.name(),
+            se.dtype,
+            se.num_links,
+            se.workers,
+            k.min,
+            k.max,
+            k.factor
+        );
+        s.push_str("#                                                              out-of-place                       in-place          
+");
+        s.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+");
+        s.push_str("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+");
+        for r in &se.rows {
+            let _ = writeln!(
+                s,
+                "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:6.2}  {:6.2}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}",
+                r.size_bytes,
+                r.count,
+                r.dtype,
+                r.redop,
+                r.root,
+                nccl_time(r.time_us),
+                r.algbw_gbps,
+                r.busbw_gbps,
+                "N/A",
+                "N/A",
+                "N/A",
+                "N/A",
+                "N/A"
+            );
+        }
+        let avg = se.rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / se.rows.len().max(1) as f64;
+        let _ = writeln!(
+            s,
+            "# Avg bus bandwidth    : {avg:.4} 
+#"
+        );
+    }
+    s
+}
+
+/// busbw against size, one line per series.
+pub(crate) fn busbw_plot(op: &str, series: &[SweepSeries]) -> Plot {
+    let systems: Vec<String> = {
+        let mut v: Vec<String> =
+            series.iter().map(|s| format!("{} ({} chips)", s.cluster, s.chips)).collect();
+        v.dedup();
+        v
+    };
+    Plot {
+        title: format!("{} busbw, {}", op.replace('_', "-"), systems.join(", ")),
+        x_desc: "size (bytes)".into(),
+        y_desc: "busbw (GB/s)".into(),
+        series: series
+            .iter()
+            .map(|s| Series {
+                label: s.label.clone(),
+                points: s.rows.iter().map(|r| (r.size_bytes as f64, r.busbw_gbps)).collect(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshsim_ccl::sweep::SweepRow;
+
+    fn series(label: &str, busbw: &[f64]) -> SweepSeries {
+        let rows = busbw
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| SweepRow {
+                size_bytes: 1024 << (2 * i),
+                count: 1024 << (2 * i),
+                dtype: "bfp8".into(),
+                redop: "none".into(),
+                root: -1,
+                time_us: 12.5 * (i + 1) as f64,
+                algbw_gbps: b * 8.0 / 7.0,
+                busbw_gbps: b,
+            })
+            .collect();
+        SweepSeries {
+            label: label.into(),
+            cluster: "t3000".into(),
+            chips: 8,
+            dtype: "bfp8".into(),
+            num_links: 1,
+            workers: 1,
+            rows,
+        }
+    }
+
+    fn knobs() -> SweepKnobs {
+        SweepKnobs {
+            op: SweepOpArg::AllGather,
+            topology: TopologyArg::Ring,
+            bidir: BidirArg::None,
+            redop: "sum".into(),
+            chips: None,
+            chip_ids: None,
+            min: 1024,
+            max: 16384,
+            factor: 4,
+        }
+    }
+
+    #[test]
+    fn the_plot_has_one_line_per_series_with_the_rows_sizes_and_busbw() {
+        let s = [series("1 worker", &[0.5, 2.0, 7.0]), series("4 workers", &[0.5, 3.0, 11.5])];
+        let plot = busbw_plot("all_gather", &s);
+        assert_eq!(plot.title, "all-gather busbw, t3000 (8 chips)");
+        assert_eq!(plot.y_desc, "busbw (GB/s)");
+        let labels: Vec<&str> = plot.series.iter().map(|x| x.label.as_str()).collect();
+        assert_eq!(labels, ["1 worker", "4 workers"]);
+        assert_eq!(plot.series[1].points, [(1024.0, 0.5), (4096.0, 3.0), (16384.0, 11.5)]);
+    }
+
+    /// What the common nccl-tests parsers do: skip `#` lines, split data lines on whitespace,
+    /// read size, count, type, redop, root, time, algbw, busbw from columns 0..8, and take the
+    /// average from the `# Avg bus bandwidth` line.
+    #[test]
+    fn the_text_table_parses_the_way_nccl_tests_output_does() {
+        let text = render_sweep(&[series("t3000", &[0.5, 2.0, 7.25])], &knobs(), Format::Text);
+        let data: Vec<Vec<&str>> =
+            text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(data.len(), 3);
+        for (i, cols) in data.iter().enumerate() {
+            assert_eq!(cols.len(), 13, "{cols:?}");
+            assert_eq!(cols[0].parse::<u64>().unwrap(), 1024 << (2 * i));
+            assert_eq!(&cols[2..5], ["bfp8", "none", "-1"]);
+            assert_eq!(cols[5].parse::<f64>().unwrap(), 12.5 * (i + 1) as f64);
+            assert_eq!(cols[8], "N/A");
+        }
+        assert_eq!(data[2][7], "7.25");
+        let header = text.lines().find(|l| l.contains("busbw #wrong")).unwrap();
+        let names: Vec<&str> = header.trim_start_matches('#').split_whitespace().collect();
+        assert_eq!(
+            &names[..9],
+            ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"]
+        );
+        let avg = text.lines().find_map(|l| l.strip_prefix("# Avg bus bandwidth    : ")).unwrap();
+        assert_eq!(avg.trim().parse::<f64>().unwrap(), (0.5 + 2.0 + 7.25) / 3.0);
+        // nccl-tests' time column: two decimals below 100 us, one below 10 ms, none above.
+        assert_eq!(
+            [nccl_time(12.345), nccl_time(123.45), nccl_time(12345.6)],
+            ["  12.35", "  123.5", "  12346"]
+        );
+    }
+}
