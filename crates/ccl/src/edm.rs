@@ -378,6 +378,12 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
     for (i, c) in spec.channels.iter().enumerate() {
         k.write_u32(lay.semaphore(i), 0)?;
         k.write_u32(lay.terminate(i), 0)?;
+        let role = if c.sender { "sender" } else { "receiver" };
+        k.label_word(lay.semaphore(i), format!("EDM {role} channel {i} semaphore"));
+        k.label_word(lay.terminate(i), format!("EDM {role} channel {i} termination"));
+        for m in 0..bpc {
+            k.label_word(lay.buffer(i, m) + c.bytes_of(m), format!("EDM {role} channel {i} buffer {m} sync"));
+        }
         // A message's record sits right after its payload, so where depends on its size: clear
         // where the first message of each buffer will put it.
         for m in 0..bpc {

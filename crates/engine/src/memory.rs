@@ -8,6 +8,7 @@
 //! The memory only stores bytes. Waking tasks whose watched word changed is the scheduler's job
 //! (see `Scheduler::write_bytes`), so every write goes through the scheduler.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use thiserror::Error;
@@ -98,7 +99,7 @@ struct Space {
     /// space costs one pointer per page up to the highest page written.
     pages: Vec<Option<Page>>,
     /// Names of words that reports should call by name, by address.
-    labels: Vec<(u64, &'static str)>,
+    labels: Vec<(u64, Cow<'static, str>)>,
 }
 
 /// All memory spaces of one simulation.
@@ -122,15 +123,15 @@ impl Memory {
     }
 
     /// Names the word at `addr` (say, "noc reads outstanding") for traces and deadlock reports.
-    pub fn label_word(&mut self, space: MemSpace, addr: u64, label: &'static str) {
+    pub fn label_word(&mut self, space: MemSpace, addr: u64, label: impl Into<Cow<'static, str>>) {
         let labels = &mut self.spaces[space.0 as usize].labels;
         labels.retain(|l| l.0 != addr);
-        labels.push((addr, label));
+        labels.push((addr, label.into()));
     }
 
     /// The name given to the word at `addr`, if any.
     pub fn word_label(&self, space: MemSpace, addr: u64) -> Option<&str> {
-        self.spaces[space.0 as usize].labels.iter().find(|l| l.0 == addr).map(|l| l.1)
+        self.spaces[space.0 as usize].labels.iter().find(|l| l.0 == addr).map(|l| &*l.1)
     }
 
     /// The word at `addr` as reports show it: `space[0xaddr]`, followed by its label if named.

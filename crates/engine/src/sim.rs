@@ -414,7 +414,12 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     }
 
     /// Names the word at `addr` for traces and deadlock reports (see [`Memory::label_word`]).
-    pub fn label_word(&mut self, space: MemSpace, addr: u64, label: &'static str) {
+    pub fn label_word(
+        &mut self,
+        space: MemSpace,
+        addr: u64,
+        label: impl Into<std::borrow::Cow<'static, str>>,
+    ) {
         self.memory.label_word(space, addr, label);
     }
 

@@ -125,6 +125,13 @@ impl Kernel {
         self.at
     }
 
+    /// Names a word of this core's L1 (say, "EDM channel 0 semaphore") for traces and deadlock
+    /// reports. Costs no simulated time.
+    pub fn label_word(&self, addr: u64, label: impl Into<std::borrow::Cow<'static, str>>) {
+        let mem = self.mem;
+        self.ctx.with(|_, s| s.label_word(mem, addr, label));
+    }
+
     /// Marks a point of this kernel's timeline (say, "handshake done"): it shows in traces as
     /// an instant event and the op reports use it to split the critical path into stages.
     pub fn mark(&self, label: &'static str) {

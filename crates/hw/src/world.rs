@@ -515,11 +515,11 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
     sched.label_word(regs, REG_READS, "NoC reads outstanding");
     let (base, _) = crate::kernel::semaphore_area(p, kind);
     for (i, label) in SEMAPHORES.iter().enumerate() {
-        sched.label_word(mem, base + 4 * i as u64, label);
+        sched.label_word(mem, base + 4 * i as u64, *label);
     }
     if let CoreKind::Eth(_) = kind {
         for (ch, label) in CHANNELS.iter().enumerate() {
-            sched.label_word(mem, p.erisc_info_base + ch as u64 * crate::kernel::CHANNEL_SYNC_BYTES, label);
+            sched.label_word(mem, p.erisc_info_base + ch as u64 * crate::kernel::CHANNEL_SYNC_BYTES, *label);
         }
     }
 }
