@@ -651,7 +651,13 @@ mod trace {
         // Kernels have spans, waits say what they wait for, EDMs mark their handshakes, and the
         // link-utilisation counters stay within 0..100 %.
         assert!(events.iter().any(|e| e["cat"] == "kernel" && e["name"] == "edm"));
-        assert!(events.iter().any(|e| e["cat"] == "wait" && e["args"]["waits_for"].is_string()));
+        let waits: Vec<&str> = events.iter().filter_map(|e| e["args"]["waits_for"].as_str()).collect();
+        assert!(
+            waits.iter().any(|w| w.contains("(EDM sender channel 0 semaphore) >= 1")),
+            "{:?}",
+            &waits[..5]
+        );
+        assert!(waits.iter().any(|w| w.contains("(NoC reads outstanding) == 0")));
         assert!(events.iter().filter(|e| e["name"] == "handshake done").count() >= 64);
         let utils: Vec<f64> =
             events.iter().filter(|e| e["ph"] == "C").map(|e| e["args"]["busy"].as_f64().unwrap()).collect();
