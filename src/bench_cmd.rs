@@ -3,7 +3,9 @@
 use meshsim_bench::plot;
 use meshsim_bench::{Setup, bandwidth, latency, report, ring};
 
-use crate::{BadInput, Bench, bench_error, load_cluster, load_params, one_line_plot, write_trace};
+use crate::{
+    BadInput, Bench, bench_error, check_outputs, load_cluster, load_params, one_line_plot, write_trace,
+};
 
 pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
     let common = match &b {
@@ -11,6 +13,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
             common
         }
     };
+    check_outputs(common.plot.as_deref(), common.trace.as_deref())?;
     if common.trace.is_some() && common.sizes.len() != 1 {
         return Err(BadInput("--trace records one run: give exactly one --sizes value".into()).into());
     }

@@ -481,6 +481,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             format,
             plot: plot_path,
         } => {
+            check_outputs(plot_path.as_deref(), None)?;
             let knobs = SweepKnobs { op, topology, bidir, redop, chips, chip_ids, min, max, factor };
             let p = load_params(params.as_deref())?;
             let series = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p)?;
@@ -532,6 +533,25 @@ fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     }
     pb.set_message(what.to_owned());
     pb
+}
+
+/// Checks, before anything is simulated, that the output files asked for can be written: a
+/// plot's extension and directory, a trace's directory.
+fn check_outputs(plot: Option<&Path>, trace: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(p) = plot {
+        plot::check_path(p).map_err(|e| BadInput(e.to_string()))?;
+    }
+    if let Some(t) = trace
+        && let Some(dir) = t.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        return Err(BadInput(format!(
+            "{}: cannot write the trace: directory {} does not exist",
+            t.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Writes a Chrome / Perfetto trace.

@@ -12,6 +12,7 @@ use crate::scenario::{self, BidirValue, Kind, RunError, Scenario};
 use crate::{BadInput, Format, OpArgs, ids, load_cluster, load_params, write_trace};
 
 pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
+    crate::check_outputs(None, a.trace.as_deref())?;
     if a.shape.len() != 4 {
         return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
     }

@@ -17,6 +17,7 @@ pub(crate) fn run_regress(
     params: Option<PathBuf>,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
+    crate::check_outputs(None, trace)?;
     let suites = regress::load_suites(suite_path).map_err(BadInput)?;
     let find = |name: &str| {
         suites.iter().find_map(|s| s.scenarios.iter().find(|sc| sc.name == name).map(|sc| (s, sc)))

@@ -704,6 +704,22 @@ mod trace {
     }
 
     #[test]
+    fn unwritable_outputs_are_refused_before_anything_runs() {
+        let cases: [&[&str]; 4] = [
+            &["op", "all-gather", "--shape", "1,1,64,1024", "--trace", "/nonexistent-dir/t.json"],
+            &["bench", "latency", "--sizes", "16", "--trace", "/nonexistent-dir/t.json"],
+            &["bench", "latency", "--plot", "out.txt"],
+            &["sweep", "all-gather", "--plot", "/nonexistent-dir/s.svg"],
+        ];
+        for args in cases {
+            let (code, out, err) = meshsim(args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(out.is_empty(), "{args:?} ran before refusing: {out}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+
+    #[test]
     fn ops_check_their_own_determinism() {
         let (code, _, err) = meshsim(&[
             "op",

@@ -62,6 +62,22 @@ fn register_font() {
     });
 }
 
+/// Checks, before anything is simulated, that a plot can be written to `path`: an `.svg` or
+/// `.png` name in a directory that exists.
+pub fn check_path(path: &Path) -> Result<(), PlotError> {
+    let name = path.display().to_string();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    if ext != "svg" && ext != "png" {
+        return Err(PlotError::Extension(name));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+            Err(PlotError::Draw(name, format!("directory {} does not exist", dir.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Writes `plot` to `path` (`.svg` or `.png`).
 pub fn write(path: &Path, plot: &Plot) -> Result<(), PlotError> {
     let name = path.display().to_string();
