@@ -258,7 +258,6 @@ impl Scenario {
             ("topology", self.topology.is_some()),
             ("links", self.links.is_some()),
             ("workers", self.workers.is_some()),
-            ("redop", self.redop.is_some()),
             ("chips", self.chips.is_some()),
             ("chip_ids", self.chip_ids.is_some()),
             ("pages_per_packet", self.pages_per_packet.is_some()),
@@ -266,7 +265,8 @@ impl Scenario {
             ("memory", self.memory.is_some()),
             ("verify", self.verify.is_some()),
         ];
-        let bench_only = [
+        // Keys that only some ops take.
+        let only_some = [
             ("size", self.size.is_some(), [Kind::Latency, Kind::Bandwidth, Kind::Ring].as_slice()),
             ("slots", self.slots.is_some(), &[Kind::Latency, Kind::Bandwidth]),
             ("samples", self.samples.is_some(), &[Kind::Latency, Kind::Ring]),
@@ -275,11 +275,12 @@ impl Scenario {
             ("hops", self.hops.is_some(), &[Kind::Ring]),
             ("unmerged", self.unmerged.is_some(), &[Kind::Latency, Kind::Ring]),
             ("skew_ns", self.skew_ns.is_some(), &[Kind::AllGather, Kind::ReduceScatter, Kind::Ring]),
+            ("redop", self.redop.is_some(), &[Kind::ReduceScatter]),
             ("bidir", self.bidir.is_some(), &[Kind::AllGather, Kind::Bandwidth]),
         ];
         let mut out: Vec<&'static str> =
             op_only.iter().filter(|(_, set)| *set && !self.op.is_op()).map(|(n, _)| *n).collect();
-        out.extend(bench_only.iter().filter(|(_, set, ok)| *set && !ok.contains(&self.op)).map(|(n, ..)| *n));
+        out.extend(only_some.iter().filter(|(_, set, ok)| *set && !ok.contains(&self.op)).map(|(n, ..)| *n));
         out
     }
 

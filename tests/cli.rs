@@ -814,7 +814,11 @@ scenarios:
 
     #[test]
     fn bad_suites_name_the_file_and_the_scenario() {
-        let cases: [(&str, &str); 4] = [
+        let cases: [(&str, &str); 5] = [
+            (
+                "scenarios:\n  - {name: g, op: all-gather, cluster: t3000, shape: [1, 1, 32, 256], redop: max}\n",
+                "scenario 'g': 'redop' does not apply to all-gather",
+            ),
             (
                 "scenarios:\n  - name: a\n    op: latency\n    cluster: n300\n    size: 16\n    hops: 4\n",
                 "scenario 'a': 'hops' does not apply to latency",
