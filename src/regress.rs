@@ -133,9 +133,9 @@ pub fn render_baseline(suite: &str, entries: &[(String, Time)]) -> String {
         "# meshsim regression baseline for {suite}.yaml: scenario, simulated time in ps (# and µs).\n\
          # Written by `meshsim regress --update`; review changes to it like code.\n"
     );
-    let w = entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
+    // A fixed column, not the longest name: adding a scenario must not realign every line.
     for (name, t) in entries {
-        let _ = writeln!(s, "{name:<w$}  {:>16}  # {:.6} us", t.0, t.as_us_f64());
+        let _ = writeln!(s, "{name:<40}  {:>16}  # {:.6} us", t.0, t.as_us_f64());
     }
     s
 }
