@@ -97,6 +97,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 let rows = link_rows(&cluster, &out.links, run.time);
                 json["link_use"] = serde_json::to_value(&rows)?;
                 json["critical_path"] = critical_json(&cluster, critical.as_ref());
+                json["busiest_on_chip"] = resources_json(&cluster, &run.resources, run.time);
             }
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
@@ -143,7 +144,8 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 let rows = link_rows(&cluster, &out.links, run.time);
                 print!("\n{}", report::render(&rows, a.format.into()));
                 if matches!(a.format, Format::Text) {
-                    print!("{}", critical_text(&cluster, critical.as_ref()));
+                    print!("{}", critical_text(&cluster, critical.as_ref(), run.time));
+                    print!("{}", resources_text(&cluster, &run.resources, run.time));
                 }
             }
         }
@@ -224,15 +226,20 @@ fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {
     )
 }
 
-fn critical_text(cluster: &Cluster, cp: Option<&meshsim_ccl::critical::CriticalPath>) -> String {
+fn critical_text(
+    cluster: &Cluster,
+    cp: Option<&meshsim_ccl::critical::CriticalPath>,
+    time: meshsim_engine::Time,
+) -> String {
     let Some(cp) = cp else {
         return "\nbottleneck: none (nothing crossed a link)\n".into();
     };
     let mut s = format!(
-        "\nbottleneck: {} ({} B, busy {:.3} us)\ncritical path:\n",
+        "\nbottleneck: {} ({} B, busy {:.3} us, {:.1} % of the op)\ncritical path:\n",
         link_name(cluster, &cp.link),
         cp.link.bytes,
-        cp.link.busy.as_us_f64()
+        cp.link.busy.as_us_f64(),
+        100.0 * cp.link.busy.as_ns_f64() / time.as_ns_f64().max(1e-9)
     );
     for st in &cp.stages {
         let _ = writeln!(
@@ -259,4 +266,75 @@ fn critical_json(cluster: &Cluster, cp: Option<&meshsim_ccl::critical::CriticalP
             "duration_us": (st.end - st.start).as_us_f64(),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// The busiest NoC port and DRAM bank as `(what, busy)`.
+fn resources(
+    cluster: &Cluster,
+    r: &meshsim_hw::trace::ResourceUse,
+) -> [Option<(String, meshsim_engine::Time)>; 2] {
+    use meshsim_hw::noc::Port;
+    let noc = r.noc.map(|(chip, p)| {
+        let port = match p.port {
+            Port::X => {
+                if p.noc == 0 {
+                    "+x link"
+                } else {
+                    "-x link"
+                }
+            }
+            Port::Y => {
+                if p.noc == 0 {
+                    "+y link"
+                } else {
+                    "-y link"
+                }
+            }
+            Port::Inject => "injection port",
+            Port::Eject => "ejection port",
+        };
+        (format!("chip {} NoC{} router {} {port}", cluster.chip(chip).id, p.noc, p.at), p.busy)
+    });
+    let dram = r
+        .dram
+        .map(|d| (format!("chip {} DRAM bank {} ({} B)", cluster.chip(d.chip).id, d.bank, d.bytes), d.busy));
+    [noc, dram]
+}
+
+fn resources_text(
+    cluster: &Cluster,
+    r: &meshsim_hw::trace::ResourceUse,
+    time: meshsim_engine::Time,
+) -> String {
+    let mut s = String::from("busiest on chip:\n");
+    for (kind, what) in ["NoC", "DRAM"].iter().zip(resources(cluster, r)) {
+        match what {
+            Some((name, busy)) => {
+                let pct = 100.0 * busy.as_ns_f64() / time.as_ns_f64().max(1e-9);
+                let _ =
+                    writeln!(s, "  {kind:<13} {:>12.3} us  ({pct:.1} % of the op)  {name}", busy.as_us_f64());
+            }
+            None => {
+                let _ = writeln!(s, "  {kind:<13} unused");
+            }
+        }
+    }
+    s
+}
+
+fn resources_json(
+    cluster: &Cluster,
+    r: &meshsim_hw::trace::ResourceUse,
+    time: meshsim_engine::Time,
+) -> serde_json::Value {
+    let [noc, dram] = resources(cluster, r).map(|x| {
+        x.map_or(serde_json::Value::Null, |(name, busy)| {
+            serde_json::json!({
+                "what": name,
+                "busy_us": busy.as_us_f64(),
+                "busy_pct": 100.0 * busy.as_ns_f64() / time.as_ns_f64().max(1e-9),
+            })
+        })
+    });
+    serde_json::json!({"noc": noc, "dram": dram})
 }

@@ -672,6 +672,13 @@ mod trace {
             assert_eq!(w[0]["end_us"], w[1]["start_us"]);
         }
         assert!(stages[2]["duration_us"].as_f64().unwrap() > 0.0);
+        // Beside the link, the busiest NoC port and DRAM bank, as shares of the op's time.
+        let on_chip = &report["busiest_on_chip"];
+        for kind in ["noc", "dram"] {
+            let pct = on_chip[kind]["busy_pct"].as_f64().unwrap_or_else(|| panic!("{on_chip}"));
+            assert!(pct > 0.0 && pct <= 100.0, "{on_chip}");
+            assert!(on_chip[kind]["what"].as_str().unwrap().starts_with("chip "), "{on_chip}");
+        }
         std::fs::remove_file(&path).unwrap();
     }
 

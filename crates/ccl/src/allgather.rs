@@ -97,6 +97,8 @@ pub struct OpRun {
     pub links: Vec<meshsim_hw::LinkUse>,
     /// Kernel marks (EDM handshakes done, ...), in time order.
     pub marks: Vec<meshsim_hw::Mark>,
+    /// The busiest NoC link or port and DRAM bank.
+    pub resources: meshsim_hw::trace::ResourceUse,
     /// The full trace, when the spec asked for one.
     pub trace: Option<meshsim_hw::TraceData>,
 }

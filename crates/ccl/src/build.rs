@@ -162,9 +162,9 @@ impl<'a> OpBuild<'a> {
         let last = per_chip.iter().max_by_key(|p| (p.1, p.0)).expect("an op has chips");
         let time = last.2 - last.1;
         let verified = verify.map(|v| v(&self.m));
-        let (links, marks) = (self.m.link_use(), self.m.marks());
+        let (links, marks, resources) = (self.m.link_use(), self.m.marks(), self.m.resource_use());
         let trace = self.m.take_trace();
-        Ok(OpRun { time, per_chip, verified, stats, links, marks, trace })
+        Ok(OpRun { time, per_chip, verified, stats, links, marks, resources, trace })
     }
 }
 

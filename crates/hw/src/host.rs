@@ -199,6 +199,11 @@ impl Machine {
         self.sim.ctx().world().link_use()
     }
 
+    /// The busiest NoC link or port and DRAM bank of the run.
+    pub fn resource_use(&self) -> crate::trace::ResourceUse {
+        self.sim.ctx().world().resource_use()
+    }
+
     /// Kernel marks, in time order.
     pub fn marks(&self) -> Vec<crate::trace::Mark> {
         self.sim.ctx().world().marks().to_vec()

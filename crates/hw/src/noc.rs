@@ -27,6 +27,34 @@ pub struct Noc {
     /// `[noc][y * grid_x + x]`: when a core's injection / ejection port is next free.
     inject: [Vec<Time>; 2],
     eject: [Vec<Time>; 2],
+    /// Total occupancy, same indexing: links, then injection ports, then ejection ports.
+    busy: [Vec<u64>; 2],
+}
+
+/// A NoC link or port of one router.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    /// The out-link along x (NoC0: +x, NoC1: −x).
+    X,
+    /// The out-link along y (NoC0: +y, NoC1: −y).
+    Y,
+    /// The core's injection port.
+    Inject,
+    /// The core's ejection port.
+    Eject,
+}
+
+/// How long one NoC link or port was occupied in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortUse {
+    /// NoC 0 or 1.
+    pub noc: usize,
+    /// The router's grid position.
+    pub at: CoreCoord,
+    /// Which link or port.
+    pub port: Port,
+    /// Total time packets occupied it.
+    pub busy: Time,
 }
 
 impl Noc {
@@ -40,7 +68,30 @@ impl Noc {
             links: [v(nodes * 2), v(nodes * 2)],
             inject: [v(nodes), v(nodes)],
             eject: [v(nodes), v(nodes)],
+            busy: [vec![0; nodes * 4], vec![0; nodes * 4]],
         }
+    }
+
+    /// The most occupied link or port of either NoC (the first such by NoC, position and port
+    /// on a tie), or `None` if no packet was sent.
+    pub fn busiest(&self) -> Option<PortUse> {
+        let nodes = (self.grid_x * self.grid_y) as usize;
+        let mut best: Option<PortUse> = None;
+        for (noc, busy) in self.busy.iter().enumerate() {
+            for (i, &b) in busy.iter().enumerate() {
+                if b == 0 || best.is_some_and(|x| x.busy.0 >= b) {
+                    continue;
+                }
+                let (node, port) = match i {
+                    i if i < nodes * 2 => (i / 2, if i % 2 == 0 { Port::X } else { Port::Y }),
+                    i if i < nodes * 3 => (i - nodes * 2, Port::Inject),
+                    i => (i - nodes * 3, Port::Eject),
+                };
+                let at = CoreCoord { x: node as u32 % self.grid_x, y: node as u32 / self.grid_x };
+                best = Some(PortUse { noc, at, port, busy: Time(b) });
+            }
+        }
+        best
     }
 
     fn node(&self, c: CoreCoord) -> usize {
@@ -73,9 +124,12 @@ impl Noc {
         let occupy = p.cycles(flits).0;
         let hop = p.cycles(p.noc_hop_cycles).0;
         let s = self.node(src);
+        let nodes = self.inject[noc].len();
+        let busy = &mut self.busy[noc];
         let inject = &mut self.inject[noc][s];
         let mut t = (ready + p.cycles(p.noc_inject_cycles)).0.max(inject.0);
         *inject = Time(t + occupy);
+        busy[nodes * 2 + s] += occupy;
         let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
         let links = &mut self.links[noc];
         // Walk the route in plain integers: the head crosses each link once it is free, holding
@@ -85,6 +139,7 @@ impl Noc {
             let start = (*t).max(*free);
             *free = start + occupy;
             *t = start + hop;
+            busy[link] += occupy;
         };
         let (mut x, mut y) = (src.x as usize, src.y as usize);
         let (dx, dy) = (dst.x as usize, dst.y as usize);
@@ -112,6 +167,7 @@ impl Noc {
         let eject = &mut self.eject[noc][d];
         let start = t.max(eject.0);
         *eject = Time(start + occupy);
+        self.busy[noc][nodes * 3 + d] += occupy;
         Time(start + occupy) + p.cycles(p.noc_eject_cycles)
     }
 }
@@ -131,6 +187,21 @@ mod tests {
         assert_eq!(noc.hops(1, c(9, 0), c(1, 0)), 8);
         assert_eq!(noc.hops(0, c(1, 1), c(1, 11)), 10);
         assert_eq!(noc.hops(1, c(1, 1), c(1, 11)), 2);
+    }
+
+    #[test]
+    fn occupancy_is_summed_per_link_and_port_and_the_busiest_is_named() {
+        let p = Params::default();
+        let mut noc = Noc::new(10, 12);
+        assert_eq!(noc.busiest(), None);
+        // Two packets from (1,1) east to (4,1) and one from (2,1) to (3,1): the x-link out of
+        // (2,1) carries all three.
+        noc.send(&p, 0, c(1, 1), c(4, 1), 64, Time::ZERO);
+        noc.send(&p, 0, c(1, 1), c(4, 1), 64, Time::ZERO);
+        noc.send(&p, 0, c(2, 1), c(3, 1), 64, Time::ZERO);
+        let flits = 1 + 64 / p.noc_flit_bytes;
+        let want = PortUse { noc: 0, at: c(2, 1), port: Port::X, busy: Time(3 * p.cycles(flits).0) };
+        assert_eq!(noc.busiest(), Some(want));
     }
 
     #[test]

@@ -93,6 +93,29 @@ pub struct LinkUse {
     pub last_payload: Option<Time>,
 }
 
+/// How long one DRAM bank streamed in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DramUse {
+    /// The chip.
+    pub chip: ChipIdx,
+    /// The bank.
+    pub bank: u8,
+    /// Time it spent streaming reads and writes (latency excluded).
+    pub busy: Time,
+    /// Bytes it moved.
+    pub bytes: u64,
+}
+
+/// The busiest on-chip resources of a run, to set beside the busiest link: when the link is not
+/// near full, one of these may be what limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceUse {
+    /// The most occupied NoC link or port of any chip.
+    pub noc: Option<(ChipIdx, crate::noc::PortUse)>,
+    /// The busiest DRAM bank of any chip.
+    pub dram: Option<DramUse>,
+}
+
 /// Everything a traced run recorded.
 #[derive(Clone, Debug, Default)]
 pub struct TraceData {

@@ -17,7 +17,7 @@ use meshsim_topology::{ChipIdx, Cluster, ETH_CHANNELS, Endpoint};
 use crate::eth::{EthPort, transmit};
 use crate::noc::Noc;
 use crate::params::Params;
-use crate::trace::{LinkUse, Mark, PacketRec, SYNC_SEND_BYTES};
+use crate::trace::{DramUse, LinkUse, Mark, PacketRec, ResourceUse, SYNC_SEND_BYTES};
 
 /// Whether memories hold real bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +68,8 @@ pub struct ChipHw {
     pub eth: Vec<EthPort>,
     /// When each DRAM bank can start its next access.
     pub dram_free: Vec<Time>,
+    /// Time each DRAM bank spent streaming, and the bytes it moved.
+    pub dram_busy: Vec<(Time, u64)>,
 }
 
 /// A write in flight to a memory.
@@ -224,7 +226,13 @@ impl Hw {
                         EthPort::new(free)
                     })
                     .collect();
-                ChipHw { noc: Noc::new(gx, gy), cores, eth, dram_free: vec![Time::ZERO; soc.dram.len()] }
+                ChipHw {
+                    noc: Noc::new(gx, gy),
+                    cores,
+                    eth,
+                    dram_free: vec![Time::ZERO; soc.dram.len()],
+                    dram_busy: vec![(Time::ZERO, 0); soc.dram.len()],
+                }
             })
             .collect();
         let erisc_kernels = vec![KernelCount::default(); chips.len() * ETH_CHANNELS as usize];
@@ -324,6 +332,25 @@ impl Hw {
         out
     }
 
+    /// The busiest NoC link or port and the busiest DRAM bank of the run, over every chip.
+    pub fn resource_use(&self) -> ResourceUse {
+        let mut out = ResourceUse::default();
+        for (c, chip) in self.chips.iter().enumerate() {
+            let chip_idx = ChipIdx(c as u32);
+            if let Some(n) = chip.noc.busiest()
+                && out.noc.is_none_or(|(_, best)| n.busy > best.busy)
+            {
+                out.noc = Some((chip_idx, n));
+            }
+            for (bank, &(busy, bytes)) in chip.dram_busy.iter().enumerate() {
+                if busy > Time::ZERO && out.dram.is_none_or(|d| busy > d.busy) {
+                    out.dram = Some(DramUse { chip: chip_idx, bank: bank as u8, busy, bytes });
+                }
+            }
+        }
+        out
+    }
+
     /// Kernel marks so far, in time order.
     pub fn marks(&self) -> &[Mark] {
         &self.marks
@@ -371,8 +398,12 @@ impl Hw {
     /// share the bank. Returns when the data is out of (or into) the bank.
     pub(crate) fn dram_access(&mut self, chip: ChipIdx, bank: u8, bytes: u64, at: Time) -> Time {
         let p = &self.params;
-        let free = &mut self.chips[chip.0 as usize].dram_free[bank as usize];
-        *free = at.max(*free) + p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle));
+        let c = &mut self.chips[chip.0 as usize];
+        let stream = p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle));
+        let free = &mut c.dram_free[bank as usize];
+        *free = at.max(*free) + stream;
+        let busy = &mut c.dram_busy[bank as usize];
+        *busy = (busy.0 + stream, busy.1 + bytes);
         *free + p.cycles(p.dram_latency_cycles)
     }
 
