@@ -159,6 +159,19 @@ enum EvKind<'a> {
     Counter(f64),
 }
 
+/// The metadata events naming a thread and fixing its place in the process.
+fn thread_meta(pid: u64, tid: u64, name: &str) -> [String; 2] {
+    [
+        format!(
+            r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#,
+            js(name)
+        ),
+        format!(
+            r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
+        ),
+    ]
+}
+
 /// A JSON string literal.
 fn js(s: &str) -> String {
     serde_json::to_string(s).expect("strings serialise")
@@ -191,17 +204,9 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
         let (pid, tid) = (chip_id(k.chip), i as u64 + 1);
         chips_seen.insert(pid, ());
         track_of.insert(k.task, (pid, tid, &k.kernel));
-        let name = js(&format!("{} · {}", k.core, k.kernel));
-        line(
-            &mut w,
-            format!(r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{name}}}}}"#),
-        )?;
-        line(
-            &mut w,
-            format!(
-                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
-            ),
-        )?;
+        for m in thread_meta(pid, tid, &format!("{} · {}", k.core, k.kernel)) {
+            line(&mut w, m)?;
+        }
     }
     let mut open: BTreeMap<TaskId, u32> = BTreeMap::new();
     for e in &data.tasks {
@@ -251,19 +256,9 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
             Some(e) => format!("eth{chan} tx → chip {} eth{}", chip_id(e.chip), e.chan),
             None => format!("eth{chan} tx"),
         };
-        line(
-            &mut w,
-            format!(
-                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#,
-                js(&name)
-            ),
-        )?;
-        line(
-            &mut w,
-            format!(
-                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
-            ),
-        )?;
+        for m in thread_meta(pid, tid, &name) {
+            line(&mut w, m)?;
+        }
         let mut busy = vec![0u64; (data.end.0 / window.0 + 1) as usize];
         for p in packets {
             events.push(Ev { pid, tid, sub: 0, ts: p.wire_start, kind: EvKind::Packet(p) });
