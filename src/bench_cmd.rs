@@ -1,7 +1,7 @@
 //! `meshsim bench`: microbenchmark sweeps, their plots and single-point traces.
 
 use meshsim_bench::plot;
-use meshsim_bench::{Setup, bandwidth, latency, report, ring};
+use meshsim_bench::{BenchError, Measured, Setup, bandwidth, latency, report, ring};
 
 use crate::{
     BadInput, Bench, bench_error, check_outputs, load_cluster, load_params, one_line_plot, write_trace,
@@ -22,21 +22,18 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
     let label = common.cluster.clone();
     // With --trace the single point runs traced (the sweep of one point is that run).
     setup.trace = common.trace.is_some();
-    let traced = setup.clone();
     let mut trace = None;
     let (table, plot) = match &b {
         Bench::Latency { common, slots, samples, unmerged } => {
             let spec =
                 latency::LatencySpec { size_bytes: 0, slots: *slots, samples: *samples, unmerged: *unmerged };
-            let rows = if setup.trace {
-                let m =
-                    latency::latency(&traced, latency::LatencySpec { size_bytes: common.sizes[0], ..spec })
-                        .map_err(bench_error)?;
-                trace = m.trace;
-                vec![m.row]
-            } else {
-                latency::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
-            };
+            let rows = rows_or_trace(
+                &mut trace,
+                setup.trace.then(|| {
+                    latency::latency(&setup, latency::LatencySpec { size_bytes: common.sizes[0], ..spec })
+                }),
+                || latency::sweep(&setup, &common.sizes, spec),
+            )?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
             let plot = one_line_plot(
                 format!("Ethernet round trip, {label}"),
@@ -55,17 +52,16 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
                 bidir: *bidir,
                 to_worker: *to_worker,
             };
-            let rows = if setup.trace {
-                let m = bandwidth::bandwidth(
-                    &traced,
-                    bandwidth::BandwidthSpec { size_bytes: common.sizes[0], ..spec },
-                )
-                .map_err(bench_error)?;
-                trace = m.trace;
-                vec![m.row]
-            } else {
-                bandwidth::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
-            };
+            let rows = rows_or_trace(
+                &mut trace,
+                setup.trace.then(|| {
+                    bandwidth::bandwidth(
+                        &setup,
+                        bandwidth::BandwidthSpec { size_bytes: common.sizes[0], ..spec },
+                    )
+                }),
+                || bandwidth::sweep(&setup, &common.sizes, spec),
+            )?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps)).collect();
             let what = if *bidir { "bidirectional" } else { "unidirectional" };
             let plot = one_line_plot(
@@ -85,14 +81,13 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
                 unmerged: *unmerged,
                 start_skew_ns: *skew_ns,
             };
-            let rows = if setup.trace {
-                let m = ring::ring(&traced, ring::RingSpec { size_bytes: common.sizes[0], ..spec })
-                    .map_err(bench_error)?;
-                trace = m.trace;
-                vec![m.row]
-            } else {
-                ring::sweep(&setup, &common.sizes, spec).map_err(bench_error)?
-            };
+            let rows = rows_or_trace(
+                &mut trace,
+                setup
+                    .trace
+                    .then(|| ring::ring(&setup, ring::RingSpec { size_bytes: common.sizes[0], ..spec })),
+                || ring::sweep(&setup, &common.sizes, spec),
+            )?;
             let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
             let plot = one_line_plot(
                 format!("Ring ping, {hops} hops, {label}"),
@@ -112,4 +107,21 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         write_trace(path, t, &setup.cluster)?;
     }
     Ok(())
+}
+
+/// The rows of a benchmark: the one traced point's (keeping its trace) when `traced` holds its
+/// run, else the sweep's.
+fn rows_or_trace<R>(
+    trace: &mut Option<meshsim_hw::TraceData>,
+    traced: Option<Result<Measured<R>, BenchError>>,
+    sweep: impl FnOnce() -> Result<Vec<R>, BenchError>,
+) -> anyhow::Result<Vec<R>> {
+    match traced {
+        Some(point) => {
+            let m = point.map_err(bench_error)?;
+            *trace = m.trace;
+            Ok(vec![m.row])
+        }
+        None => sweep().map_err(bench_error),
+    }
 }

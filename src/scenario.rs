@@ -85,6 +85,7 @@ pub enum BidirValue {
 }
 
 /// One run with every knob. Fields that do not apply to the scenario's `op` must be left out.
+/// Keys left out are `None` (serde's rule for `Option` fields) and take the CLI's defaults.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -95,76 +96,53 @@ pub struct Scenario {
     /// A built-in cluster name or a cluster description file (relative to the suite file).
     pub cluster: String,
     /// A parameter file (relative to the suite file); the built-in parameters if absent.
-    #[serde(default)]
     pub params: Option<PathBuf>,
     /// How far (in %) the simulated time may move before the regression gate fails.
     #[serde(default)]
     pub tolerance_pct: f64,
     /// Op: the tensor's shape `[w, z, y, x]` (the gathered output; the reduced input).
-    #[serde(default)]
     pub shape: Option<Vec<u64>>,
     /// Op: the dimension gathered or scattered along.
-    #[serde(default)]
     pub dim: Option<usize>,
     /// Op: element type.
-    #[serde(default)]
     pub dtype: Option<String>,
     /// Op: `ring` or `line`.
-    #[serde(default)]
     pub topology: Option<String>,
     /// Op: links per hop.
-    #[serde(default)]
     pub links: Option<usize>,
     /// Op: worker pairs per link.
-    #[serde(default)]
     pub workers: Option<usize>,
     /// All-gather mode or bandwidth flag.
-    #[serde(default)]
     pub bidir: Option<BidirValue>,
     /// Reduce-scatter: `sum` or `max`.
-    #[serde(default)]
     pub redop: Option<String>,
     /// Op: run on this many chips.
-    #[serde(default)]
     pub chips: Option<usize>,
     /// Op: run on these chips, in order.
-    #[serde(default)]
     pub chip_ids: Option<Vec<u64>>,
     /// Op: pages per EDM packet.
-    #[serde(default)]
     pub pages_per_packet: Option<u64>,
     /// Op: EDM buffers per channel.
-    #[serde(default)]
     pub buffers: Option<u64>,
     /// Op: `dram` or `l1`.
-    #[serde(default)]
     pub memory: Option<String>,
     /// Op or ring: start skew per chip, ns.
-    #[serde(default)]
     pub skew_ns: Option<u64>,
     /// Op: move real bytes and check the outputs.
-    #[serde(default)]
     pub verify: Option<bool>,
     /// Benchmark: payload bytes per packet or ping.
-    #[serde(default)]
     pub size: Option<Size>,
     /// Latency, bandwidth: buffer slots.
-    #[serde(default)]
     pub slots: Option<u64>,
     /// Latency, ring: measured samples.
-    #[serde(default)]
     pub samples: Option<u64>,
     /// Bandwidth: packets per direction.
-    #[serde(default)]
     pub packets: Option<u64>,
     /// Bandwidth: forward every slot to a Tensix core.
-    #[serde(default)]
     pub to_worker: Option<bool>,
     /// Ring: hops.
-    #[serde(default)]
     pub hops: Option<usize>,
     /// Latency, ring: payload and sync sent separately.
-    #[serde(default)]
     pub unmerged: Option<bool>,
 }
 
