@@ -647,6 +647,20 @@ mod trace {
                 .map(|e| e["args"]["bytes"].as_u64().unwrap())
                 .sum();
             assert_eq!(bytes, l["bytes"].as_u64().unwrap(), "{name}");
+            // Its utilisation counter integrates to the busy time the report gives.
+            let counter = format!("eth{} tx utilisation %", l["from_chan"]);
+            let points: Vec<(f64, f64)> = events
+                .iter()
+                .filter(|e| e["ph"] == "C" && e["pid"] == l["from_chip"] && e["name"] == counter.as_str())
+                .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["busy"].as_f64().unwrap()))
+                .collect();
+            let window = points[1].0 - points[0].0;
+            let busy_us: f64 = points.iter().map(|p| p.1 / 100.0 * window).sum();
+            let want = l["busy_us"].as_f64().unwrap();
+            assert!(
+                (busy_us - want).abs() <= 1e-6 * want.max(1.0),
+                "{name}: counters {busy_us} us, report {want} us"
+            );
         }
         // Kernels have spans, waits say what they wait for, EDMs mark their handshakes, and the
         // link-utilisation counters stay within 0..100 %.
