@@ -383,9 +383,4 @@ impl Machine {
     pub fn late_landings(&self) -> Vec<crate::world::LateLanding> {
         self.sim.ctx().world().late_landings().to_vec()
     }
-
-    /// Bytes and packets sent from each Ethernet port so far.
-    pub fn eth_traffic(&self) -> Vec<(ChipIdx, u8, u64, u64)> {
-        self.sim.ctx().world().eth_traffic()
-    }
 }

@@ -293,19 +293,6 @@ impl Hw {
         self.core(chip, at).expect("every channel has an Ethernet core").mem
     }
 
-    /// Bytes sent so far from each Ethernet port: `(chip, channel, bytes, packets)`.
-    pub fn eth_traffic(&self) -> Vec<(ChipIdx, u8, u64, u64)> {
-        let mut out = Vec::new();
-        for (c, chip) in self.chips.iter().enumerate() {
-            for (chan, port) in chip.eth.iter().enumerate() {
-                if port.packets_sent > 0 {
-                    out.push((ChipIdx(c as u32), chan as u8, port.bytes_sent, port.packets_sent));
-                }
-            }
-        }
-        out
-    }
-
     /// Use of every Ethernet link direction that sent at least one packet, by chip and channel.
     pub fn link_use(&self) -> Vec<LinkUse> {
         let mut out = Vec::new();

@@ -61,8 +61,13 @@ fn real_bytes_cross_the_link_after_a_handshake() {
     assert_eq!(m.read_l1(ChipIdx(1), CoreRef::Eth(rx_chan), BUF, 4096).unwrap(), pattern);
     assert!(stats.world_events > 0);
     // Handshake (payload + sync), data (payload + sync) out; two "done" records back.
-    let traffic = m.eth_traffic();
-    assert_eq!(traffic.iter().map(|t| t.2).sum::<u64>(), 16 + 16 + 4096 + 16 + 16 + 16);
+    let links = m.link_use();
+    assert_eq!(links.iter().map(|l| l.bytes).sum::<u64>(), 16 + 16 + 4096 + 16 + 16 + 16);
+    // The data went one way: that direction carried payload, and its serializer was busy at
+    // least for the payload at the line rate.
+    let data = links.iter().find(|l| l.bytes > 4096).expect("the data direction");
+    assert_eq!(data.from.chip, ChipIdx(0));
+    assert!(data.first_payload.is_some() && data.busy >= Params::default().eth_wire_time(4096));
 }
 
 #[test]
