@@ -322,28 +322,25 @@ impl Scenario {
         let memory: Memory = self.memory.as_deref().unwrap_or("dram").parse().map_err(bad)?;
         let chips = meshsim_ccl::group::select(&cluster, topology, self.chips, self.chip_ids.as_deref())
             .map_err(|e| bad(e.0))?;
-        let (links, workers) = (self.links.unwrap_or(1), self.workers.unwrap_or(1));
-        let (verify, skew_ns) = (self.verify.unwrap_or(false), self.skew_ns.unwrap_or(0));
-        let buffers = self.buffers.unwrap_or(2);
-        let run = match self.op {
+        // Knobs left out take the op's defaults (AllGatherSpec::new); reduce-scatter shares them.
+        let base = AllGatherSpec::new(tensor, self.dim.unwrap_or(3), chips.clone());
+        let ag = AllGatherSpec {
+            topology,
+            bidir,
+            memory,
+            trace,
+            links: self.links.unwrap_or(base.links),
+            workers: self.workers.unwrap_or(base.workers),
+            pages_per_packet: self.pages_per_packet,
+            buffers_per_channel: self.buffers.unwrap_or(base.buffers_per_channel),
+            verify: self.verify.unwrap_or(base.verify),
+            skew_ns: self.skew_ns.unwrap_or(base.skew_ns),
+            ..base
+        };
+        let mut run = match self.op {
             Kind::AllGather => {
-                let spec = AllGatherSpec {
-                    output: tensor,
-                    dim: self.dim.unwrap_or(3),
-                    chips: chips.clone(),
-                    topology,
-                    links,
-                    workers,
-                    bidir,
-                    pages_per_packet: self.pages_per_packet,
-                    buffers_per_channel: buffers,
-                    verify,
-                    skew_ns,
-                    trace,
-                    memory,
-                };
-                allgather::validate(&cluster, &spec).map_err(|e| bad(e.0))?;
-                allgather::all_gather(&cluster, params, &spec).map_err(|e| bad(e.0))?
+                allgather::validate(&cluster, &ag).map_err(|e| bad(e.0))?;
+                allgather::all_gather(&cluster, params, &ag).map_err(|e| bad(e.0))?
             }
             _ => {
                 if topology != Topology::Ring || bidir != Bidir::None {
@@ -351,24 +348,20 @@ impl Scenario {
                 }
                 let op: RedOp = self.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
                 let spec = ReduceScatterSpec {
-                    input: tensor,
-                    dim: self.dim.unwrap_or(3),
-                    chips: chips.clone(),
-                    op,
-                    links,
-                    workers,
-                    pages_per_packet: self.pages_per_packet,
-                    buffers_per_channel: buffers,
-                    verify,
-                    skew_ns,
+                    links: ag.links,
+                    workers: ag.workers,
+                    pages_per_packet: ag.pages_per_packet,
+                    buffers_per_channel: ag.buffers_per_channel,
+                    verify: ag.verify,
+                    skew_ns: ag.skew_ns,
                     trace,
                     memory,
+                    ..ReduceScatterSpec::new(tensor, ag.dim, chips.clone(), op)
                 };
                 reducescatter::validate(&cluster, params, &spec).map_err(|e| bad(e.0))?;
                 reducescatter::reduce_scatter(&cluster, params, &spec).map_err(|e| bad(e.0))?
             }
         };
-        let mut run = run;
         Ok(Outcome {
             time: run.time,
             stats: run.stats.clone(),

@@ -77,6 +77,29 @@ pub struct AllGatherSpec {
     pub memory: Memory,
 }
 
+impl AllGatherSpec {
+    /// A unidirectional ring all-gather of `output` along `dim` over `chips` with the defaults
+    /// the CLI uses: one link and one worker pair per hop, 16 KiB packets, two buffers per EDM
+    /// channel, tensors in DRAM, timing mode, no start skew, no trace.
+    pub fn new(output: TensorSpec, dim: usize, chips: Vec<ChipIdx>) -> AllGatherSpec {
+        AllGatherSpec {
+            output,
+            dim,
+            chips,
+            topology: Topology::Ring,
+            links: 1,
+            workers: 1,
+            bidir: Bidir::None,
+            pages_per_packet: None,
+            buffers_per_channel: 2,
+            verify: false,
+            skew_ns: 0,
+            trace: false,
+            memory: Memory::Dram,
+        }
+    }
+}
+
 /// A problem with an op's arguments.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[error("{0}")]

@@ -75,6 +75,27 @@ pub struct ReduceScatterSpec {
     pub memory: crate::tensor::Memory,
 }
 
+impl ReduceScatterSpec {
+    /// A ring reduce-scatter of `input` along `dim` over `chips` reducing with `op`, with the
+    /// defaults of [`crate::allgather::AllGatherSpec::new`].
+    pub fn new(input: TensorSpec, dim: usize, chips: Vec<ChipIdx>, op: RedOp) -> ReduceScatterSpec {
+        ReduceScatterSpec {
+            input,
+            dim,
+            chips,
+            op,
+            links: 1,
+            workers: 1,
+            pages_per_packet: None,
+            buffers_per_channel: 2,
+            verify: false,
+            skew_ns: 0,
+            trace: false,
+            memory: crate::tensor::Memory::Dram,
+        }
+    }
+}
+
 /// The bytes of page `q` of chip `k`'s input: small integers, so sums are exact.
 pub fn input_page(k: u64, q: u64, page: u64) -> Vec<u8> {
     (0..page / 4).flat_map(|i| ((k + 1) * 1000 + (q * 7 + i) % 997).to_le_bytes()[..4].to_vec()).collect()

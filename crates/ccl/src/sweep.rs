@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::allgather::{self, AllGatherSpec, Bidir, OpError, Topology};
 use crate::reducescatter::{self, RedOp, ReduceScatterSpec};
-use crate::tensor::{DType, Layout, Memory, TensorSpec};
+use crate::tensor::{DType, Layout, TensorSpec};
 
 /// The op a sweep runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,36 +110,19 @@ pub fn sweep(
             let (run, redop) = match op {
                 SweepOp::AllGather(bidir) => {
                     let spec = AllGatherSpec {
-                        output: tensor,
-                        dim: 3,
-                        chips: chips.to_vec(),
                         topology,
                         links,
                         workers,
                         bidir,
-                        pages_per_packet: None,
-                        buffers_per_channel: 2,
-                        verify: false,
-                        skew_ns: 0,
-                        trace: false,
-                        memory: Memory::Dram,
+                        ..AllGatherSpec::new(tensor, 3, chips.to_vec())
                     };
                     (allgather::all_gather(cluster, params, &spec)?, "none".to_owned())
                 }
                 SweepOp::ReduceScatter(red) => {
                     let spec = ReduceScatterSpec {
-                        input: tensor,
-                        dim: 3,
-                        chips: chips.to_vec(),
-                        op: red,
                         links,
                         workers,
-                        pages_per_packet: None,
-                        buffers_per_channel: 2,
-                        verify: false,
-                        skew_ns: 0,
-                        trace: false,
-                        memory: Memory::Dram,
+                        ..ReduceScatterSpec::new(tensor, 3, chips.to_vec(), red)
                     };
                     (
                         reducescatter::reduce_scatter(cluster, params, &spec)?,

@@ -7,21 +7,8 @@ use meshsim_topology::{ChipIdx, Cluster, builtin};
 
 /// A verified, unidirectional, one-link all-gather of `shape` along `dim` over `chips`.
 fn spec(chips: Vec<ChipIdx>, shape: [u64; 4], dim: usize, dtype: DType, topology: Topology) -> AllGatherSpec {
-    AllGatherSpec {
-        output: TensorSpec::new(shape, dtype, Layout::Tile).unwrap(),
-        dim,
-        chips,
-        topology,
-        links: 1,
-        workers: 1,
-        bidir: Bidir::None,
-        pages_per_packet: None,
-        buffers_per_channel: 2,
-        verify: true,
-        skew_ns: 0,
-        trace: false,
-        memory: Memory::Dram,
-    }
+    let output = TensorSpec::new(shape, dtype, Layout::Tile).unwrap();
+    AllGatherSpec { topology, verify: true, ..AllGatherSpec::new(output, dim, chips) }
 }
 
 fn ring(c: &Cluster) -> Vec<ChipIdx> {

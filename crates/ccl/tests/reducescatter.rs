@@ -1,25 +1,13 @@
 //! Reduce-scatter end to end: sum and max verify exactly on N300, T3000 and Galaxy.
 
 use meshsim_ccl::reducescatter::{RedOp, ReduceScatterSpec, reduce_scatter, validate};
-use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
+use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::{Cluster, builtin};
 
 fn spec(c: &Cluster, shape: [u64; 4], dim: usize, dtype: DType, op: RedOp) -> ReduceScatterSpec {
-    ReduceScatterSpec {
-        input: TensorSpec::new(shape, dtype, Layout::Tile).unwrap(),
-        dim,
-        chips: c.ring().unwrap().chips,
-        op,
-        links: 1,
-        workers: 1,
-        pages_per_packet: None,
-        buffers_per_channel: 2,
-        verify: true,
-        skew_ns: 0,
-        trace: false,
-        memory: Memory::Dram,
-    }
+    let input = TensorSpec::new(shape, dtype, Layout::Tile).unwrap();
+    ReduceScatterSpec { verify: true, ..ReduceScatterSpec::new(input, dim, c.ring().unwrap().chips, op) }
 }
 
 fn check(c: &Cluster, s: &ReduceScatterSpec) -> meshsim_engine::Time {
