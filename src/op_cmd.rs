@@ -9,7 +9,7 @@ use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
 use crate::scenario::{self, BidirValue, Kind, RunError, Scenario};
-use crate::{BadInput, Format, OpArgs, ids, load_cluster, load_params, write_trace};
+use crate::{BadInput, Format, OpArgs, ids, load_params, write_trace};
 
 pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, a.trace.as_deref())?;
@@ -50,10 +50,10 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     if a.check_determinism {
         check_determinism(&sc, &params, &out)?;
     }
+    let cluster = &out.cluster;
     if let (Some(path), Some(trace)) = (&a.trace, &out.trace) {
-        write_trace(path, trace, &load_cluster(&a.cluster)?)?;
+        write_trace(path, trace, cluster)?;
     }
-    let cluster = load_cluster(&a.cluster)?;
     let done = out.op.as_ref().expect("an op scenario runs an op");
     let run = &done.run;
     let n = done.chips.len() as f64;
@@ -75,7 +75,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "op": name,
                 "cluster": cluster.origin(),
                 "chips": done.chips.len(),
-                "chip_ids": ids(&cluster, &done.chips),
+                "chip_ids": ids(cluster, &done.chips),
                 "topology": format!("{:?}", done.topology).to_lowercase(),
                 "bidir": format!("{:?}", done.bidir).to_lowercase(),
                 "redop": if kind == Kind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
@@ -94,10 +94,10 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "event_log_hash": format!("{:016x}", run.stats.log_hash),
             });
             if a.link_report {
-                let rows = link_rows(&cluster, &out.links, run.time);
+                let rows = link_rows(cluster, &run.links, run.time);
                 json["link_use"] = serde_json::to_value(&rows)?;
-                json["critical_path"] = critical_json(&cluster, critical.as_ref());
-                json["busiest_on_chip"] = resources_json(&cluster, &run.resources, run.time);
+                json["critical_path"] = critical_json(cluster, critical.as_ref());
+                json["busiest_on_chip"] = resources_json(cluster, &run.resources, run.time);
             }
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
@@ -141,11 +141,11 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 print!("\n{}", report::render(&chips, report::Format::Text));
             }
             if a.link_report {
-                let rows = link_rows(&cluster, &out.links, run.time);
+                let rows = link_rows(cluster, &run.links, run.time);
                 print!("\n{}", report::render(&rows, a.format.into()));
                 if matches!(a.format, Format::Text) {
-                    print!("{}", critical_text(&cluster, critical.as_ref(), run.time));
-                    print!("{}", resources_text(&cluster, &run.resources, run.time));
+                    print!("{}", critical_text(cluster, critical.as_ref(), run.time));
+                    print!("{}", resources_text(cluster, &run.resources, run.time));
                 }
             }
         }
@@ -168,21 +168,10 @@ fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<s
 /// Runs `sc` again and fails (exit 1) unless the event log hashes and times are equal.
 fn check_determinism(sc: &Scenario, params: &Params, first: &scenario::Outcome) -> anyhow::Result<()> {
     let again = run_scenario(sc, params, false)?;
-    let (a, b) = (&first.stats, &again.stats);
-    if a.log_hash != b.log_hash || first.time != again.time || a.events != b.events {
-        anyhow::bail!(
-            "not deterministic: run 1 gave {} events, hash {:016x}, {}; run 2 gave {} events, hash {:016x}, {}",
-            a.events,
-            a.log_hash,
-            first.time,
-            b.events,
-            b.log_hash,
-            again.time
-        );
-    }
+    scenario::same_run((first.time, &first.stats), (again.time, &again.stats)).map_err(anyhow::Error::msg)?;
     eprintln!(
         "meshsim: deterministic: two runs gave {} events, event-log hash {:016x}",
-        a.events, a.log_hash
+        first.stats.events, first.stats.log_hash
     );
     Ok(())
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use meshsim_bench::report;
 
-use crate::regress;
-use crate::{BadInput, Format, load_cluster, load_params, progress, write_trace};
+use crate::{BadInput, Format, load_params, progress, write_trace};
+use crate::{regress, scenario};
 
 pub(crate) fn run_regress(
     suite_path: &Path,
@@ -84,22 +84,18 @@ pub(crate) fn run_regress(
             let i = suites.iter().position(|s| std::ptr::eq(s, suite)).expect("suite of the scenario");
             let j = suite.scenarios.iter().position(|x| std::ptr::eq(x, sc)).expect("scenario of the suite");
             if let Some(Ok(first)) = &results[i][j] {
-                let (a, b) = (&first.stats, &again.stats);
-                if a.log_hash != b.log_hash || first.time != again.time {
-                    eprintln!(
-                        "meshsim: {}/{} is not deterministic: event-log hash {:016x} then {:016x}",
-                        suite.name, sc.name, a.log_hash, b.log_hash
-                    );
+                if let Err(e) = scenario::same_run((first.time, &first.stats), (again.time, &again.stats)) {
+                    eprintln!("meshsim: {}/{}: {e}", suite.name, sc.name);
                     return Ok(ExitCode::FAILURE);
                 }
                 eprintln!(
                     "meshsim: {}/{} deterministic: the parallel run and a second run gave {} events, event-log hash {:016x}",
-                    suite.name, sc.name, a.events, a.log_hash
+                    suite.name, sc.name, first.stats.events, first.stats.log_hash
                 );
             }
         }
         if let (Some(path), Some(t)) = (trace, &again.trace) {
-            write_trace(path, t, &load_cluster(&sc.cluster_spec(base))?)?;
+            write_trace(path, t, &again.cluster)?;
         }
     }
     if failing > 0 && !update {

@@ -17,7 +17,7 @@ use meshsim_ccl::allgather::{self, AllGatherSpec, Bidir, OpRun, Topology};
 use meshsim_ccl::reducescatter::{self, RedOp, ReduceScatterSpec};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::{Stats, Time};
-use meshsim_hw::{LinkUse, Params, TraceData};
+use meshsim_hw::{Params, TraceData};
 use meshsim_topology::{ChipIdx, Cluster, builtin};
 use serde::Deserialize;
 
@@ -152,8 +152,8 @@ pub struct Outcome {
     pub time: Time,
     /// Engine counters (events, event-log hash).
     pub stats: Stats,
-    /// Use of every Ethernet link direction.
-    pub links: Vec<LinkUse>,
+    /// The cluster it ran on.
+    pub cluster: Cluster,
     /// The full trace, when asked for.
     pub trace: Option<TraceData>,
     /// The op's run, for ops.
@@ -189,6 +189,19 @@ impl std::fmt::Display for RunError {
             RunError::Bad(m) | RunError::Failed(m) => f.write_str(m),
         }
     }
+}
+
+/// Whether two runs of one scenario were the same run — equal event counts, event-log hashes
+/// and times; `Err` says how they differed.
+pub fn same_run(first: (Time, &Stats), second: (Time, &Stats)) -> Result<(), String> {
+    let ((t1, a), (t2, b)) = (first, second);
+    if a.log_hash == b.log_hash && a.events == b.events && t1 == t2 {
+        return Ok(());
+    }
+    Err(format!(
+        "not deterministic: run 1 gave {} events, event-log hash {:016x}, {t1}; run 2 gave {} events, hash {:016x}, {t2}",
+        a.events, a.log_hash, b.events, b.log_hash
+    ))
 }
 
 /// Parses a byte size: `4096`, `4K`, `4KiB`, `1M`.
@@ -264,7 +277,7 @@ impl Scenario {
 
     /// The cluster as `load_cluster` takes it: a built-in name, or a file path resolved
     /// against `base`.
-    pub fn cluster_spec(&self, base: &Path) -> String {
+    fn cluster_spec(&self, base: &Path) -> String {
         if Path::new(&self.cluster).extension().is_some() {
             base.join(&self.cluster).to_string_lossy().into_owned()
         } else {
@@ -365,7 +378,7 @@ impl Scenario {
         Ok(Outcome {
             time: run.time,
             stats: run.stats.clone(),
-            links: run.links.clone(),
+            cluster,
             trace: run.trace.take(),
             op: Some(OpDone { run, chips, tensor, topology, bidir }),
         })
@@ -382,11 +395,12 @@ impl Scenario {
         let err = |e: meshsim_bench::BenchError| {
             if e.is_bad_input() { RunError::Bad(e.to_string()) } else { RunError::Failed(e.to_string()) }
         };
-        fn done<R>(m: Measured<R>) -> Outcome {
-            Outcome { time: m.stats.end_time, stats: m.stats, links: m.links, trace: m.trace, op: None }
+        /// The parts of a benchmark's result a scenario keeps: its run, not its row.
+        fn done<R>(m: Measured<R>) -> (Stats, Option<TraceData>) {
+            (m.stats, m.trace)
         }
         let unmerged = self.unmerged.unwrap_or(false);
-        Ok(match self.op {
+        let (stats, trace) = match self.op {
             Kind::Latency => done(
                 latency::latency(
                     &setup,
@@ -436,6 +450,7 @@ impl Scenario {
                 )
                 .map_err(err)?,
             ),
-        })
+        };
+        Ok(Outcome { time: stats.end_time, stats, trace, op: None, cluster: setup.cluster })
     }
 }

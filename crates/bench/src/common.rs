@@ -1,7 +1,7 @@
 //! What every microbenchmark shares: the set-up, the link it runs on, buffer layout and errors.
 
 use meshsim_engine::{SimError, Stats};
-use meshsim_hw::{LinkUse, Machine, Mode, Params, TraceData};
+use meshsim_hw::{Machine, Mode, Params, TraceData};
 use meshsim_topology::{ChipIdx, Cluster};
 
 /// A cluster and the model parameters to simulate it with.
@@ -38,8 +38,6 @@ pub struct Measured<R> {
     pub row: R,
     /// Events, simulated end time and event-log hash of the run.
     pub stats: Stats,
-    /// Use of every Ethernet link direction that carried a packet.
-    pub links: Vec<LinkUse>,
     /// The full trace, when the set-up asked for one.
     pub trace: Option<TraceData>,
 }
@@ -47,7 +45,7 @@ pub struct Measured<R> {
 impl<R> Measured<R> {
     /// `row` measured on `m`, whose launch returned `stats`.
     pub(crate) fn new(row: R, stats: Stats, m: &mut Machine) -> Measured<R> {
-        Measured { row, stats, links: m.link_use(), trace: m.take_trace() }
+        Measured { row, stats, trace: m.take_trace() }
     }
 }
 
