@@ -85,19 +85,20 @@ pub(crate) fn run_sweep(
             for &links in num_links {
                 for &w in workers {
                     let spec = SweepSpec { op, chips: group.clone(), topology, links, workers: w, dtype };
-                    let mut label = vec![];
-                    if clusters.len() > 1 || (dtypes.len() == 1 && num_links.len() == 1 && workers.len() == 1)
-                    {
-                        label.push(name.clone());
-                    }
-                    if dtypes.len() > 1 || label.len() == 1 && num_links.len() == 1 && workers.len() == 1 {
-                        label.push(dtype.to_string());
-                    }
-                    if num_links.len() > 1 {
-                        label.push(format!("{links} link{}", if links == 1 { "" } else { "s" }));
-                    }
-                    if workers.len() > 1 {
-                        label.push(format!("{w} worker{}", if w == 1 { "" } else { "s" }));
+                    // A series is named by the knobs that vary; a lone series by cluster and dtype.
+                    let plural =
+                        |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+                    let mut label: Vec<String> = [
+                        (clusters.len() > 1, name.clone()),
+                        (dtypes.len() > 1, dtype.to_string()),
+                        (num_links.len() > 1, plural(links, "link")),
+                        (workers.len() > 1, plural(w, "worker")),
+                    ]
+                    .into_iter()
+                    .filter_map(|(varies, part)| varies.then_some(part))
+                    .collect();
+                    if label.is_empty() {
+                        label = vec![name.clone(), dtype.to_string()];
                     }
                     jobs.push((name.clone(), c.clone(), spec, label.join(" ")));
                 }
