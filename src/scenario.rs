@@ -191,6 +191,11 @@ impl std::fmt::Display for RunError {
     }
 }
 
+/// A library error as a scenario error: bad input, or a failed simulation.
+pub fn ccl_error(e: meshsim_ccl::op::CclError) -> RunError {
+    if e.is_bad_input() { RunError::Bad(e.to_string()) } else { RunError::Failed(e.to_string()) }
+}
+
 /// Whether two runs of one scenario were the same run — equal event counts, event-log hashes
 /// and times; `Err` says how they differed.
 pub fn same_run(first: (Time, &Stats), second: (Time, &Stats)) -> Result<(), String> {
@@ -353,7 +358,7 @@ impl Scenario {
         let mut run = match self.op {
             Kind::AllGather => {
                 allgather::validate(&cluster, &ag).map_err(|e| bad(e.0))?;
-                allgather::all_gather(&cluster, params, &ag).map_err(|e| bad(e.0))?
+                allgather::all_gather(&cluster, params, &ag).map_err(ccl_error)?
             }
             _ => {
                 if topology != Topology::Ring || bidir != Bidir::None {
@@ -372,7 +377,7 @@ impl Scenario {
                     ..ReduceScatterSpec::new(tensor, ag.dim, chips.clone(), op)
                 };
                 reducescatter::validate(&cluster, params, &spec).map_err(|e| bad(e.0))?;
-                reducescatter::reduce_scatter(&cluster, params, &spec).map_err(|e| bad(e.0))?
+                reducescatter::reduce_scatter(&cluster, params, &spec).map_err(ccl_error)?
             }
         };
         Ok(Outcome {

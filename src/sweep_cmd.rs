@@ -109,7 +109,13 @@ pub(crate) fn run_sweep(
     let pb = progress(total as u64, k.op_name());
     let mut out = Vec::new();
     for (name, c, spec, label) in jobs {
-        let rows = sweep::sweep(&c, p, &spec, &sizes, &|| pb.inc(1)).map_err(|e| bad(e.0))?;
+        let rows = sweep::sweep(&c, p, &spec, &sizes, &|| pb.inc(1)).map_err(|e| {
+            if e.is_bad_input() {
+                anyhow::Error::new(BadInput(e.to_string()))
+            } else {
+                anyhow::anyhow!("{e}")
+            }
+        })?;
         out.push(SweepSeries {
             label,
             cluster: name,

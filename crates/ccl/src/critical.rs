@@ -13,8 +13,8 @@ use meshsim_engine::Time;
 use meshsim_hw::LinkUse;
 use meshsim_hw::trace::bottleneck;
 
-use crate::allgather::OpRun;
 use crate::edm::HANDSHAKE_DONE;
+use crate::op::OpRun;
 
 /// One stage of the critical path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use meshsim_topology::{ChipIdx, Cluster};
 
-use crate::allgather::{OpError, Topology};
+use crate::op::{OpError, Topology};
 
 /// Node expansions allowed to the cycle search.
 const BUDGET: usize = 100_000;

@@ -5,8 +5,12 @@
 //!   semaphore addresses workers need;
 //! - [`worker`]: the worker side of the EDM's semaphore protocol;
 //! - [`tensor`]: tensor shapes, dtypes, pages and their placement;
-//! - [`allgather`]: the all-gather op;
-//! - [`reducescatter`]: the ring reduce-scatter op;
+//! - [`op`]: collectives, reductions, the knobs every op shares, typed errors, an op's result;
+//! - [`comm`]: communicators (ranks mapped to chips, ring or line);
+//! - [`plan`]: algorithms as pure data (which slice moves where, in which order);
+//! - [`session`]: one machine, many ops with dependencies, lowered onto the EDM by one generic
+//!   sender and one generic receiver kernel;
+//! - [`allgather`], [`reducescatter`]: the one-op case of a session;
 //! - [`group`]: choosing the chips of an op;
 //! - [`sweep`]: nccl-tests-style size sweeps;
 //! - [`critical`]: an op's bottleneck link and the stages of its critical path.
@@ -15,10 +19,14 @@
 
 pub mod allgather;
 mod build;
+pub mod comm;
 pub mod critical;
 pub mod edm;
 pub mod group;
+pub mod op;
+pub mod plan;
 pub mod reducescatter;
+pub mod session;
 pub mod sweep;
 pub mod tensor;
 pub mod worker;

@@ -4,7 +4,7 @@
 //!
 //! A point of `size` bytes gathers (or reduce-scatters) a `[1, 1, 32, 32 * t]` tile tensor whose
 //! `t` tiles are the fewest that hold `size` bytes and divide evenly over the chips, so the
-//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factor for both ops: (n - 1) / n.
+//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors: (n - 1) / n for all-gather and reduce-scatter, 2 (n - 1) / n for all-reduce.
 
 use meshsim_hw::Params;
 use meshsim_topology::{ChipIdx, Cluster};
@@ -12,7 +12,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::allgather::{self, AllGatherSpec, Bidir, OpError, Topology};
+use crate::comm::Communicator;
+use crate::op::{CclError, Collective, Knobs};
 use crate::reducescatter::{self, RedOp, ReduceScatterSpec};
+use crate::session::{OpRequest, Session};
 use crate::tensor::{DType, Layout, TensorSpec};
 
 /// The op a sweep runs.
@@ -20,8 +23,10 @@ use crate::tensor::{DType, Layout, TensorSpec};
 pub enum SweepOp {
     /// All-gather with the given bidirectional mode.
     AllGather(Bidir),
-    /// Ring reduce-scatter with the given reduction.
+    /// Reduce-scatter with the given reduction.
     ReduceScatter(RedOp),
+    /// All-reduce with the given reduction.
+    AllReduce(RedOp),
 }
 
 /// One point of a sweep, as nccl-tests prints it.
@@ -95,7 +100,7 @@ pub fn sweep(
     spec: &SweepSpec,
     sizes: &[u64],
     tick: &(dyn Fn() + Sync),
-) -> Result<Vec<SweepRow>, OpError> {
+) -> Result<Vec<SweepRow>, CclError> {
     let SweepSpec { op, ref chips, topology, links, workers, dtype } = *spec;
     let n = chips.len() as u64;
     // The largest points go first, one per task, so two cores share the big ones instead of
@@ -106,7 +111,7 @@ pub fn sweep(
         .with_max_len(1)
         .map(|&tiles| {
             let shape = [1, 1, 32, 32 * tiles];
-            let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| OpError(e.0))?;
+            let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
             let (run, redop) = match op {
                 SweepOp::AllGather(bidir) => {
                     let spec = AllGatherSpec {
@@ -122,13 +127,23 @@ pub fn sweep(
                     let spec = ReduceScatterSpec {
                         links,
                         workers,
+                        topology,
                         ..ReduceScatterSpec::new(tensor, 3, chips.to_vec(), red)
                     };
-                    (
-                        reducescatter::reduce_scatter(cluster, params, &spec)?,
-                        format!("{red:?}").to_lowercase(),
-                    )
+                    (reducescatter::reduce_scatter(cluster, params, &spec)?, red.to_string())
                 }
+                SweepOp::AllReduce(red) => {
+                    let comm = Communicator::new(cluster, chips.to_vec(), topology)?;
+                    let mut req = OpRequest::new("all-reduce", comm, Collective::AllReduce(red), tensor, 3);
+                    req.knobs = Knobs { links, workers, ..Knobs::default() };
+                    let mut s = Session::new(cluster, params);
+                    s.submit(req)?;
+                    (s.run()?.op_run(0), red.to_string())
+                }
+            };
+            let factor = match op {
+                SweepOp::AllReduce(r) => Collective::AllReduce(r).busbw_factor(n as usize),
+                _ => Collective::AllGather.busbw_factor(n as usize),
             };
             let bytes = tensor.bytes();
             let algbw = bytes as f64 / run.time.as_ns_f64();
@@ -140,11 +155,11 @@ pub fn sweep(
                 root: -1,
                 time_us: run.time.as_us_f64(),
                 algbw_gbps: algbw,
-                busbw_gbps: algbw * (n - 1) as f64 / n as f64,
+                busbw_gbps: algbw * factor,
             })
             .inspect(|_| tick())
         })
-        .collect::<Result<Vec<SweepRow>, OpError>>()?;
+        .collect::<Result<Vec<SweepRow>, CclError>>()?;
     rows.reverse();
     Ok(rows)
 }

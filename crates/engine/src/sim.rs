@@ -334,6 +334,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         id
     }
 
+    /// How many times `signal` has been raised.
+    pub fn signal_count(&self, signal: SignalId) -> u64 {
+        self.signals[signal.0 as usize].count
+    }
+
     /// Raises a signal: every task waiting on it resumes now (in the order they started waiting).
     pub fn notify(&mut self, signal: SignalId) {
         let s = &mut self.signals[signal.0 as usize];

@@ -209,6 +209,13 @@ impl Machine {
         self.sim.ctx().world().marks().to_vec()
     }
 
+    /// A new host event named `name` (say, "op ag_rows done"): kernels wait for it with
+    /// [`crate::Kernel::wait_event`] and raise it with [`crate::Kernel::raise_event`]. Deadlock
+    /// reports name it.
+    pub fn new_event(&mut self, name: &str) -> meshsim_engine::SignalId {
+        self.sim.ctx().sched().new_signal(name)
+    }
+
     /// The simulation context (for inspecting memory after a run).
     pub fn ctx(&self) -> Ctx<Hw> {
         self.sim.ctx()

@@ -146,6 +146,20 @@ impl Kernel {
         });
     }
 
+    /// Waits until host event `event` has been raised at least once (returns at once if it has).
+    /// Models the host or a dispatcher starting this kernel only after an earlier op ended: it
+    /// costs no simulated time beyond the wait.
+    pub async fn wait_event(&self, event: meshsim_engine::SignalId) {
+        if self.ctx.sched().signal_count(event) == 0 {
+            self.ctx.wait_signal(event).await;
+        }
+    }
+
+    /// Raises host event `event`: every kernel waiting on it resumes now.
+    pub fn raise_event(&self, event: meshsim_engine::SignalId) {
+        self.ctx.with(|_, s| s.notify(event));
+    }
+
     /// The kernel's name, `chip<id>/<core>/<kernel>`.
     pub fn name(&self) -> &str {
         &self.name

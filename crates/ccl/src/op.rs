@@ -1,0 +1,235 @@
+//! What every collective shares: the collective and its reduction, the knobs every op takes
+//! (declared once), ring or line, bidirectional modes, the library's typed errors and an op's
+//! result.
+
+use std::fmt;
+use std::str::FromStr;
+
+use meshsim_engine::{Stats, Time};
+use meshsim_topology::ChipIdx;
+
+use crate::tensor::Memory;
+
+/// Parses and names a small closed set of values, so the CLI, suites and workloads agree.
+macro_rules! named {
+    ($t:ident, $what:literal, $($v:ident => $s:literal),+ $(,)?) => {
+        impl $t {
+            /// The name used on the command line and in files.
+            pub fn as_str(self) -> &'static str {
+                match self { $($t::$v => $s),+ }
+            }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($s => Ok($t::$v),)+
+                    _ => Err(format!(concat!("unknown ", $what, " '{}' ({})"), s, [$($s),+].join(", "))),
+                }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+/// How slices move around a ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bidir {
+    /// One direction only.
+    None,
+    /// Each slice split in two halves, one going each way around.
+    Split,
+    /// The whole slice goes half-way round each way.
+    Full,
+}
+named!(Bidir, "bidirectional mode", None => "none", Split => "split", Full => "full");
+
+/// How a communicator's chips connect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// A closed ring.
+    Ring,
+    /// An open line.
+    Line,
+}
+named!(Topology, "topology", Ring => "ring", Line => "line");
+
+/// An element-wise reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedOp {
+    /// Element-wise sum.
+    Sum,
+    /// Element-wise maximum.
+    Max,
+}
+named!(RedOp, "reduction", Sum => "sum", Max => "max");
+
+impl RedOp {
+    /// Reduces `other` into `acc`, 32-bit word by word (test data is integer-valued, so sums
+    /// are exact and any order gives the same bytes).
+    pub fn reduce_words(self, acc: &mut [u8], other: &[u8]) {
+        for (a, b) in acc.chunks_exact_mut(4).zip(other.chunks_exact(4)) {
+            let x = u32::from_le_bytes(a.try_into().expect("4 bytes"));
+            let y = u32::from_le_bytes(b.try_into().expect("4 bytes"));
+            let r = match self {
+                RedOp::Sum => x.wrapping_add(y),
+                RedOp::Max => x.max(y),
+            };
+            a.copy_from_slice(&r.to_le_bytes());
+        }
+    }
+}
+
+/// A collective operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collective {
+    /// Every rank ends with the concatenation of all ranks' slices.
+    AllGather,
+    /// Every rank ends with its slice of the reduction of all ranks' tensors.
+    ReduceScatter(RedOp),
+    /// Every rank ends with the reduction of all ranks' tensors: reduce-scatter, then
+    /// all-gather.
+    AllReduce(RedOp),
+}
+
+impl Collective {
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllGather => "all-gather",
+            Collective::ReduceScatter(_) => "reduce-scatter",
+            Collective::AllReduce(_) => "all-reduce",
+        }
+    }
+
+    /// The reduction, for reducing collectives.
+    pub fn redop(self) -> Option<RedOp> {
+        match self {
+            Collective::AllGather => None,
+            Collective::ReduceScatter(r) | Collective::AllReduce(r) => Some(r),
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks: (n-1)/n for all-gather and
+    /// reduce-scatter, 2(n-1)/n for all-reduce.
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let f = (n as f64 - 1.0) / n as f64;
+        match self {
+            Collective::AllReduce(_) => 2.0 * f,
+            _ => f,
+        }
+    }
+}
+
+/// The knobs every collective takes, with the defaults the CLI has always used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// Links used per hop (tt-metal's `num_links`); reserved links are never used.
+    pub links: usize,
+    /// Worker pairs (and EDM channels) per link and direction.
+    pub workers: usize,
+    /// Bidirectional mode (all-gather on a ring).
+    pub bidir: Bidir,
+    /// Pages per EDM packet; `None` picks 16 KiB worth (or what the smallest buffer holds).
+    pub pages_per_packet: Option<u64>,
+    /// EDM buffers per channel.
+    pub buffers_per_channel: u64,
+    /// Where the op's tensors are interleaved: DRAM banks or worker L1.
+    pub memory: Memory,
+}
+
+impl Default for Knobs {
+    /// One link and one worker pair per hop, unidirectional, 16 KiB packets, two buffers per
+    /// EDM channel, tensors in DRAM.
+    fn default() -> Knobs {
+        Knobs {
+            links: 1,
+            workers: 1,
+            bidir: Bidir::None,
+            pages_per_packet: None,
+            buffers_per_channel: 2,
+            memory: Memory::Dram,
+        }
+    }
+}
+
+/// A problem with an op's arguments (bad input).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{0}")]
+pub struct OpError(pub String);
+
+/// Why the library could not give a result.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum CclError {
+    /// The request is wrong: arguments, communicators, resources that do not fit (exit 2).
+    #[error("{0}")]
+    Invalid(String),
+    /// The simulation did not complete: a deadlock or a time limit, with the engine's report
+    /// naming the stalled kernels (exit 1).
+    #[error("simulation failed: {0}")]
+    Simulation(String),
+    /// The simulation completed but broke a protocol, such as a packet landing after its
+    /// kernels finished (exit 1).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+impl CclError {
+    /// Whether the caller gave bad input (as opposed to a simulation that failed).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, CclError::Invalid(_))
+    }
+}
+
+impl From<OpError> for CclError {
+    fn from(e: OpError) -> CclError {
+        CclError::Invalid(e.0)
+    }
+}
+
+/// What a run of one op measured.
+#[derive(Clone, Debug)]
+pub struct OpRun {
+    /// The op's time: from the moment the last of its chips started to the moment the last of
+    /// its chips finished.
+    pub time: Time,
+    /// `(chip, start, end)` per chip, in rank order.
+    pub per_chip: Vec<(ChipIdx, Time, Time)>,
+    /// `Some(Ok)` when verified, `Some(Err(message))` on the first mismatch, `None` in timing mode.
+    pub verified: Option<Result<(), String>>,
+    /// Engine counters.
+    pub stats: Stats,
+    /// Use of every Ethernet link direction that carried a packet.
+    pub links: Vec<meshsim_hw::LinkUse>,
+    /// Kernel marks (EDM handshakes done, ...), in time order.
+    pub marks: Vec<meshsim_hw::Mark>,
+    /// The busiest NoC link or port and DRAM bank.
+    pub resources: meshsim_hw::trace::ResourceUse,
+    /// The full trace, when asked for.
+    pub trace: Option<meshsim_hw::TraceData>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_the_choices() {
+        for b in [Bidir::None, Bidir::Split, Bidir::Full] {
+            assert_eq!(b.as_str().parse::<Bidir>().unwrap(), b);
+        }
+        assert_eq!("line".parse::<Topology>().unwrap(), Topology::Line);
+        assert_eq!("max".parse::<RedOp>().unwrap().to_string(), "max");
+        assert_eq!("avg".parse::<RedOp>().unwrap_err(), "unknown reduction 'avg' (sum, max)");
+    }
+
+    #[test]
+    fn busbw_factors_follow_nccl_tests() {
+        assert_eq!(Collective::AllGather.busbw_factor(8), 0.875);
+        assert_eq!(Collective::AllReduce(RedOp::Sum).busbw_factor(8), 1.75);
+    }
+}

@@ -1,0 +1,950 @@
+//! A session: one [`Machine`] shared by many collectives. Ops are submitted with their
+//! communicator, tensor and knobs and return a handle; an op may run after other ops
+//! (oneCCL's event dependencies). [`Session::run`] hands out the machine's resources — worker
+//! cores, L1 and DRAM tensors, EDM channels (one EDM per link, shared by every op that uses
+//! it) — lowers every op's plan onto the EDM with one generic sender and one generic receiver
+//! kernel per lane, launches once and reports every op and the makespan.
+//!
+//! ```text
+//!  submit(op) ─► validate ─► Plan (algo, pure data)
+//!  run():  tensors ─► EDM channels per link ─► lanes (worker pair + channel) ─► kernels
+//!          ─► one launch ─► per op: start, end, time, bytes, busbw, verified
+//! ```
+//!
+//! Ops without a dependency between them run at the same time and contend for links, NoCs and
+//! DRAM. An op with dependencies starts on every chip once each of them has ended on all its
+//! chips (its kernels wait on a host event the last kernel of the dependency raises). An
+//! all-reduce is a reduce-scatter followed by an all-gather of its result.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use meshsim_engine::{SignalId, Time};
+use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
+use meshsim_topology::soc::CoreCoord;
+use meshsim_topology::{ChipIdx, Cluster, LinkId};
+
+use crate::build::{host_read, host_write, read_pages, write_pages};
+use crate::comm::Communicator;
+use crate::edm::{ChannelInterface, EdmConfig, EdmLink, WorkerSlot};
+use crate::op::{Bidir, CclError, Collective, Knobs, OpError, OpRun, RedOp, Topology};
+use crate::plan::{self, Loc, Plan, Recv, Send};
+use crate::tensor::{Memory, Placement, TensorSpec};
+use crate::worker::{ReceiverWorker, SenderWorker};
+
+/// L1 staging buffer of the worker kernels.
+pub(crate) const STAGING: u64 = 0x10000;
+/// Worker cores a chip hands out (the 8 x 10 Tensix grid).
+const WORKER_CORES: usize = 80;
+
+/// A submitted op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OpHandle(pub usize);
+
+/// An op to submit.
+#[derive(Clone, Debug)]
+pub struct OpRequest {
+    /// Its name in results, traces and errors.
+    pub name: String,
+    /// The ranks it runs on.
+    pub comm: Communicator,
+    /// What it does.
+    pub collective: Collective,
+    /// The tensor each rank holds: the gathered output of an all-gather, the input of a
+    /// reduce-scatter or all-reduce.
+    pub tensor: TensorSpec,
+    /// The dimension gathered or scattered along.
+    pub dim: usize,
+    /// Links, workers, packets, buffers, memory.
+    pub knobs: Knobs,
+    /// Ops that must end on all their chips before this one starts.
+    pub after: Vec<OpHandle>,
+}
+
+impl OpRequest {
+    /// `collective` of `tensor` along `dim` on `comm`, with default knobs and no dependency.
+    pub fn new(
+        name: &str,
+        comm: Communicator,
+        collective: Collective,
+        tensor: TensorSpec,
+        dim: usize,
+    ) -> OpRequest {
+        OpRequest {
+            name: name.to_owned(),
+            comm,
+            collective,
+            tensor,
+            dim,
+            knobs: Knobs::default(),
+            after: Vec::new(),
+        }
+    }
+}
+
+/// What one op of a session measured.
+#[derive(Clone, Debug)]
+pub struct OpResult {
+    /// The op's name.
+    pub name: String,
+    /// What it did.
+    pub collective: Collective,
+    /// Its chips, in rank order.
+    pub chips: Vec<ChipIdx>,
+    /// When the last of its chips started.
+    pub start: Time,
+    /// When the last of its chips finished.
+    pub end: Time,
+    /// `end - start`.
+    pub time: Time,
+    /// nccl-tests' size: the gathered output of an all-gather, the input of a reduction.
+    pub bytes: u64,
+    /// nccl-tests' bus bandwidth, GB/s.
+    pub busbw_gbps: f64,
+    /// `(chip, start, end)` per chip, in rank order.
+    pub per_chip: Vec<(ChipIdx, Time, Time)>,
+    /// `Some(Ok)` when verified, `Some(Err(first mismatch))`, `None` in timing mode.
+    pub verified: Option<Result<(), String>>,
+}
+
+/// What a session's run measured.
+#[derive(Clone, Debug)]
+pub struct SessionRun {
+    /// Every op, in submission order.
+    pub ops: Vec<OpResult>,
+    /// From the first op's start to the last op's end.
+    pub makespan: Time,
+    /// Engine counters.
+    pub stats: meshsim_engine::Stats,
+    /// Use of every Ethernet link direction that carried a packet.
+    pub links: Vec<meshsim_hw::LinkUse>,
+    /// Kernel marks, in time order.
+    pub marks: Vec<meshsim_hw::Mark>,
+    /// The busiest NoC link or port and DRAM bank.
+    pub resources: meshsim_hw::trace::ResourceUse,
+    /// The full trace, when asked for.
+    pub trace: Option<meshsim_hw::TraceData>,
+}
+
+impl SessionRun {
+    /// The run of op `i` as a one-op result (shares the run-wide counters).
+    pub fn op_run(&self, i: usize) -> OpRun {
+        let o = &self.ops[i];
+        OpRun {
+            time: o.time,
+            per_chip: o.per_chip.clone(),
+            verified: o.verified.clone(),
+            stats: self.stats.clone(),
+            links: self.links.clone(),
+            marks: self.marks.clone(),
+            resources: self.resources,
+            trace: None,
+        }
+    }
+}
+
+/// One machine and the ops to run on it.
+pub struct Session<'c> {
+    cluster: &'c Cluster,
+    params: Params,
+    verify: bool,
+    trace: bool,
+    skew: Option<(Vec<ChipIdx>, u64)>,
+    ops: Vec<OpRequest>,
+}
+
+/// A plan of one op (an all-reduce has two) with what lowering needs.
+struct Phase {
+    op: usize,
+    kind: &'static str,
+    plan: Plan,
+    slice: TensorSpec,
+    /// Pages per packet the staging area allows (reductions), before the EDM buffers cap it.
+    staging_ppp: Option<u64>,
+    tensors: Option<Tensors>,
+    /// Phases that must end first.
+    deps: Vec<usize>,
+}
+
+/// Where a phase's tensors live, and how a plan's locations map to pages.
+#[derive(Clone, Copy, Debug)]
+struct Tensors {
+    input: Placement,
+    output: Placement,
+    scratch: Option<Placement>,
+    slice: TensorSpec,
+    dim: usize,
+    n: u64,
+}
+
+impl Tensors {
+    /// The placement and page of page `p` of slice `s` at `loc`.
+    fn at(&self, loc: Loc, s: usize, p: u64) -> (&Placement, u64) {
+        let whole = || self.slice.page_in_whole(self.dim, self.n, s as u64, p);
+        match loc {
+            Loc::InputSlice => (&self.input, p),
+            Loc::InputWhole => (&self.input, whole()),
+            Loc::OutputWhole => (&self.output, whole()),
+            Loc::OutputSlice => (&self.output, p),
+            Loc::Scratch => (self.scratch.as_ref().expect("reductions have scratch"), whole()),
+        }
+    }
+}
+
+/// A sender worker on one chip and a receiver worker on the next, joined by an EDM channel.
+struct Lane {
+    phase: usize,
+    flow: usize,
+    from: usize,
+    to: usize,
+    j: usize,
+    mine: Rc<[(u64, u64)]>,
+    s_core: CoreRef,
+    r_core: CoreRef,
+    s_slot: WorkerSlot,
+    r_slot: WorkerSlot,
+    /// The sender's semaphore its chip's receiver increments per chunk to forward.
+    fwd: (CoreCoord, u64),
+    /// The receiver's semaphore the other flow's receiver increments per joined chunk.
+    join: Option<(CoreCoord, u64)>,
+    channel: (ChannelInterface, ChannelInterface),
+}
+
+/// `(phase, chip, start, end)` of every finished worker kernel.
+type KernelTimes = Rc<RefCell<Vec<(usize, ChipIdx, Time, Time)>>>;
+
+/// When a phase's kernels may start, and what they report when they finish.
+#[derive(Clone)]
+struct Gate {
+    phase: usize,
+    deps: Rc<[SignalId]>,
+    done: SignalId,
+    remaining: Rc<Cell<usize>>,
+    times: KernelTimes,
+}
+
+impl Gate {
+    async fn enter(&self, k: &Kernel) -> Time {
+        for &d in self.deps.iter() {
+            k.wait_event(d).await;
+        }
+        k.now()
+    }
+
+    fn leave(&self, k: &Kernel, start: Time) {
+        self.times.borrow_mut().push((self.phase, k.chip(), start, k.now()));
+        self.remaining.set(self.remaining.get() - 1);
+        if self.remaining.get() == 0 {
+            k.raise_event(self.done);
+        }
+    }
+}
+
+impl<'c> Session<'c> {
+    /// An empty session on `cluster` with `params`, in timing mode, without a trace.
+    pub fn new(cluster: &'c Cluster, params: &Params) -> Session<'c> {
+        Session { cluster, params: params.clone(), verify: false, trace: false, skew: None, ops: Vec::new() }
+    }
+
+    /// Moves real bytes and checks every op's outputs.
+    pub fn set_verify(&mut self, on: bool) {
+        self.verify = on;
+    }
+
+    /// Records a full trace of the run.
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = on;
+    }
+
+    /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
+    pub fn set_skew(&mut self, chips: Vec<ChipIdx>, skew_ns: u64) {
+        self.skew = Some((chips, skew_ns));
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        self.cluster
+    }
+
+    /// Checks `req` and queues it.
+    pub fn submit(&mut self, req: OpRequest) -> Result<OpHandle, CclError> {
+        let named = |e: OpError| -> CclError {
+            if self.ops.is_empty() {
+                e.into()
+            } else {
+                CclError::Invalid(format!("op '{}': {}", req.name, e.0))
+            }
+        };
+        validate(self.cluster, &self.params, &req).map_err(named)?;
+        if let Some(bad) = req.after.iter().find(|h| h.0 >= self.ops.len()) {
+            return Err(CclError::Invalid(format!(
+                "op '{}' waits for op #{} which is not submitted",
+                req.name, bad.0
+            )));
+        }
+        if self.ops.iter().any(|o| o.name == req.name) {
+            return Err(CclError::Invalid(format!("two ops are named '{}'", req.name)));
+        }
+        self.ops.push(req);
+        Ok(OpHandle(self.ops.len() - 1))
+    }
+
+    /// The phases of every op, in submission order.
+    fn phases(&self) -> Vec<Phase> {
+        let mut phases: Vec<Phase> = Vec::new();
+        let mut last_of: Vec<usize> = Vec::new();
+        for (i, req) in self.ops.iter().enumerate() {
+            let n = req.comm.size();
+            let slice = req.tensor.split(req.dim, n as u64).expect("validated");
+            let deps: Vec<usize> = req.after.iter().map(|h| last_of[h.0]).collect();
+            let topo = req.comm.topology();
+            let reduce = |plan: Plan| Phase {
+                op: i,
+                kind: "rs",
+                staging_ppp: Some(staging_ppp(req, &slice)),
+                plan,
+                slice,
+                tensors: None,
+                deps: deps.clone(),
+            };
+            let gather = |deps: Vec<usize>| Phase {
+                op: i,
+                kind: "ag",
+                plan: plan::all_gather(n, topo, req.knobs.bidir, slice.pages()),
+                slice,
+                staging_ppp: None,
+                tensors: None,
+                deps,
+            };
+            match req.collective {
+                Collective::AllGather => phases.push(gather(deps.clone())),
+                Collective::ReduceScatter(_) => {
+                    phases.push(reduce(plan::reduce_scatter(n, topo, slice.pages())))
+                }
+                Collective::AllReduce(_) => {
+                    phases.push(reduce(plan::reduce_scatter(n, topo, slice.pages())));
+                    phases.push(gather(vec![phases.len() - 1]));
+                }
+            }
+            last_of.push(phases.len() - 1);
+        }
+        phases
+    }
+
+    /// Builds every op, runs them in one launch and measures each.
+    pub fn run(self) -> Result<SessionRun, CclError> {
+        let mode = if self.verify { Mode::Functional } else { Mode::Timing };
+        let mut m = Machine::new(self.cluster.clone(), self.params.clone(), mode);
+        if self.trace {
+            m.enable_trace();
+        }
+        let mut phases = self.phases();
+        self.place_tensors(&mut phases)?;
+        let mut b = Builder {
+            cluster: self.cluster,
+            programs: (0..self.cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect(),
+            next_core: vec![0; self.cluster.chips().len()],
+            edms: BTreeMap::new(),
+            m,
+        };
+        b.edms(&self, &phases)?;
+        let lanes = b.lanes(&self, &phases)?;
+        let times = Rc::new(RefCell::new(Vec::new()));
+        let done: Vec<SignalId> = phases
+            .iter()
+            .map(|p| b.m.new_event(&format!("op '{}' {} done", self.ops[p.op].name, p.kind)))
+            .collect();
+        for (pi, p) in phases.iter().enumerate() {
+            let kernels = 2 * lanes.iter().filter(|l| l.phase == pi).count();
+            let gate = Gate {
+                phase: pi,
+                deps: p.deps.iter().map(|&d| done[d]).collect(),
+                done: done[pi],
+                remaining: Rc::new(Cell::new(kernels)),
+                times: times.clone(),
+            };
+            let prefix = if self.ops.len() > 1 { format!("{}/", self.ops[p.op].name) } else { String::new() };
+            for lane in lanes.iter().filter(|l| l.phase == pi) {
+                b.kernels(&self, p, lane, &lanes, &gate, &prefix);
+            }
+        }
+        if self.verify {
+            self.write_inputs(&b.m, &phases)?;
+        }
+        let skew = self.skew.clone();
+        let start_of = move |c: ChipIdx| match &skew {
+            Some((chips, ns)) => {
+                chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
+            }
+            None => Time::ZERO,
+        };
+        for (_, edm) in std::mem::take(&mut b.edms) {
+            edm.install(&mut b.programs);
+        }
+        let stats =
+            b.m.launch(b.programs, &start_of)
+                .map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
+        if let Some(late) = b.m.late_landings().first() {
+            return Err(CclError::Protocol(format!(
+                "EDM protocol error: a packet landed on chip {} eth{} at {:#x} ({}) after its kernels finished",
+                self.cluster.chip(late.chip).id,
+                late.chan,
+                late.addr,
+                late.at
+            )));
+        }
+        let times = times.borrow();
+        let ops: Vec<OpResult> =
+            (0..self.ops.len()).map(|i| self.result(i, &b.m, &phases, &times, &start_of)).collect();
+        let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
+            - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
+        let (links, marks, resources) = (b.m.link_use(), b.m.marks(), b.m.resource_use());
+        let trace = b.m.take_trace();
+        Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+    }
+
+    /// Gives every phase its tensors, in submission order, each after the last in its memory.
+    fn place_tensors(&self, phases: &mut [Phase]) -> Result<(), CclError> {
+        let mut next: BTreeMap<bool, u64> = BTreeMap::new();
+        let mut alloc = |memory: Memory, page: u64, pages: u64| -> Placement {
+            let first = Placement::first(memory, page);
+            let base = *next.get(&(memory == Memory::L1)).unwrap_or(&first.base);
+            let p = Placement { base, ..first };
+            next.insert(memory == Memory::L1, p.after(pages).base);
+            p
+        };
+        let mut i = 0;
+        while i < phases.len() {
+            let req = &self.ops[phases[i].op];
+            let (slice, mem, n) = (phases[i].slice, req.knobs.memory, req.comm.size() as u64);
+            let (page, whole) = (slice.page_bytes(), slice.pages() * n);
+            let fits = |p: &Placement, pages: u64, what: &str| -> Result<(), CclError> {
+                if p.base + p.bank_bytes(pages) > p.capacity(&self.params) {
+                    return Err(CclError::Invalid(format!(
+                        "op '{}': {what} do not fit in {mem:?} ({} B per bank free of {} B)",
+                        req.name,
+                        p.capacity(&self.params).saturating_sub(p.base),
+                        p.capacity(&self.params)
+                    )));
+                }
+                Ok(())
+            };
+            let t = |input, output, scratch| Tensors { input, output, scratch, slice, dim: req.dim, n };
+            match req.collective {
+                Collective::AllGather => {
+                    let (input, output) = (alloc(mem, page, slice.pages()), alloc(mem, page, whole));
+                    fits(
+                        &output,
+                        whole,
+                        &format!("input and output ({} B per chip)", (n + 1) * slice.bytes()),
+                    )?;
+                    phases[i].tensors = Some(t(input, output, None));
+                }
+                Collective::ReduceScatter(_) | Collective::AllReduce(_) => {
+                    let (input, scratch) = (alloc(mem, page, whole), alloc(mem, page, whole));
+                    let output = alloc(mem, page, slice.pages());
+                    let what = format!("input, scratch and output ({} B per chip)", 2 * req.tensor.bytes());
+                    fits(&output, slice.pages(), &what)?;
+                    phases[i].tensors = Some(t(input, output, Some(scratch)));
+                    if let Collective::AllReduce(_) = req.collective {
+                        let result = alloc(mem, page, whole);
+                        fits(&result, whole, "input, scratch, reduced slice and output")?;
+                        phases[i + 1].tensors = Some(t(output, result, None));
+                        i += 1;
+                    }
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Host writes of every op's input (functional mode).
+    fn write_inputs(&self, m: &Machine, phases: &[Phase]) -> Result<(), CclError> {
+        for (i, req) in self.ops.iter().enumerate() {
+            let p = phases.iter().find(|p| p.op == i).expect("every op has a phase");
+            let t = p.tensors.expect("placed");
+            let page = t.slice.page_bytes();
+            for (k, &chip) in req.comm.chips().iter().enumerate() {
+                let (pages, data): (u64, &dyn Fn(u64) -> Vec<u8>) = match req.collective {
+                    Collective::AllGather => (t.slice.pages(), &|q| gather_page(k as u64, q, page)),
+                    _ => (req.tensor.pages(), &|q| reduce_page(k as u64, q, page)),
+                };
+                for q in 0..pages {
+                    let (bank, addr) = t.input.page(q);
+                    host_write(m, chip, &t.input, bank, addr, &data(q))
+                        .map_err(|e| CclError::Invalid(e.0))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn result(
+        &self,
+        i: usize,
+        m: &Machine,
+        phases: &[Phase],
+        times: &[(usize, ChipIdx, Time, Time)],
+        start_of: &dyn Fn(ChipIdx) -> Time,
+    ) -> OpResult {
+        let req = &self.ops[i];
+        let mine: Vec<usize> = (0..phases.len()).filter(|&p| phases[p].op == i).collect();
+        let per_chip: Vec<(ChipIdx, Time, Time)> = req
+            .comm
+            .chips()
+            .iter()
+            .map(|&c| {
+                let on = || times.iter().filter(|t| t.1 == c && mine.contains(&t.0));
+                let start = on().map(|t| t.2).min().unwrap_or(start_of(c));
+                (c, start, on().map(|t| t.3).max().unwrap_or(start))
+            })
+            .collect();
+        let lastc = per_chip.iter().max_by_key(|p| (p.1, p.0)).unwrap();
+        let start = lastc.1;
+        let end = lastc.2;
+        let time = end - start;
+        let n = req.comm.size();
+        let bytes = req.tensor.bytes();
+        let busbw_gbps = if time.0 == 0 {
+            0.0
+        } else {
+            bytes as f64 / (time.0 as f64 * 1e-12) / 1e9 * req.collective.busbw_factor(n)
+        };
+        let verified = self.verify.then(|| self.check(i, m, phases));
+        OpResult {
+            name: req.name.clone(),
+            collective: req.collective,
+            chips: req.comm.chips().to_vec(),
+            start,
+            end,
+            time,
+            bytes,
+            busbw_gbps,
+            per_chip,
+            verified,
+        }
+    }
+
+    /// Checks op `i`'s outputs on every rank against what the collective must produce.
+    fn check(&self, i: usize, m: &Machine, phases: &[Phase]) -> Result<(), String> {
+        let req = &self.ops[i];
+        let last = phases.iter().rev().find(|p| p.op == i).expect("every op has a phase");
+        let t = last.tensors.expect("placed");
+        let (n, page) = (req.comm.size() as u64, t.slice.page_bytes());
+        let reduced = |red: RedOp, q: u64| {
+            let mut want = reduce_page(0, q, page);
+            for k in 1..n {
+                red.reduce_words(&mut want, &reduce_page(k, q, page));
+            }
+            want
+        };
+        for (c, &chip) in req.comm.chips().iter().enumerate() {
+            // (page of the output, expected bytes) for every output page of this rank.
+            let expect: Vec<(u64, Vec<u8>)> = match req.collective {
+                Collective::AllGather => (0..n)
+                    .flat_map(|s| (0..t.slice.pages()).map(move |p| (s, p)))
+                    .map(|(s, p)| (t.slice.page_in_whole(req.dim, n, s, p), gather_page(s, p, page)))
+                    .collect(),
+                Collective::ReduceScatter(red) => (0..t.slice.pages())
+                    .map(|p| (p, reduced(red, t.slice.page_in_whole(req.dim, n, c as u64, p))))
+                    .collect(),
+                Collective::AllReduce(red) => (0..req.tensor.pages()).map(|q| (q, reduced(red, q))).collect(),
+            };
+            for (q, want) in expect {
+                let (bank, addr) = t.output.page(q);
+                let got = host_read(m, chip, &t.output, bank, addr, page)?;
+                if let Some(w) = (0..page as usize).step_by(4).find(|&w| got[w..w + 4] != want[w..w + 4]) {
+                    let word = |b: &[u8]| u32::from_le_bytes(b[w..w + 4].try_into().expect("4 bytes"));
+                    return Err(format!(
+                        "chip {}: output byte offset {} (page {q}): expected {:#010x}, got {:#010x}",
+                        m.cluster().chip(chip).id,
+                        q * page + w as u64,
+                        word(&want),
+                        word(&got)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pages per packet a reduction's receiver stages (checked against worker L1 by [`validate`]):
+/// as asked, or 16 KiB worth.
+fn staging_ppp(req: &OpRequest, slice: &TensorSpec) -> u64 {
+    req.knobs.pages_per_packet.unwrap_or((16384 / slice.page_bytes()).max(1))
+}
+
+/// Checks an op's arguments against the cluster.
+pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> Result<TensorSpec, OpError> {
+    let n = req.comm.size();
+    let what = req.collective.name();
+    if n < 2 {
+        let article = if what.starts_with('a') { "an" } else { "a" };
+        return Err(OpError(format!("{article} {what} needs at least 2 chips, got {n}")));
+    }
+    let slice = req.tensor.split(req.dim, n as u64).map_err(|e| OpError(e.0))?;
+    let k = &req.knobs;
+    if k.links == 0 {
+        return Err(OpError("links must be at least 1".into()));
+    }
+    if k.workers == 0 || k.workers > crate::edm::MAX_CHANNELS / 2 {
+        return Err(OpError(format!("workers per link must be 1..{}", crate::edm::MAX_CHANNELS / 2)));
+    }
+    let chips = req.comm.chips();
+    let hops = n - usize::from(req.comm.topology() == Topology::Line);
+    for h in 0..hops {
+        let (a, b) = (chips[h], chips[(h + 1) % n]);
+        let have = cluster.usable_links_between(a, b).len();
+        let id = |c: ChipIdx| cluster.chip(c).id;
+        if have == 0 {
+            return Err(OpError(format!(
+                "chips {} and {} are not linked (reserved links excluded)",
+                id(a),
+                id(b)
+            )));
+        }
+        if k.links > have {
+            return Err(OpError(format!(
+                "{} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
+                k.links,
+                id(a),
+                id(b)
+            )));
+        }
+    }
+    if k.bidir != Bidir::None {
+        if req.collective != Collective::AllGather {
+            return Err(OpError(format!("--bidir applies to all-gather, not {what}")));
+        }
+        if req.comm.topology() == Topology::Line {
+            return Err(OpError(
+                "a line all-gather is bidirectional by nature; --bidir applies to rings".into(),
+            ));
+        }
+    }
+    if req.collective.redop().is_some() {
+        let operands = if req.comm.topology() == Topology::Line && n > 2 { 2 } else { 1 };
+        let page = slice.page_bytes();
+        let ppp = k.pages_per_packet.unwrap_or((16384 / page).max(1));
+        let packet = ppp * page;
+        let staging = params.worker_l1_bytes.saturating_sub(STAGING);
+        let need = (operands as u64 + 1) * packet;
+        if ppp == 0 || need > staging {
+            return Err(OpError(format!(
+                "{what} packets of {ppp} pages ({packet} B) exceed the receiver's buffering: a packet and the matching pages of {operands} operand(s) need {need} B of worker L1, {staging} B are free"
+            )));
+        }
+    }
+    Ok(slice)
+}
+
+/// Pages per packet: as asked (if it fits the smallest EDM buffer), or else 16 KiB worth, or as
+/// many as the smallest buffer holds.
+pub(crate) fn packet_pages(asked: Option<u64>, page: u64, min_buffer: Option<u64>) -> Result<u64, OpError> {
+    let buffer = min_buffer.unwrap_or(u64::MAX);
+    let ppp = asked.unwrap_or((16384.min(buffer) / page).max(1));
+    if ppp == 0 || ppp * page > buffer {
+        return Err(OpError(format!(
+            "packets of {ppp} pages ({} B) do not fit the EDM buffers ({buffer} B); use fewer pages per packet, buffers or workers",
+            ppp * page
+        )));
+    }
+    Ok(ppp)
+}
+
+/// Per-packet page ranges of a slice's page range `[lo, hi)`.
+pub(crate) fn packets(lo: u64, hi: u64, ppp: u64) -> Vec<(u64, u64)> {
+    (lo..hi).step_by(ppp as usize).map(|p| (p, (p + ppp).min(hi))).collect()
+}
+
+/// The bytes of page `p` of rank `k`'s all-gather input: distinct words per rank, page and
+/// offset.
+pub fn gather_page(k: u64, p: u64, page: u64) -> Vec<u8> {
+    (0..page / 4).flat_map(|i| (((k << 24) ^ (p << 10) ^ i) as u32).to_le_bytes()).collect()
+}
+
+/// The bytes of page `q` of rank `k`'s reduction input: small integers, so sums are exact.
+pub fn reduce_page(k: u64, q: u64, page: u64) -> Vec<u8> {
+    (0..page / 4).flat_map(|i| ((k + 1) * 1000 + (q * 7 + i) % 997).to_le_bytes()[..4].to_vec()).collect()
+}
+
+/// The machine and programs being built.
+struct Builder<'a> {
+    cluster: &'a Cluster,
+    m: Machine,
+    programs: Vec<Program>,
+    next_core: Vec<usize>,
+    edms: BTreeMap<LinkId, EdmLink>,
+}
+
+impl Builder<'_> {
+    /// The links of each hop of phase `p`'s flow `f` from rank `k`, if the hop exists.
+    fn hop(&self, s: &Session, p: &Phase, f: usize, k: usize) -> Option<(usize, Vec<LinkId>)> {
+        let req = &s.ops[p.op];
+        let n = req.comm.size();
+        let to = p.plan.flows[f].dir.next(k, n, req.comm.topology())?;
+        let links = self.cluster.usable_links_between(req.comm.chip(k), req.comm.chip(to));
+        Some((to, links[..req.knobs.links].to_vec()))
+    }
+
+    /// One EDM per link used by any op, with a channel per lane of every op on it.
+    fn edms(&mut self, s: &Session, phases: &[Phase]) -> Result<(), CclError> {
+        let mut uses: BTreeMap<LinkId, (usize, u64, u64, Vec<&str>)> = BTreeMap::new();
+        for p in phases {
+            let req = &s.ops[p.op];
+            for f in 0..p.plan.flows.len() {
+                for k in 0..req.comm.size() {
+                    for l in self.hop(s, p, f, k).map(|h| h.1).unwrap_or_default() {
+                        let u = uses.entry(l).or_insert((
+                            0,
+                            req.knobs.buffers_per_channel,
+                            p.slice.page_bytes(),
+                            Vec::new(),
+                        ));
+                        u.0 += req.knobs.workers;
+                        if !u.3.contains(&req.name.as_str()) {
+                            u.3.push(&req.name);
+                        }
+                    }
+                }
+            }
+        }
+        for (l, (channels, buffers, page, names)) in uses {
+            let link = self.cluster.link(l);
+            let id = |c: ChipIdx| self.cluster.chip(c).id;
+            if channels > crate::edm::MAX_CHANNELS {
+                return Err(CclError::Invalid(format!(
+                    "the link chip {} eth{} - chip {} eth{} needs {channels} EDM channels for ops {}; an EDM has {}",
+                    id(link.a.chip),
+                    link.a.chan,
+                    id(link.b.chip),
+                    link.b.chan,
+                    names.join(", "),
+                    crate::edm::MAX_CHANNELS
+                )));
+            }
+            let end = |e: meshsim_topology::Endpoint| {
+                (e.chip, e.chan, self.m.device(e.chip).noc_coord(CoreRef::Eth(e.chan)))
+            };
+            let cfg = EdmConfig {
+                channels,
+                buffers_per_channel: buffers,
+                page_bytes: page,
+                ..EdmConfig::default()
+            };
+            let edm = EdmLink::new(cfg, &s.params, end(link.a), end(link.b))
+                .map_err(|e| CclError::Invalid(e.to_string()))?;
+            self.edms.insert(l, edm);
+        }
+        Ok(())
+    }
+
+    fn core(&mut self, chip: ChipIdx) -> Result<CoreRef, CclError> {
+        let k = self.next_core[chip.0 as usize];
+        if k >= WORKER_CORES {
+            return Err(CclError::Invalid(format!(
+                "chip {} has no worker core left: the ops need more than {WORKER_CORES}",
+                self.cluster.chip(chip).id
+            )));
+        }
+        self.next_core[chip.0 as usize] += 1;
+        Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
+    }
+
+    /// A lane (worker pair and EDM channel) per phase, flow, hop and link x worker.
+    fn lanes(&mut self, s: &Session, phases: &[Phase]) -> Result<Vec<Lane>, CclError> {
+        let mut lanes = Vec::new();
+        for (pi, p) in phases.iter().enumerate() {
+            let req = &s.ops[p.op];
+            let page = p.slice.page_bytes();
+            let mut used: Vec<LinkId> = Vec::new();
+            for f in 0..p.plan.flows.len() {
+                for k in 0..req.comm.size() {
+                    used.extend(self.hop(s, p, f, k).map(|h| h.1).unwrap_or_default());
+                }
+            }
+            let min_buffer = used.iter().map(|l| self.edms[l].buffer_bytes()).min();
+            let mut ppp =
+                packet_pages(req.knobs.pages_per_packet, page, min_buffer).map_err(CclError::from)?;
+            if let Some(cap) = p.staging_ppp {
+                ppp = ppp.min(cap);
+            }
+            for (fi, flow) in p.plan.flows.iter().enumerate() {
+                for from in 0..req.comm.size() {
+                    let Some((to, links)) = self.hop(s, p, fi, from) else { continue };
+                    let count = links.len() * req.knobs.workers;
+                    for j in 0..count {
+                        let mine: Vec<(u64, u64)> = packets(flow.pages.0, flow.pages.1, ppp)
+                            .into_iter()
+                            .skip(j)
+                            .step_by(count)
+                            .collect();
+                        let sizes: Vec<u64> = flow.sends[from]
+                            .iter()
+                            .flat_map(|_| mine.iter().map(|&(lo, hi)| (hi - lo) * page))
+                            .collect();
+                        if sizes.is_empty() {
+                            continue;
+                        }
+                        let (a, b) = (req.comm.chip(from), req.comm.chip(to));
+                        let lane = self.lane(a, b, links[j % links.len()], sizes, p.plan.has_joins())?;
+                        lanes.push(Lane { phase: pi, flow: fi, from, to, j, mine: mine.into(), ..lane });
+                    }
+                }
+            }
+        }
+        Ok(lanes)
+    }
+
+    /// A lane from `a` to `b` over `link` carrying one message per entry of `sizes`.
+    fn lane(
+        &mut self,
+        a: ChipIdx,
+        b: ChipIdx,
+        link: LinkId,
+        sizes: Vec<u64>,
+        joins: bool,
+    ) -> Result<Lane, CclError> {
+        let (s_core, r_core) = (self.core(a)?, self.core(b)?);
+        let (da, db) = (self.m.device(a), self.m.device(b));
+        let s_sem = self.programs[a.0 as usize].create_semaphore(&[s_core], 0);
+        let fwd_sem = self.programs[a.0 as usize].create_semaphore(&[s_core], 0);
+        let r_sem = self.programs[b.0 as usize].create_semaphore(&[r_core], 0);
+        let join = joins.then(|| {
+            let sem = self.programs[b.0 as usize].create_semaphore(&[r_core], 0);
+            (db.noc_coord(r_core), db.semaphore_addr(r_core, sem))
+        });
+        let s_slot = WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
+        let r_slot = WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
+        let from_end = if self.cluster.link(link).a.chip == a { 0 } else { 1 };
+        let edm = self.edms.get_mut(&link).expect("every used link has an EDM");
+        let channel = edm
+            .add_channel(from_end, vec![s_slot], vec![r_slot], sizes)
+            .map_err(|e| CclError::Invalid(e.to_string()))?;
+        Ok(Lane {
+            phase: 0,
+            flow: 0,
+            from: 0,
+            to: 0,
+            j: 0,
+            mine: Rc::new([]),
+            s_core,
+            r_core,
+            s_slot,
+            r_slot,
+            fwd: (s_slot.core, da.semaphore_addr(s_core, fwd_sem)),
+            join,
+            channel,
+        })
+    }
+
+    /// The sender and receiver kernels of `lane`.
+    fn kernels(&mut self, s: &Session, p: &Phase, lane: &Lane, lanes: &[Lane], gate: &Gate, prefix: &str) {
+        let req = &s.ops[p.op];
+        let flow = &p.plan.flows[lane.flow];
+        let t = p.tensors.expect("placed");
+        // A forwarding receiver feeds the sender of the next hop of its flow on its chip, on the
+        // same lane index; a joining receiver signals the other flow's receiver on its chip.
+        let forward_to = lanes
+            .iter()
+            .find(|q| q.phase == lane.phase && q.flow == lane.flow && q.from == lane.to && q.j == lane.j)
+            .map(|q| q.fwd);
+        let join_to = lanes
+            .iter()
+            .find(|q| q.phase == lane.phase && q.flow != lane.flow && q.to == lane.to && q.j == lane.j)
+            .and_then(|q| q.join);
+        let (a, b) = (req.comm.chip(lane.from), req.comm.chip(lane.to));
+        let sends: Rc<[Send]> = flow.sends[lane.from].clone().into();
+        let (tx, rx) = lane.channel.clone();
+        let (mine, g, s_sem, fwd_addr) = (lane.mine.clone(), gate.clone(), lane.s_slot.semaphore, lane.fwd.1);
+        self.programs[a.0 as usize].create_kernel(
+            lane.s_core,
+            &format!("{prefix}{}_sender", p.kind),
+            0,
+            vec![],
+            move |k| async move {
+                let start = g.enter(&k).await;
+                let mut w = SenderWorker::new(tx, s_sem, 0);
+                let mut forwarded = 0u32;
+                for step in sends.iter() {
+                    for &(lo, hi) in mine.iter() {
+                        if step.forwarded {
+                            forwarded += 1;
+                            k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
+                        }
+                        let (place, _) = t.at(step.from, step.slice, 0);
+                        read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), STAGING)
+                            .await?;
+                        if let Some(c) = step.copy_to {
+                            let (place, _) = t.at(c, step.slice, 0);
+                            write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), STAGING)
+                                .await?;
+                        }
+                        w.send(&k, STAGING).await?;
+                        k.noc_async_write_barrier().await?;
+                    }
+                }
+                g.leave(&k, start);
+                Ok(())
+            },
+        );
+        let receives: Rc<[Recv]> = flow.receives[lane.to].clone().into();
+        let (mine, g, r_sem, join_at) = (lane.mine.clone(), gate.clone(), lane.r_slot.semaphore, lane.join);
+        let red = req.collective.redop();
+        self.programs[b.0 as usize].create_kernel(
+            lane.r_core,
+            &format!("{prefix}{}_receiver", p.kind),
+            1,
+            vec![],
+            move |k| async move {
+                let start = g.enter(&k).await;
+                let mut w = ReceiverWorker::new(rx, r_sem, 0);
+                let reduce = k.cycles(k.params().tile_reduce_cycles);
+                let mut joined = 0u32;
+                for step in receives.iter() {
+                    for &(lo, hi) in mine.iter() {
+                        let bytes = w.receive(&k, STAGING).await?;
+                        if step.wait_join {
+                            joined += 1;
+                            let (_, addr) = join_at.expect("a joining receiver has a join semaphore");
+                            k.noc_semaphore_wait_min(addr, joined).await?;
+                        }
+                        for (i, &loc) in step.reduce_with.iter().enumerate() {
+                            let (place, _) = t.at(loc, step.slice, 0);
+                            let at = STAGING + (i as u64 + 1) * bytes;
+                            read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
+                        }
+                        if !step.reduce_with.is_empty() {
+                            if k.is_functional() {
+                                let red = red.expect("a reducing step belongs to a reduction");
+                                let mut acc = k.read_bytes(STAGING, bytes)?;
+                                for i in 1..=step.reduce_with.len() as u64 {
+                                    red.reduce_words(&mut acc, &k.read_bytes(STAGING + i * bytes, bytes)?);
+                                }
+                                k.write_bytes(STAGING, &acc)?;
+                            }
+                            k.delay(Time(reduce.0 * (hi - lo) * step.reduce_with.len() as u64)).await;
+                        }
+                        let (place, _) = t.at(step.to, step.slice, 0);
+                        write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), STAGING)
+                            .await?;
+                        k.noc_async_write_barrier().await?;
+                        if step.signal_join {
+                            let (at, addr) = join_to.expect("a join signal has a partner");
+                            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                        }
+                        if step.forward {
+                            let (at, addr) = forward_to.expect("a forwarding receiver has a next hop");
+                            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                        }
+                    }
+                }
+                g.leave(&k, start);
+                Ok(())
+            },
+        );
+    }
+}
