@@ -501,9 +501,9 @@ impl<'c> Session<'c> {
                 (c, start, on().map(|t| t.3).max().unwrap_or(start))
             })
             .collect();
-        let lastc = per_chip.iter().max_by_key(|p| (p.1, p.0)).unwrap();
-        let start = lastc.1;
-        let end = lastc.2;
+        // From the moment the last chip starts to the moment the last chip finishes.
+        let start = per_chip.iter().map(|p| p.1).max().unwrap_or(Time::ZERO);
+        let end = per_chip.iter().map(|p| p.2).max().unwrap_or(start);
         let time = end - start;
         let n = req.comm.size();
         let bytes = req.tensor.bytes();

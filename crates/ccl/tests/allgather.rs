@@ -166,20 +166,32 @@ fn large_gathers_verify_byte_for_byte() {
     );
 }
 
-/// The op's time is measured on the last chip to start; skew makes the others run longer.
+/// The op's time runs from the moment the last chip starts to the moment the last chip
+/// finishes: skew makes the first chips run longer, and on a line the chips that finish last
+/// are not the ones with the highest ids.
 #[test]
-fn op_time_is_measured_on_the_last_chip_to_start() {
+fn op_time_runs_from_the_last_start_to_the_last_end() {
     let t = builtin::cluster("t3000").unwrap();
     let base =
         AllGatherSpec { verify: false, ..spec(ring(&t), [1, 1, 64, 512], 3, DType::Bf16, Topology::Ring) };
     let flat = all_gather(&t, &Params::default(), &base).unwrap();
-    let skewed = all_gather(&t, &Params::default(), &AllGatherSpec { skew_ns: 5_000, ..base }).unwrap();
-    let last = skewed.per_chip.iter().max_by_key(|p| p.1).unwrap();
-    assert_eq!(last.1, meshsim_engine::Time::from_ns(35_000));
-    assert_eq!(skewed.time, last.2 - last.1);
+    let skewed = all_gather(&t, &Params::default(), &AllGatherSpec { skew_ns: 5_000, ..base.clone() }).unwrap();
+    let last_start = skewed.per_chip.iter().map(|p| p.1).max().unwrap();
+    let last_end = skewed.per_chip.iter().map(|p| p.2).max().unwrap();
+    assert_eq!(last_start, meshsim_engine::Time::from_ns(35_000));
+    assert_eq!(skewed.time, last_end - last_start);
     let first = &skewed.per_chip[0];
     assert!(first.2 - first.1 > skewed.time, "the first chip waits for the others");
     assert!(flat.time < first.2 - first.1);
+    // A line with no skew: every chip starts at 0, so the time is the last end, which the
+    // highest-id chip does not set.
+    let line = t.lines().into_iter().find(|l| l.chips.len() == 4).unwrap().chips;
+    let run = all_gather(&t, &Params::default(), &AllGatherSpec { chips: line, topology: Topology::Line, ..base })
+        .unwrap();
+    let ends: Vec<_> = run.per_chip.iter().map(|p| p.2).collect();
+    assert_eq!(run.time, *ends.iter().max().unwrap());
+    let highest = run.per_chip.iter().max_by_key(|p| p.0).unwrap();
+    assert!(highest.2 < run.time, "chip {:?} ends at {}, the op at {}", highest.0, highest.2, run.time);
 }
 
 #[test]
