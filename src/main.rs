@@ -10,9 +10,11 @@ mod bench_cmd;
 mod op_cmd;
 mod regress;
 mod regress_cmd;
+mod run_cmd;
 mod scenario;
 mod sweep_cmd;
 mod topo_cmd;
+mod workload;
 
 use bench_cmd::run_bench;
 use op_cmd::run_op;
@@ -83,9 +85,9 @@ enum Command {
         /// Element types, comma-separated: one series each.
         #[arg(long, value_delimiter = ',', default_value = "bfp8")]
         dtype: Vec<String>,
-        /// Ring or line (all-gather).
-        #[arg(long, value_enum, default_value_t = TopologyArg::Ring)]
-        topology: TopologyArg,
+        /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
+        #[arg(long, value_enum)]
+        topology: Option<TopologyArg>,
         /// Links per hop, comma-separated: one series each.
         #[arg(long = "num-links", value_delimiter = ',', default_value = "1")]
         num_links: Vec<usize>,
@@ -95,7 +97,7 @@ enum Command {
         /// Bidirectional mode (all-gather on a ring).
         #[arg(long, value_enum, default_value_t = BidirArg::None)]
         bidir: BidirArg,
-        /// Reduction (reduce-scatter).
+        /// Reduction (reduce-scatter, all-reduce).
         #[arg(long, default_value = "sum")]
         redop: String,
         /// Run on N chips forming the ring or line.
@@ -104,6 +106,10 @@ enum Command {
         /// Run on these chips, in order.
         #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
         chip_ids: Option<Vec<u64>>,
+        /// Run on every column (0) or every row (1) of the mesh at once; each point's time is
+        /// the makespan.
+        #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
+        axis: Option<u8>,
         /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
         #[arg(long, value_name = "FILE")]
         params: Option<PathBuf>,
@@ -113,6 +119,27 @@ enum Command {
         /// Also draw busbw against size to FILE.svg or FILE.png, one line per series.
         #[arg(long, value_name = "FILE")]
         plot: Option<PathBuf>,
+    },
+    /// Run a workload: many ops on one machine, on communicators, with dependencies
+    /// (see docs/cli.md for the file format).
+    Run {
+        /// The workload file (YAML).
+        workload: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also print the bytes and busy fraction of every link direction used, across all ops.
+        #[arg(long = "links")]
+        link_report: bool,
+        /// Write a Chrome / Perfetto trace-event JSON of the run to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Move real bytes and check every op's output (exit 1 on a mismatch).
+        #[arg(long)]
+        verify: bool,
+        /// A parameter file to use instead of the workload's or the built-in one.
+        #[arg(long, value_name = "FILE")]
+        params: Option<PathBuf>,
     },
     /// Run the op-timing regression suites and compare every scenario's simulated time with its
     /// committed baseline; exit 1 when one moved beyond its tolerance, has no baseline, or a
@@ -212,8 +239,11 @@ enum Bench {
 enum Op {
     /// All-gather: every chip ends with the concatenation of all chips' slices along --dim.
     AllGather(OpArgs),
-    /// Reduce-scatter (ring): every chip ends with its slice of the reduction of all chips' tensors.
+    /// Reduce-scatter: every chip ends with its slice of the reduction of all chips' tensors.
     ReduceScatter(OpArgs),
+    /// All-reduce: every chip ends with the reduction of all chips' tensors (reduce-scatter,
+    /// then all-gather).
+    AllReduce(OpArgs),
 }
 
 /// Arguments of a CCL op.
@@ -222,11 +252,11 @@ struct OpArgs {
     /// A cluster description file or a built-in name.
     #[arg(long, default_value = "t3000")]
     cluster: String,
-    /// The tensor's shape, w,z,y,x: the gathered output of an all-gather, the reduced input of
-    /// a reduce-scatter.
+    /// The tensor's shape, w,z,y,x, each rank holds: the gathered output of an all-gather, the
+    /// reduced input of a reduce-scatter or an all-reduce.
     #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
     shape: Vec<u64>,
-    /// The reduction of a reduce-scatter: sum or max.
+    /// The reduction of a reduce-scatter or all-reduce: sum or max.
     #[arg(long, default_value = "sum")]
     redop: String,
     /// The dimension gathered or scattered along (0..3).
@@ -235,9 +265,9 @@ struct OpArgs {
     /// Element type: bf16, bfp8, fp32, uint32.
     #[arg(long, default_value = "bf16")]
     dtype: String,
-    /// Ring or line.
-    #[arg(long, value_enum, default_value_t = TopologyArg::Ring)]
-    topology: TopologyArg,
+    /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
+    #[arg(long, value_enum)]
+    topology: Option<TopologyArg>,
     /// Links per hop (reserved links are never used); tt-metal's num_links.
     #[arg(long = "num-links", default_value_t = 1)]
     num_links: usize,
@@ -253,6 +283,10 @@ struct OpArgs {
     /// Run on these chips, in order.
     #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
     chip_ids: Option<Vec<u64>>,
+    /// Run on every column (0: groups of R chips of topo's R x C) or every row (1: groups of C
+    /// chips) of the mesh at once, as ttnn's cluster_axis.
+    #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
+    axis: Option<u8>,
     /// Pages per EDM packet (default: 16 KiB worth).
     #[arg(long)]
     pages_per_packet: Option<u64>,
@@ -293,6 +327,8 @@ enum SweepOpArg {
     AllGather,
     /// Reduce-scatter.
     ReduceScatter,
+    /// All-reduce.
+    AllReduce,
 }
 
 /// Op topologies.
@@ -477,12 +513,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redop,
             chips,
             chip_ids,
+            axis,
             params,
             format,
             plot: plot_path,
         } => {
             check_outputs(plot_path.as_deref(), None)?;
-            let knobs = SweepKnobs { op, topology, bidir, redop, chips, chip_ids, min, max, factor };
+            let knobs = SweepKnobs { op, topology, axis, bidir, redop, chips, chip_ids, min, max, factor };
             let p = load_params(params.as_deref())?;
             let series = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p)?;
             print!("{}", render_sweep(&series, &knobs, format));
@@ -492,6 +529,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Op(Op::ReduceScatter(args)) => return run_op(Kind::ReduceScatter, args),
+        Command::Op(Op::AllReduce(args)) => return run_op(Kind::AllReduce, args),
+        Command::Run { workload, format, link_report, trace, verify, params } => {
+            return run_cmd::run_workload(&workload, format, link_report, trace.as_deref(), verify, params);
+        }
         Command::Regress { suite, update, scenario, trace, check_determinism, params, format } => {
             return run_regress(
                 &suite,

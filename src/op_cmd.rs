@@ -25,13 +25,16 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         shape: Some(a.shape.clone()),
         dim: Some(a.dim),
         dtype: Some(a.dtype.clone()),
-        topology: Some(a.topology.name().into()),
+        topology: a.topology.map(|t| t.name().into()),
         links: Some(a.num_links),
         workers: Some(a.workers),
-        bidir: (kind == Kind::AllGather).then(|| BidirValue::Mode(a.bidir.name().into())),
-        redop: (kind == Kind::ReduceScatter).then(|| a.redop.clone()),
+        // Given to every op so that a --bidir on a reduction is refused, not ignored.
+        bidir: Some(BidirValue::Mode(a.bidir.name().into())),
+        redop: (kind != Kind::AllGather).then(|| a.redop.clone()),
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),
+        axis: a.axis.map(usize::from),
+        workload: None,
         pages_per_packet: a.pages_per_packet,
         buffers: Some(a.buffers),
         memory: Some(a.memory.clone()),
@@ -56,10 +59,11 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     }
     let done = out.op.as_ref().expect("an op scenario runs an op");
     let run = &done.run;
-    let n = done.chips.len() as f64;
+    let n = done.chips.len();
     let size = done.tensor.bytes();
     let algbw = size as f64 / run.time.as_ns_f64();
-    let name = if kind == Kind::AllGather { "all_gather" } else { "reduce_scatter" };
+    let busbw = algbw * done.ops[0].collective.busbw_factor(n);
+    let name = kind.name().replace('-', "_");
     let per_chip: Vec<serde_json::Value> = run
         .per_chip
         .iter()
@@ -78,7 +82,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "chip_ids": ids(cluster, &done.chips),
                 "topology": format!("{:?}", done.topology).to_lowercase(),
                 "bidir": format!("{:?}", done.bidir).to_lowercase(),
-                "redop": if kind == Kind::ReduceScatter { serde_json::json!(a.redop) } else { serde_json::Value::Null },
+                "redop": if kind == Kind::AllGather { serde_json::Value::Null } else { serde_json::json!(a.redop) },
                 "links": a.num_links,
                 "workers": a.workers,
                 "shape": done.tensor.shape,
@@ -87,12 +91,15 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "size_bytes": size,
                 "time_us": run.time.as_us_f64(),
                 "algbw_gbps": algbw,
-                "busbw_gbps": algbw * (n - 1.0) / n,
+                "busbw_gbps": busbw,
                 "per_chip": per_chip,
                 "verified": verified,
                 "events": run.stats.events,
                 "event_log_hash": format!("{:016x}", run.stats.log_hash),
             });
+            if a.axis.is_some() {
+                json["ops"] = op_rows(cluster, &done.ops).iter().map(op_json).collect();
+            }
             if a.link_report {
                 let rows = link_rows(cluster, &run.links, run.time);
                 json["link_use"] = serde_json::to_value(&rows)?;
@@ -104,7 +111,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         Format::Csv | Format::Text => {
             #[derive(serde::Serialize)]
             struct Row {
-                op: &'static str,
+                op: String,
                 chips: usize,
                 size_bytes: u64,
                 time_us: f64,
@@ -118,11 +125,13 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 size_bytes: size,
                 time_us: run.time.as_us_f64(),
                 algbw_gbps: algbw,
-                busbw_gbps: algbw * (n - 1.0) / n,
+                busbw_gbps: busbw,
                 verified: verified.map_or("-".into(), |v| v.to_string()),
             };
             print!("{}", report::render(&[row], a.format.into()));
-            if matches!(a.format, Format::Text) {
+            if matches!(a.format, Format::Text) && a.axis.is_some() {
+                print!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text));
+            } else if matches!(a.format, Format::Text) {
                 #[derive(serde::Serialize)]
                 struct Chip {
                     chip: u64,
@@ -157,6 +166,48 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One op instance of a session, as `op --axis` and `run` print it.
+#[derive(serde::Serialize)]
+pub(crate) struct OpRow {
+    name: String,
+    op: &'static str,
+    chips: usize,
+    start_us: f64,
+    end_us: f64,
+    time_us: f64,
+    busbw_gbps: f64,
+    verified: String,
+    #[serde(skip_serializing)]
+    chip_ids: Vec<u64>,
+}
+
+/// A row per op instance.
+pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult]) -> Vec<OpRow> {
+    ops.iter()
+        .map(|o| OpRow {
+            name: o.name.clone(),
+            op: o.collective.name(),
+            chips: o.chips.len(),
+            start_us: o.start.as_us_f64(),
+            end_us: o.end.as_us_f64(),
+            time_us: o.time.as_us_f64(),
+            busbw_gbps: o.busbw_gbps,
+            verified: o.verified.as_ref().map_or("-".into(), |v| v.is_ok().to_string()),
+            chip_ids: ids(cluster, &o.chips),
+        })
+        .collect()
+}
+
+/// The JSON of one op instance: the row's keys with `chip_ids` and `verified` as a boolean.
+pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
+    serde_json::json!({
+        "name": r.name, "op": r.op, "chips": r.chips, "chip_ids": r.chip_ids,
+        "start_us": r.start_us, "end_us": r.end_us, "time_us": r.time_us,
+        "busbw_gbps": r.busbw_gbps,
+        "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },
+    })
+}
+
 /// Runs a scenario with `params`, mapping its errors to exit codes.
 fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<scenario::Outcome> {
     sc.run(Path::new("."), Some(params), trace).map_err(|e| match e {
@@ -178,7 +229,7 @@ fn check_determinism(sc: &Scenario, params: &Params, first: &scenario::Outcome) 
 
 /// One link direction's use, as the `--links` table shows it.
 #[derive(serde::Serialize)]
-struct LinkRow {
+pub(crate) struct LinkRow {
     from_chip: u64,
     from_chan: u8,
     to_chip: u64,
@@ -189,7 +240,11 @@ struct LinkRow {
     busy_pct: f64,
 }
 
-fn link_rows(cluster: &Cluster, links: &[meshsim_hw::LinkUse], time: meshsim_engine::Time) -> Vec<LinkRow> {
+pub(crate) fn link_rows(
+    cluster: &Cluster,
+    links: &[meshsim_hw::LinkUse],
+    time: meshsim_engine::Time,
+) -> Vec<LinkRow> {
     links
         .iter()
         .map(|l| LinkRow {

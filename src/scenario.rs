@@ -3,7 +3,7 @@
 //!
 //! ```yaml
 //! - name: t3000-ag-ring-bfp8
-//!   op: all-gather          # all-gather | reduce-scatter | latency | bandwidth | ring
+//!   op: all-gather          # all-gather | reduce-scatter | all-reduce | workload | latency | bandwidth | ring
 //!   cluster: t3000
 //!   shape: [1, 1, 1024, 4096]
 //!   dtype: bfp8
@@ -13,12 +13,14 @@
 use std::path::{Path, PathBuf};
 
 use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
-use meshsim_ccl::allgather::{self, AllGatherSpec, Bidir, OpRun, Topology};
-use meshsim_ccl::reducescatter::{self, RedOp, ReduceScatterSpec};
+use meshsim_ccl::comm::Communicator;
+use meshsim_ccl::op::{Bidir, Collective, Knobs, OpRun, RedOp, Topology};
+use meshsim_ccl::session::{OpRequest, OpResult, Session};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::{Stats, Time};
 use meshsim_hw::{Params, TraceData};
 use meshsim_topology::{ChipIdx, Cluster, builtin};
+
 use serde::Deserialize;
 
 /// What a scenario runs.
@@ -27,8 +29,12 @@ use serde::Deserialize;
 pub enum Kind {
     /// The all-gather op.
     AllGather,
-    /// The ring reduce-scatter op.
+    /// The reduce-scatter op.
     ReduceScatter,
+    /// The all-reduce op.
+    AllReduce,
+    /// A workload file of many ops.
+    Workload,
     /// The single-link round-trip microbenchmark.
     Latency,
     /// The raw ERISC bandwidth microbenchmark.
@@ -40,7 +46,7 @@ pub enum Kind {
 impl Kind {
     /// Whether this is a CCL op (not a microbenchmark).
     pub fn is_op(self) -> bool {
-        matches!(self, Kind::AllGather | Kind::ReduceScatter)
+        matches!(self, Kind::AllGather | Kind::ReduceScatter | Kind::AllReduce)
     }
 
     /// The name used in files and tables.
@@ -48,6 +54,8 @@ impl Kind {
         match self {
             Kind::AllGather => "all-gather",
             Kind::ReduceScatter => "reduce-scatter",
+            Kind::AllReduce => "all-reduce",
+            Kind::Workload => "workload",
             Kind::Latency => "latency",
             Kind::Bandwidth => "bandwidth",
             Kind::Ring => "ring",
@@ -120,6 +128,10 @@ pub struct Scenario {
     pub chips: Option<usize>,
     /// Op: run on these chips, in order.
     pub chip_ids: Option<Vec<u64>>,
+    /// Op: run on every column (0) or every row (1) of the mesh at once.
+    pub axis: Option<usize>,
+    /// Workload: the workload file (relative to the suite file).
+    pub workload: Option<PathBuf>,
     /// Op: pages per EDM packet.
     pub pages_per_packet: Option<u64>,
     /// Op: EDM buffers per channel.
@@ -162,8 +174,11 @@ pub struct Outcome {
 
 /// An op's run and what it ran on.
 pub struct OpDone {
-    /// The run.
+    /// The run of the first instance (with the run-wide counters); `time` is the makespan when
+    /// the op ran on every row or column at once.
     pub run: OpRun,
+    /// Every instance: one per communicator.
+    pub ops: Vec<OpResult>,
     /// The chips, in ring or line order.
     pub chips: Vec<ChipIdx>,
     /// The tensor.
@@ -256,6 +271,7 @@ impl Scenario {
             ("workers", self.workers.is_some()),
             ("chips", self.chips.is_some()),
             ("chip_ids", self.chip_ids.is_some()),
+            ("axis", self.axis.is_some()),
             ("pages_per_packet", self.pages_per_packet.is_some()),
             ("buffers", self.buffers.is_some()),
             ("memory", self.memory.is_some()),
@@ -270,12 +286,24 @@ impl Scenario {
             ("to_worker", self.to_worker.is_some(), &[Kind::Bandwidth]),
             ("hops", self.hops.is_some(), &[Kind::Ring]),
             ("unmerged", self.unmerged.is_some(), &[Kind::Latency, Kind::Ring]),
-            ("skew_ns", self.skew_ns.is_some(), &[Kind::AllGather, Kind::ReduceScatter, Kind::Ring]),
-            ("redop", self.redop.is_some(), &[Kind::ReduceScatter]),
-            ("bidir", self.bidir.is_some(), &[Kind::AllGather, Kind::Bandwidth]),
+            (
+                "skew_ns",
+                self.skew_ns.is_some(),
+                &[Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce, Kind::Ring],
+            ),
+            ("redop", self.redop.is_some(), &[Kind::ReduceScatter, Kind::AllReduce]),
+            ("workload", self.workload.is_some(), &[Kind::Workload]),
+            (
+                "bidir",
+                self.bidir.is_some(),
+                &[Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce, Kind::Bandwidth],
+            ),
         ];
         let mut out: Vec<&'static str> =
             op_only.iter().filter(|(_, set)| *set && !self.op.is_op()).map(|(n, _)| *n).collect();
+        if self.op == Kind::Workload && self.verify.is_some() {
+            out.retain(|&n| n != "verify");
+        }
         out.extend(only_some.iter().filter(|(_, set, ok)| *set && !ok.contains(&self.op)).map(|(n, ..)| *n));
         out
     }
@@ -305,6 +333,18 @@ impl Scenario {
             Some(p) => p.clone(),
             None => load_params(self.params.as_ref().map(|p| base.join(p)).as_deref())?,
         };
+        if self.op == Kind::Workload {
+            let file = self.workload.as_ref().ok_or_else(|| bad("workload needs a workload file".into()))?;
+            let w = crate::workload::Workload::load(&base.join(file)).map_err(bad)?;
+            if w.cluster != self.cluster {
+                return Err(bad(format!(
+                    "cluster '{}' is not the workload's cluster '{}'",
+                    self.cluster, w.cluster
+                )));
+            }
+            let run = w.run(&cluster, &params, self.verify.unwrap_or(false), trace).map_err(ccl_error)?;
+            return Ok(Outcome { time: run.makespan, stats: run.stats, cluster, trace: run.trace, op: None });
+        }
         if self.op.is_op() {
             self.run_op(cluster, &params, trace)
         } else {
@@ -320,72 +360,85 @@ impl Scenario {
             .map_err(|v: Vec<u64>| bad(format!("shape needs 4 values w,z,y,x, got {}", v.len())))?;
         let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse().map_err(bad)?;
         let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
-        let topology = match self.topology.as_deref().unwrap_or("ring") {
-            "ring" => Topology::Ring,
-            "line" => Topology::Line,
-            other => return Err(bad(format!("topology '{other}' is not ring or line"))),
-        };
+        let topology: Option<Topology> = self.topology.as_deref().map(str::parse).transpose().map_err(bad)?;
         let bidir = match &self.bidir {
             None => Bidir::None,
-            Some(BidirValue::Mode(m)) => match m.as_str() {
-                "none" => Bidir::None,
-                "split" => Bidir::Split,
-                "full" => Bidir::Full,
-                other => return Err(bad(format!("bidir '{other}' is not none, split or full"))),
-            },
+            Some(BidirValue::Mode(m)) => m.parse().map_err(bad)?,
             Some(BidirValue::Flag(_)) => {
                 return Err(bad("bidir of an all-gather is none, split or full".into()));
             }
         };
+        let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
+        let collective = match self.op {
+            Kind::AllGather => Collective::AllGather,
+            Kind::ReduceScatter => Collective::ReduceScatter(redop),
+            _ => Collective::AllReduce(redop),
+        };
         let memory: Memory = self.memory.as_deref().unwrap_or("dram").parse().map_err(bad)?;
-        let chips = meshsim_ccl::group::select(&cluster, topology, self.chips, self.chip_ids.as_deref())
-            .map_err(|e| bad(e.0))?;
-        // Knobs left out take the op's defaults (AllGatherSpec::new); reduce-scatter shares them.
-        let base = AllGatherSpec::new(tensor, self.dim.unwrap_or(3), chips.clone());
-        let ag = AllGatherSpec {
-            topology,
-            bidir,
-            memory,
-            trace,
-            links: self.links.unwrap_or(base.links),
-            workers: self.workers.unwrap_or(base.workers),
-            pages_per_packet: self.pages_per_packet,
-            buffers_per_channel: self.buffers.unwrap_or(base.buffers_per_channel),
-            verify: self.verify.unwrap_or(base.verify),
-            skew_ns: self.skew_ns.unwrap_or(base.skew_ns),
-            ..base
-        };
-        let mut run = match self.op {
-            Kind::AllGather => {
-                allgather::validate(&cluster, &ag).map_err(|e| bad(e.0))?;
-                allgather::all_gather(&cluster, params, &ag).map_err(ccl_error)?
-            }
-            _ => {
-                if topology != Topology::Ring || bidir != Bidir::None {
-                    return Err(bad("reduce-scatter runs on a unidirectional ring".into()));
+        let comms = match self.axis {
+            Some(axis) => {
+                if self.chips.is_some() || self.chip_ids.is_some() {
+                    return Err(bad(
+                        "axis runs on every row or column; it does not take chips or chip_ids".into()
+                    ));
                 }
-                let op: RedOp = self.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
-                let spec = ReduceScatterSpec {
-                    links: ag.links,
-                    workers: ag.workers,
-                    pages_per_packet: ag.pages_per_packet,
-                    buffers_per_channel: ag.buffers_per_channel,
-                    verify: ag.verify,
-                    skew_ns: ag.skew_ns,
-                    trace,
-                    memory,
-                    ..ReduceScatterSpec::new(tensor, ag.dim, chips.clone(), op)
-                };
-                reducescatter::validate(&cluster, params, &spec).map_err(|e| bad(e.0))?;
-                reducescatter::reduce_scatter(&cluster, params, &spec).map_err(ccl_error)?
+                Communicator::axis(&cluster, axis, topology).map_err(|e| bad(e.0))?
+            }
+            None => {
+                let topology = topology.unwrap_or(Topology::Ring);
+                let chips =
+                    meshsim_ccl::group::select(&cluster, topology, self.chips, self.chip_ids.as_deref())
+                        .map_err(|e| bad(e.0))?;
+                vec![Communicator::new(&cluster, chips, topology).map_err(|e| bad(e.0))?]
             }
         };
+        // Knobs left out take the library's defaults (Knobs::default).
+        let d = Knobs::default();
+        let knobs = Knobs {
+            links: self.links.unwrap_or(d.links),
+            workers: self.workers.unwrap_or(d.workers),
+            bidir,
+            pages_per_packet: self.pages_per_packet,
+            buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
+            memory,
+        };
+        let mut session = Session::new(&cluster, params);
+        session.set_verify(self.verify.unwrap_or(false));
+        session.set_trace(trace);
+        let all: Vec<ChipIdx> = comms.iter().flat_map(|c| c.chips().iter().copied()).collect();
+        session.set_skew(all, self.skew_ns.unwrap_or(0));
+        let many = comms.len() > 1;
+        for (i, comm) in comms.iter().enumerate() {
+            let name = if many { format!("{}[{i}]", self.op.name()) } else { self.op.name().to_owned() };
+            let mut req = OpRequest::new(&name, comm.clone(), collective, tensor, self.dim.unwrap_or(3));
+            req.knobs = knobs;
+            session.submit(req).map_err(ccl_error)?;
+        }
+        let mut all_run = session.run().map_err(ccl_error)?;
+        let mut run = all_run.op_run(0);
+        if many {
+            run.time = all_run.makespan;
+            run.per_chip = all_run.ops.iter().flat_map(|o| o.per_chip.iter().copied()).collect();
+            run.verified = all_run
+                .ops
+                .iter()
+                .find_map(|o| o.verified.clone().filter(|v| v.is_err()))
+                .or_else(|| all_run.ops[0].verified.clone());
+        }
+        let trace = all_run.trace.take();
         Ok(Outcome {
             time: run.time,
             stats: run.stats.clone(),
             cluster,
-            trace: run.trace.take(),
-            op: Some(OpDone { run, chips, tensor, topology, bidir }),
+            trace,
+            op: Some(OpDone {
+                run,
+                ops: all_run.ops,
+                chips: comms[0].chips().to_vec(),
+                tensor,
+                topology: comms[0].topology(),
+                bidir,
+            }),
         })
     }
 

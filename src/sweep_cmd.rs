@@ -11,7 +11,8 @@ use crate::{BadInput, BidirArg, Format, SweepOpArg, TopologyArg, load_cluster, p
 /// The knobs of a sweep that every series shares.
 pub(crate) struct SweepKnobs {
     pub(crate) op: SweepOpArg,
-    pub(crate) topology: TopologyArg,
+    pub(crate) topology: Option<TopologyArg>,
+    pub(crate) axis: Option<u8>,
     pub(crate) bidir: BidirArg,
     pub(crate) redop: String,
     pub(crate) chips: Option<usize>,
@@ -26,6 +27,7 @@ impl SweepKnobs {
         match self.op {
             SweepOpArg::AllGather => "all_gather",
             SweepOpArg::ReduceScatter => "reduce_scatter",
+            SweepOpArg::AllReduce => "all_reduce",
         }
     }
 }
@@ -35,6 +37,8 @@ pub(crate) struct SweepSeries {
     label: String,
     cluster: String,
     chips: usize,
+    /// `ring`, `line`, or with --axis `4 rows x line`.
+    layout: String,
     dtype: String,
     num_links: usize,
     workers: usize,
@@ -62,29 +66,38 @@ pub(crate) fn run_sweep(
     workers: &[usize],
     p: &Params,
 ) -> anyhow::Result<Vec<SweepSeries>> {
-    use meshsim_ccl::allgather::Topology;
+    use meshsim_ccl::comm::Communicator;
+    use meshsim_ccl::op::Topology;
     use meshsim_ccl::sweep::{self, SweepOp, SweepSpec};
     let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let topology = Topology::from(k.topology);
+    let topology = k.topology.map(Topology::from);
     let op = match k.op {
         SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.into()),
         SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop.parse().map_err(bad)?),
+        SweepOpArg::AllReduce => SweepOp::AllReduce(k.redop.parse().map_err(bad)?),
     };
-    if matches!(op, SweepOp::ReduceScatter(_)) && topology != Topology::Ring {
-        return Err(bad("reduce-scatter runs on a ring".into()));
+    if !matches!(op, SweepOp::AllGather(_)) && !matches!(k.bidir, BidirArg::None) {
+        return Err(bad(format!("--bidir applies to all-gather, not {}", k.op_name())));
     }
     let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.
     let mut jobs = Vec::new();
     for name in clusters {
         let c = load_cluster(name)?;
-        let group =
-            meshsim_ccl::group::select(&c, topology, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?;
+        let comms = match k.axis {
+            Some(axis) => Communicator::axis(&c, axis.into(), topology).map_err(|e| bad(e.0))?,
+            None => {
+                let t = topology.unwrap_or(Topology::Ring);
+                let group = meshsim_ccl::group::select(&c, t, k.chips, k.chip_ids.as_deref())
+                    .map_err(|e| bad(e.0))?;
+                vec![Communicator::new(&c, group, t).map_err(|e| bad(e.0))?]
+            }
+        };
         for d in dtypes {
             let dtype: meshsim_ccl::tensor::DType = d.parse().map_err(bad)?;
             for &links in num_links {
                 for &w in workers {
-                    let spec = SweepSpec { op, chips: group.clone(), topology, links, workers: w, dtype };
+                    let spec = SweepSpec { op, comms: comms.clone(), links, workers: w, dtype };
                     // A series is named by the knobs that vary; a lone series by cluster and dtype.
                     let plural =
                         |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
@@ -105,7 +118,7 @@ pub(crate) fn run_sweep(
             }
         }
     }
-    let total: usize = jobs.iter().map(|j| sweep::points(&sizes, j.2.chips.len(), j.2.dtype).len()).sum();
+    let total: usize = jobs.iter().map(|j| sweep::points(&sizes, j.2.ranks(), j.2.dtype).len()).sum();
     let pb = progress(total as u64, k.op_name());
     let mut out = Vec::new();
     for (name, c, spec, label) in jobs {
@@ -119,7 +132,16 @@ pub(crate) fn run_sweep(
         out.push(SweepSeries {
             label,
             cluster: name,
-            chips: spec.chips.len(),
+            chips: spec.ranks(),
+            layout: match k.axis {
+                Some(a) => format!(
+                    "{} {} x {}",
+                    spec.comms.len(),
+                    if a == 0 { "columns" } else { "rows" },
+                    spec.comms[0].topology()
+                ),
+                None => spec.comms[0].topology().to_string(),
+            },
             dtype: spec.dtype.to_string(),
             num_links: spec.links,
             workers: spec.workers,
@@ -169,7 +191,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
             k.op_name(),
             se.cluster,
             se.chips,
-            k.topology.name(),
+            se.layout,
             se.dtype,
             se.num_links,
             se.workers,
@@ -258,6 +280,7 @@ mod tests {
             label: label.into(),
             cluster: "t3000".into(),
             chips: 8,
+            layout: "ring".into(),
             dtype: "bfp8".into(),
             num_links: 1,
             workers: 1,
@@ -268,7 +291,8 @@ mod tests {
     fn knobs() -> SweepKnobs {
         SweepKnobs {
             op: SweepOpArg::AllGather,
-            topology: TopologyArg::Ring,
+            topology: Some(TopologyArg::Ring),
+            axis: None,
             bidir: BidirArg::None,
             redop: "sum".into(),
             chips: None,

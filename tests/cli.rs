@@ -898,3 +898,182 @@ scenarios:
         assert!(out.contains("latency") && out.contains("bandwidth") && out.contains("ring"));
     }
 }
+
+mod collectives {
+    use super::*;
+
+    #[test]
+    fn all_reduce_verifies_and_reports_nccl_tests_busbw() {
+        let (code, out, err) = meshsim(&[
+            "op",
+            "all-reduce",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,64,1024",
+            "--verify",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        assert_eq!(v["op"], "all_reduce");
+        assert_eq!(v["verified"], true);
+        assert_eq!(v["redop"], "sum");
+        let (algbw, busbw) = (v["algbw_gbps"].as_f64().unwrap(), v["busbw_gbps"].as_f64().unwrap());
+        assert!((busbw / algbw - 1.75).abs() < 1e-9, "2(n-1)/n for 8 chips");
+        // --bidir belongs to all-gather only.
+        let (code, _, err) = meshsim(&["op", "all-reduce", "--shape", "1,1,64,1024", "--bidir", "split"]);
+        assert_eq!((code, err.trim()), (2, "meshsim: --bidir applies to all-gather, not all-reduce"));
+    }
+
+    #[test]
+    fn axis_runs_every_row_or_column_at_once() {
+        let (code, out, err) = meshsim(&[
+            "op",
+            "all-gather",
+            "--cluster",
+            "galaxy",
+            "--axis",
+            "1",
+            "--shape",
+            "1,1,32,4096",
+            "--verify",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        let ops = v["ops"].as_array().unwrap();
+        assert_eq!(ops.len(), 4, "one all-gather per row");
+        assert!(ops.iter().all(|o| o["chips"] == 8 && o["verified"] == true));
+        let makespan = ops.iter().map(|o| o["end_us"].as_f64().unwrap()).fold(0.0, f64::max);
+        assert_eq!(v["time_us"].as_f64().unwrap(), makespan);
+        // Every chip appears once across the rows.
+        let mut all: Vec<u64> = ops
+            .iter()
+            .flat_map(|o| o["chip_ids"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()))
+            .collect();
+        all.sort();
+        assert_eq!(all, (0..32).collect::<Vec<_>>());
+        // Columns of the T3000 are lines of 2; a ring over a mesh row does not close.
+        let (code, out, _) = meshsim(&[
+            "op",
+            "all-reduce",
+            "--cluster",
+            "t3000",
+            "--axis",
+            "0",
+            "--shape",
+            "1,1,64,512",
+            "--verify",
+        ]);
+        assert_eq!(code, 0);
+        assert_eq!(out.lines().filter(|l| l.starts_with("all-reduce[")).count(), 4, "{out}");
+        let (code, _, err) = meshsim(&[
+            "op",
+            "all-gather",
+            "--cluster",
+            "t3000",
+            "--axis",
+            "1",
+            "--topology",
+            "ring",
+            "--shape",
+            "1,1,32,512",
+        ]);
+        assert_eq!(code, 2);
+        assert!(err.contains("cannot form a ring") && err.lines().count() == 1, "{err}");
+        let (code, _, err) =
+            meshsim(&["op", "all-gather", "--cluster", "n300", "--axis", "0", "--shape", "1,1,32,512"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("is not a mesh or torus"), "{err}");
+    }
+
+    const WORKLOAD: &str = "cluster: galaxy
+ops:
+  - name: ag_rows
+    op: all-gather
+    comm: {axis: 1}
+    shape: [1, 1, 32, 8192]
+    dtype: bfp8
+  - name: rs_cols
+    op: reduce-scatter
+    comm: {axis: 0}
+    shape: [1, 1, 32, 4096]
+    after: [ag_rows]
+  - name: ar_pair
+    op: all-reduce
+    comm: {chips: [0, 1], topology: line}
+    shape: [1, 1, 32, 1024]
+    redop: max
+";
+
+    #[test]
+    fn a_workload_runs_its_ops_in_dependency_order_and_verifies() {
+        let path = file("workload.yaml", WORKLOAD.as_bytes());
+        let (code, out, err) = meshsim(&["run", path.to_str().unwrap(), "--verify", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        assert_eq!(v["cluster"], "galaxy");
+        let ops = v["ops"].as_array().unwrap();
+        assert_eq!(ops.len(), 4 + 8 + 1);
+        assert!(ops.iter().all(|o| o["verified"] == true));
+        let end_of = |prefix: &str| {
+            ops.iter()
+                .filter(|o| o["name"].as_str().unwrap().starts_with(prefix))
+                .map(|o| o["end_us"].as_f64().unwrap())
+                .fold(0.0, f64::max)
+        };
+        let rows_end = end_of("ag_rows[");
+        for o in ops.iter().filter(|o| o["name"].as_str().unwrap().starts_with("rs_cols[")) {
+            assert!(
+                o["start_us"].as_f64().unwrap() >= rows_end,
+                "{o} starts before the rows end at {rows_end}"
+            );
+        }
+        // The independent all-reduce runs from the start, beside the rows.
+        let pair = ops.iter().find(|o| o["name"] == "ar_pair").unwrap();
+        assert_eq!(pair["start_us"], 0.0);
+        assert_eq!(pair["chip_ids"], serde_json::json!([0, 1]));
+        assert_eq!(v["makespan_us"].as_f64().unwrap(), end_of(""));
+        let (code, out, _) = meshsim(&["run", path.to_str().unwrap()]);
+        assert_eq!(code, 0);
+        assert!(out.starts_with("name ") && out.contains("\nmakespan_us "), "{out}");
+    }
+
+    #[test]
+    fn bad_workloads_are_one_line_naming_the_op() {
+        let cases = [
+            (
+                WORKLOAD.replace("    after: [ag_rows]", "    after: [nope]"),
+                "op 'rs_cols': after names 'nope'",
+            ),
+            (
+                WORKLOAD.replace("    dtype: bfp8", "    dtype: bfp8\n    after: [rs_cols]"),
+                "ops ag_rows, rs_cols wait for each other",
+            ),
+            (WORKLOAD.replace("    dtype: bfp8", "    dtipe: bfp8"), "unknown field `dtipe`"),
+            (
+                WORKLOAD.replace(
+                    "comm: {chips: [0, 1], topology: line}",
+                    "comm: {chips: [0, 9], topology: line}",
+                ),
+                "op 'ar_pair': chips [0, 9] cannot form a line",
+            ),
+            (
+                WORKLOAD.replace("redop: max", "redop: max\n    workers: 4\n    num_links: 4"),
+                "for ops ag_rows[0], ar_pair; an EDM has 8",
+            ),
+            (WORKLOAD.replace("op: all-gather", "op: gather"), "op 'ag_rows': unknown op 'gather'"),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let path = file(&format!("bad-workload-{i}.yaml"), text.as_bytes());
+            let (code, out, err) = meshsim(&["run", path.to_str().unwrap()]);
+            assert_eq!(code, 2, "case {i}: {err}");
+            assert!(out.is_empty());
+            assert_eq!(err.lines().count(), 1, "case {i}: {err}");
+            assert!(err.contains(want), "case {i}: {err}");
+        }
+    }
+}

@@ -7,14 +7,12 @@
 //! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors: (n - 1) / n for all-gather and reduce-scatter, 2 (n - 1) / n for all-reduce.
 
 use meshsim_hw::Params;
-use meshsim_topology::{ChipIdx, Cluster};
+use meshsim_topology::Cluster;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::allgather::{self, AllGatherSpec, Bidir, OpError, Topology};
 use crate::comm::Communicator;
-use crate::op::{CclError, Collective, Knobs};
-use crate::reducescatter::{self, RedOp, ReduceScatterSpec};
+use crate::op::{Bidir, CclError, Collective, Knobs, OpError, RedOp};
 use crate::session::{OpRequest, Session};
 use crate::tensor::{DType, Layout, TensorSpec};
 
@@ -70,16 +68,22 @@ pub fn sizes(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, OpError> {
 pub struct SweepSpec {
     /// The op.
     pub op: SweepOp,
-    /// The chips, in ring or line order.
-    pub chips: Vec<ChipIdx>,
-    /// Ring or line.
-    pub topology: Topology,
+    /// The communicators it runs on at once (one, or every row or column of a mesh); every
+    /// point's time is the makespan.
+    pub comms: Vec<Communicator>,
     /// Links per hop.
     pub links: usize,
     /// Worker pairs per link.
     pub workers: usize,
     /// Element type.
     pub dtype: DType,
+}
+
+impl SweepSpec {
+    /// Ranks per communicator.
+    pub fn ranks(&self) -> usize {
+        self.comms.first().map_or(0, Communicator::size)
+    }
 }
 
 /// The tile counts a sweep over `sizes` runs, largest first: each size rounded up to whole tiles
@@ -101,61 +105,50 @@ pub fn sweep(
     sizes: &[u64],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let SweepSpec { op, ref chips, topology, links, workers, dtype } = *spec;
-    let n = chips.len() as u64;
+    let SweepSpec { op, ref comms, links, workers, dtype } = *spec;
+    let n = spec.ranks();
+    let (collective, redop) = match op {
+        SweepOp::AllGather(_) => (Collective::AllGather, "none".to_owned()),
+        SweepOp::ReduceScatter(r) => (Collective::ReduceScatter(r), r.to_string()),
+        SweepOp::AllReduce(r) => (Collective::AllReduce(r), r.to_string()),
+    };
+    let bidir = match op {
+        SweepOp::AllGather(b) => b,
+        _ => Bidir::None,
+    };
     // The largest points go first, one per task, so two cores share the big ones instead of
     // one core getting the whole top half.
-    let tiles = points(sizes, chips.len(), dtype);
+    let tiles = points(sizes, n, dtype);
     let mut rows = tiles
         .par_iter()
         .with_max_len(1)
         .map(|&tiles| {
             let shape = [1, 1, 32, 32 * tiles];
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
-            let (run, redop) = match op {
-                SweepOp::AllGather(bidir) => {
-                    let spec = AllGatherSpec {
-                        topology,
-                        links,
-                        workers,
-                        bidir,
-                        ..AllGatherSpec::new(tensor, 3, chips.to_vec())
-                    };
-                    (allgather::all_gather(cluster, params, &spec)?, "none".to_owned())
-                }
-                SweepOp::ReduceScatter(red) => {
-                    let spec = ReduceScatterSpec {
-                        links,
-                        workers,
-                        topology,
-                        ..ReduceScatterSpec::new(tensor, 3, chips.to_vec(), red)
-                    };
-                    (reducescatter::reduce_scatter(cluster, params, &spec)?, red.to_string())
-                }
-                SweepOp::AllReduce(red) => {
-                    let comm = Communicator::new(cluster, chips.to_vec(), topology)?;
-                    let mut req = OpRequest::new("all-reduce", comm, Collective::AllReduce(red), tensor, 3);
-                    req.knobs = Knobs { links, workers, ..Knobs::default() };
-                    let mut s = Session::new(cluster, params);
-                    s.submit(req)?;
-                    (s.run()?.op_run(0), red.to_string())
-                }
-            };
-            let factor = match op {
-                SweepOp::AllReduce(r) => Collective::AllReduce(r).busbw_factor(n as usize),
-                _ => Collective::AllGather.busbw_factor(n as usize),
-            };
+            let mut s = Session::new(cluster, params);
+            for (i, comm) in comms.iter().enumerate() {
+                let mut req = OpRequest::new(
+                    &format!("{}[{i}]", collective.name()),
+                    comm.clone(),
+                    collective,
+                    tensor,
+                    3,
+                );
+                req.knobs = Knobs { links, workers, bidir, ..Knobs::default() };
+                s.submit(req)?;
+            }
+            let time = s.run()?.makespan;
             let bytes = tensor.bytes();
-            let algbw = bytes as f64 / run.time.as_ns_f64();
+            let algbw = bytes as f64 / time.as_ns_f64();
             Ok(SweepRow {
                 size_bytes: bytes,
                 count: tensor.shape.iter().product(),
                 dtype: dtype.to_string(),
-                redop,
+                redop: redop.clone(),
                 root: -1,
-                time_us: run.time.as_us_f64(),
+                time_us: time.as_us_f64(),
                 algbw_gbps: algbw,
-                busbw_gbps: algbw * factor,
+                busbw_gbps: algbw * collective.busbw_factor(n),
             })
             .inspect(|_| tick())
         })

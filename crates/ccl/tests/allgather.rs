@@ -175,7 +175,8 @@ fn op_time_runs_from_the_last_start_to_the_last_end() {
     let base =
         AllGatherSpec { verify: false, ..spec(ring(&t), [1, 1, 64, 512], 3, DType::Bf16, Topology::Ring) };
     let flat = all_gather(&t, &Params::default(), &base).unwrap();
-    let skewed = all_gather(&t, &Params::default(), &AllGatherSpec { skew_ns: 5_000, ..base.clone() }).unwrap();
+    let skewed =
+        all_gather(&t, &Params::default(), &AllGatherSpec { skew_ns: 5_000, ..base.clone() }).unwrap();
     let last_start = skewed.per_chip.iter().map(|p| p.1).max().unwrap();
     let last_end = skewed.per_chip.iter().map(|p| p.2).max().unwrap();
     assert_eq!(last_start, meshsim_engine::Time::from_ns(35_000));
@@ -186,8 +187,9 @@ fn op_time_runs_from_the_last_start_to_the_last_end() {
     // A line with no skew: every chip starts at 0, so the time is the last end, which the
     // highest-id chip does not set.
     let line = t.lines().into_iter().find(|l| l.chips.len() == 4).unwrap().chips;
-    let run = all_gather(&t, &Params::default(), &AllGatherSpec { chips: line, topology: Topology::Line, ..base })
-        .unwrap();
+    let run =
+        all_gather(&t, &Params::default(), &AllGatherSpec { chips: line, topology: Topology::Line, ..base })
+            .unwrap();
     let ends: Vec<_> = run.per_chip.iter().map(|p| p.2).collect();
     assert_eq!(run.time, *ends.iter().max().unwrap());
     let highest = run.per_chip.iter().max_by_key(|p| p.0).unwrap();

@@ -1,0 +1,62 @@
+//! `meshsim run`: a workload of many ops on one machine — a row per op instance, the
+//! makespan, link use across all ops, a trace of every op.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use meshsim_bench::report;
+
+use crate::op_cmd::{link_rows, op_json, op_rows};
+use crate::workload::Workload;
+use crate::{BadInput, Format, load_cluster, load_params, write_trace};
+
+pub(crate) fn run_workload(
+    path: &Path,
+    format: Format,
+    link_report: bool,
+    trace: Option<&Path>,
+    verify: bool,
+    params: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    crate::check_outputs(None, trace)?;
+    let w = Workload::load(path).map_err(BadInput)?;
+    let cluster = load_cluster(&w.cluster_spec())?;
+    let params = load_params(params.or_else(|| w.params_path()).as_deref())?;
+    let done = w.run(&cluster, &params, verify, trace.is_some()).map_err(|e| {
+        if e.is_bad_input() { anyhow::Error::new(BadInput(e.to_string())) } else { anyhow::anyhow!("{e}") }
+    })?;
+    let run = &done;
+    if let (Some(path), Some(t)) = (trace, &run.trace) {
+        write_trace(path, t, &cluster)?;
+    }
+    let rows = op_rows(&cluster, &run.ops);
+    match format {
+        Format::Json => {
+            let mut json = serde_json::json!({
+                "cluster": cluster.origin(),
+                "makespan_us": run.makespan.as_us_f64(),
+                "ops": rows.iter().map(op_json).collect::<Vec<_>>(),
+            });
+            if link_report {
+                json["link_use"] = serde_json::to_value(link_rows(&cluster, &run.links, run.makespan))?;
+            }
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        Format::Csv | Format::Text => {
+            print!("{}", report::render(&rows, format.into()));
+            if matches!(format, Format::Text) {
+                println!("\nmakespan_us {:.3}", run.makespan.as_us_f64());
+            }
+            if link_report {
+                print!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()));
+            }
+        }
+    }
+    if let Some((o, Err(m))) =
+        run.ops.iter().find_map(|o| o.verified.as_ref().map(|v| (o, v))).filter(|(_, v)| v.is_err())
+    {
+        eprintln!("meshsim: op '{}': verification failed: {m}", o.name);
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,263 @@
+//! Workload files: many ops on one machine, with communicators and dependencies.
+//!
+//! ```yaml
+//! cluster: galaxy
+//! ops:
+//!   - name: ag_rows
+//!     op: all-gather            # all-gather | reduce-scatter | all-reduce
+//!     comm: {axis: 1}           # or {chips: [0, 1, 2, 3], topology: line} or {all: true, topology: ring}
+//!     shape: [1, 1, 32, 8192]   # per communicator, as `--shape` of `meshsim op`
+//!     dim: 3
+//!     dtype: bfp8
+//!   - name: rs_cols
+//!     op: reduce-scatter
+//!     comm: {axis: 0}
+//!     shape: [1, 1, 32, 4096]
+//!     after: [ag_rows]          # starts once every instance of ag_rows has ended
+//! ```
+//!
+//! Keys are `meshsim op`'s long flags with `_` for `-`. An op on an axis runs one instance per
+//! row or column, named `name[i]`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use meshsim_ccl::comm::Communicator;
+use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Topology};
+use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
+use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
+use meshsim_hw::Params;
+use meshsim_topology::Cluster;
+use serde::Deserialize;
+
+/// The largest workload file read, bytes.
+const MAX_FILE_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadFile {
+    cluster: String,
+    params: Option<PathBuf>,
+    ops: Vec<WorkloadOp>,
+}
+
+/// One op of a workload, as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadOp {
+    name: String,
+    op: String,
+    comm: CommSpec,
+    shape: Vec<u64>,
+    dim: Option<usize>,
+    dtype: Option<String>,
+    redop: Option<String>,
+    num_links: Option<usize>,
+    workers: Option<usize>,
+    bidir: Option<String>,
+    pages_per_packet: Option<u64>,
+    buffers: Option<u64>,
+    memory: Option<String>,
+    #[serde(default)]
+    after: Vec<String>,
+}
+
+/// A communicator, as written: one of `axis`, `chips` or `all`, optionally a strided subset.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommSpec {
+    axis: Option<usize>,
+    chips: Option<Vec<u64>>,
+    all: Option<bool>,
+    topology: Option<String>,
+    start: Option<usize>,
+    stride: Option<usize>,
+    count: Option<usize>,
+}
+
+/// A checked workload: ops in an order where every dependency comes first.
+pub struct Workload {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The cluster (a built-in name or a path relative to the file).
+    pub cluster: String,
+    /// The parameter file (relative to the workload file), if any.
+    pub params: Option<PathBuf>,
+    ops: Vec<WorkloadOp>,
+}
+
+impl Workload {
+    /// Reads and checks a workload file: syntax, keys, names, dependencies (unknown and
+    /// cyclic `after` are errors naming the op).
+    pub fn load(path: &Path) -> Result<Workload, String> {
+        let here = path.display();
+        let meta = std::fs::metadata(path).map_err(|e| format!("{here}: {e}"))?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(format!(
+                "{here}: {} B is larger than the {MAX_FILE_BYTES} B a workload may be",
+                meta.len()
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{here}: {e}"))?;
+        let file: WorkloadFile = serde_yaml::from_str(&text).map_err(|e| {
+            format!("{here}: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+        })?;
+        if file.ops.is_empty() {
+            return Err(format!("{here}: the workload has no ops"));
+        }
+        let index: BTreeMap<&str, usize> =
+            file.ops.iter().enumerate().map(|(i, o)| (o.name.as_str(), i)).collect();
+        for (i, o) in file.ops.iter().enumerate() {
+            if o.name.is_empty() || o.name.contains(char::is_whitespace) {
+                return Err(format!("{here}: op name '{}' must be one word", o.name));
+            }
+            if index[o.name.as_str()] != i {
+                return Err(format!("{here}: two ops are named '{}'", o.name));
+            }
+            if let Some(dep) = o.after.iter().find(|d| !index.contains_key(d.as_str())) {
+                return Err(format!(
+                    "{here}: op '{}': after names '{dep}', which is not an op of this workload",
+                    o.name
+                ));
+            }
+        }
+        // Kahn's algorithm, taking ready ops in file order; what is left is in a cycle.
+        let mut order: Vec<usize> = Vec::new();
+        let mut placed = vec![false; file.ops.len()];
+        while order.len() < file.ops.len() {
+            let ready = (0..file.ops.len())
+                .find(|&i| !placed[i] && file.ops[i].after.iter().all(|d| placed[index[d.as_str()]]));
+            match ready {
+                Some(i) => {
+                    placed[i] = true;
+                    order.push(i);
+                }
+                None => {
+                    let cycle: Vec<&str> = (0..file.ops.len())
+                        .filter(|&i| !placed[i])
+                        .map(|i| file.ops[i].name.as_str())
+                        .collect();
+                    return Err(format!(
+                        "{here}: ops {} wait for each other (cyclic after)",
+                        cycle.join(", ")
+                    ));
+                }
+            }
+        }
+        let ops = order.into_iter().map(|i| file.ops[i].clone()).collect();
+        Ok(Workload { path: path.to_owned(), cluster: file.cluster, params: file.params, ops })
+    }
+
+    /// The cluster as `load_cluster` takes it: a built-in name, or a path relative to the file.
+    pub fn cluster_spec(&self) -> String {
+        if Path::new(&self.cluster).extension().is_some() {
+            self.path.parent().unwrap_or(Path::new(".")).join(&self.cluster).to_string_lossy().into_owned()
+        } else {
+            self.cluster.clone()
+        }
+    }
+
+    /// The parameter file's path, relative to the workload file.
+    pub fn params_path(&self) -> Option<PathBuf> {
+        self.params.as_ref().map(|p| self.path.parent().unwrap_or(Path::new(".")).join(p))
+    }
+
+    /// Submits every op to one session on `cluster` and runs it.
+    pub fn run(
+        &self,
+        cluster: &Cluster,
+        params: &Params,
+        verify: bool,
+        trace: bool,
+    ) -> Result<SessionRun, CclError> {
+        let mut s = Session::new(cluster, params);
+        s.set_verify(verify);
+        s.set_trace(trace);
+        let mut handles: BTreeMap<&str, Vec<OpHandle>> = BTreeMap::new();
+        for o in &self.ops {
+            let named =
+                |m: String| CclError::Invalid(format!("{}: op '{}': {m}", self.path.display(), o.name));
+            let (collective, tensor, dim, knobs) = o.request(cluster).map_err(named)?;
+            let comms = o.comm.communicators(cluster).map_err(named)?;
+            let after: Vec<OpHandle> = o.after.iter().flat_map(|d| handles[d.as_str()].clone()).collect();
+            let many = comms.len() > 1;
+            for (i, comm) in comms.into_iter().enumerate() {
+                let name = if many { format!("{}[{i}]", o.name) } else { o.name.clone() };
+                let mut req = OpRequest::new(&name, comm, collective, tensor, dim);
+                req.knobs = knobs;
+                req.after = after.clone();
+                let h = s.submit(req).map_err(|e| match e {
+                    CclError::Invalid(m) => named(m.trim_start_matches(&format!("op '{name}': ")).to_owned()),
+                    other => other,
+                })?;
+                handles.entry(o.name.as_str()).or_default().push(h);
+            }
+        }
+        s.run().map_err(|e| match e {
+            CclError::Invalid(m) => CclError::Invalid(format!("{}: {m}", self.path.display())),
+            other => other,
+        })
+    }
+}
+
+impl WorkloadOp {
+    fn request(&self, _cluster: &Cluster) -> Result<(Collective, TensorSpec, usize, Knobs), String> {
+        let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse()?;
+        let collective = match self.op.as_str() {
+            "all-gather" => Collective::AllGather,
+            "reduce-scatter" => Collective::ReduceScatter(redop),
+            "all-reduce" => Collective::AllReduce(redop),
+            other => return Err(format!("unknown op '{other}' (all-gather, reduce-scatter, all-reduce)")),
+        };
+        if self.redop.is_some() && collective.redop().is_none() {
+            return Err(format!("redop does not apply to {}", collective.name()));
+        }
+        let shape: [u64; 4] = self
+            .shape
+            .clone()
+            .try_into()
+            .map_err(|v: Vec<u64>| format!("shape needs 4 values w,z,y,x, got {}", v.len()))?;
+        let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse()?;
+        let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| e.0)?;
+        let d = Knobs::default();
+        let bidir: Bidir = self.bidir.as_deref().map(str::parse).transpose()?.unwrap_or(d.bidir);
+        let memory: Memory = self.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory);
+        let knobs = Knobs {
+            links: self.num_links.unwrap_or(d.links),
+            workers: self.workers.unwrap_or(d.workers),
+            bidir,
+            pages_per_packet: self.pages_per_packet,
+            buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
+            memory,
+        };
+        Ok((collective, tensor, self.dim.unwrap_or(3), knobs))
+    }
+}
+
+impl CommSpec {
+    fn communicators(&self, cluster: &Cluster) -> Result<Vec<Communicator>, String> {
+        let topology: Option<Topology> = self.topology.as_deref().map(str::parse).transpose()?;
+        let chosen = [self.axis.is_some(), self.chips.is_some(), self.all == Some(true)];
+        if chosen.iter().filter(|&&c| c).count() != 1 {
+            return Err("comm needs exactly one of axis, chips or all: true".into());
+        }
+        let e = |e: meshsim_ccl::op::OpError| e.0;
+        let base: Vec<Communicator> = if let Some(axis) = self.axis {
+            Communicator::axis(cluster, axis, topology).map_err(e)?
+        } else if let Some(ids) = &self.chips {
+            vec![Communicator::from_ids(cluster, ids, topology.unwrap_or(Topology::Ring)).map_err(e)?]
+        } else {
+            vec![Communicator::world(cluster, topology.unwrap_or(Topology::Ring), None).map_err(e)?]
+        };
+        if self.start.is_none() && self.stride.is_none() && self.count.is_none() {
+            return Ok(base);
+        }
+        base.iter()
+            .map(|c| {
+                let t = topology.unwrap_or(c.topology());
+                c.strided(cluster, self.start.unwrap_or(0), self.stride.unwrap_or(1), self.count, t)
+                    .map_err(e)
+            })
+            .collect()
+    }
+}
