@@ -17,7 +17,9 @@ use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Endpoint};
 
 use crate::eth::{EthCmd, TXQ_COUNT};
-use crate::world::{CoreKind, Delivery, Hw, HwEvent, Mode, Payload, REG_READS, REG_WRITES, latch_time};
+use crate::world::{
+    CoreKind, Delivery, Hw, HwEvent, Mode, Payload, latch_time, reg_reads, reg_txq_busy, reg_writes,
+};
 
 /// Bytes of one `erisc_info` channel sync record (`bytes_sent`, `receiver_ack`, `src_id`, reserved).
 pub const CHANNEL_SYNC_BYTES: u64 = 16;
@@ -251,7 +253,7 @@ impl Kernel {
                         mem: dst_mem,
                         addr: dst + o,
                         what,
-                        done: Some((self.regs, REG_WRITES)),
+                        done: Some((self.regs, reg_writes(self.noc))),
                         eth_to: None,
                     },
                 )?;
@@ -288,7 +290,7 @@ impl Kernel {
                         mem: self.mem,
                         addr: dst + o,
                         what,
-                        done: Some((self.regs, REG_READS)),
+                        done: Some((self.regs, reg_reads(self.noc))),
                         eth_to: None,
                     },
                 )?;
@@ -302,15 +304,17 @@ impl Kernel {
         self.delay_cycles(self.ctx.with(|hw, _| hw.params.noc_issue_cycles)).await;
     }
 
-    /// `noc_async_write_barrier()`: waits until every write this core issued has landed.
+    /// `noc_async_write_barrier()`: waits until every write this kernel's NoC issued from this
+    /// core has landed.
     pub async fn noc_async_write_barrier(&self) -> Result<(), HwError> {
-        self.ctx.wait_word(self.regs, REG_WRITES, Cond::Eq(0)).await?;
+        self.ctx.wait_word(self.regs, reg_writes(self.noc), Cond::Eq(0)).await?;
         Ok(())
     }
 
-    /// `noc_async_read_barrier()`: waits until every read this core issued has landed.
+    /// `noc_async_read_barrier()`: waits until every read this kernel's NoC issued from this
+    /// core has landed.
     pub async fn noc_async_read_barrier(&self) -> Result<(), HwError> {
-        self.ctx.wait_word(self.regs, REG_READS, Cond::Eq(0)).await?;
+        self.ctx.wait_word(self.regs, reg_reads(self.noc), Cond::Eq(0)).await?;
         Ok(())
     }
 
@@ -415,6 +419,16 @@ impl Kernel {
         Ok(self.ctx.with(|hw, _| hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q].pending.is_some()))
     }
 
+    /// Waits until any of `words` of this core's L1 satisfies its condition or tx queue `q`
+    /// becomes free (its command latched), whichever is first: a service loop that found the
+    /// queue busy serves other work meanwhile, as the guide recommends, and wakes for either.
+    pub async fn wait_any_or_txq_free(&self, words: Vec<(u64, Cond)>, q: usize) -> Result<(), HwError> {
+        let mut all: Vec<(MemSpace, u64, Cond)> = words.into_iter().map(|(a, c)| (self.mem, a, c)).collect();
+        all.push((self.regs, reg_txq_busy(q), Cond::Eq(0)));
+        self.ctx.wait_any(all).await?;
+        Ok(())
+    }
+
     /// `eth_send_packet(q, src_word_addr, dst_word_addr, num_words)`: sends `num_words` 16 B
     /// words from this ERISC's L1 to the L1 of the ERISC at the other end of its link. Waits
     /// while the queue is busy, spends the send initiation time, submits, and returns: there is
@@ -467,6 +481,7 @@ impl Kernel {
             assert!(txq.claimed && txq.pending.is_none(), "the claimed queue is ours");
             txq.claimed = false;
             txq.pending = Some(EthCmd { src, dst, bytes });
+            s.write_u32(self.regs, reg_txq_busy(q), 1).expect("the register block holds the flags");
             let at = latch_time(&p, s.now(), port.tx_dma_free);
             s.schedule(at, HwEvent::TxLatch { chip: self.chip.0, chan, q: q as u8 });
         });

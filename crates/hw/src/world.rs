@@ -29,12 +29,23 @@ pub enum Mode {
     Timing,
 }
 
-/// Bytes of the per-core register block (outstanding NoC write and read counters).
+/// Bytes of the per-core register block (outstanding NoC write and read counters per NoC, the
+/// tx command queues' busy flags).
 const REGS_BYTES: u64 = 64;
-/// Offset of the outstanding NoC writes counter in the register block.
-pub(crate) const REG_WRITES: u64 = 0;
-/// Offset of the outstanding NoC reads counter in the register block.
-pub(crate) const REG_READS: u64 = 4;
+/// Offset of NoC `noc`'s outstanding writes counter in the register block. Each RISC-V of a
+/// core issues on its own NoC (a reader on one, a writer on the other), and tt-metal keeps
+/// these counters per NoC, so one kernel's barrier does not wait for the other's traffic.
+pub(crate) fn reg_writes(noc: usize) -> u64 {
+    8 * noc as u64
+}
+/// Offset of NoC `noc`'s outstanding reads counter in the register block.
+pub(crate) fn reg_reads(noc: usize) -> u64 {
+    8 * noc as u64 + 4
+}
+/// Offset of tx command queue `q`'s busy flag (1 while a command waits to be latched).
+pub(crate) fn reg_txq_busy(q: usize) -> u64 {
+    32 + 4 * q as u64
+}
 
 /// What sits at a NoC grid position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,6 +298,12 @@ impl Hw {
         self.chips[chip.0 as usize].cores[(at.y * gx + at.x) as usize]
     }
 
+    /// The register block of the Ethernet core on `chan` of `chip`.
+    pub(crate) fn eth_regs(&self, chip: ChipIdx, chan: u8) -> MemSpace {
+        let at = self.soc.eth_cores[chan as usize];
+        self.core(chip, at).and_then(|c| c.regs).expect("every channel has an Ethernet core")
+    }
+
     /// The L1 of the Ethernet core on `chan` of `chip`.
     pub fn eth_l1(&self, chip: ChipIdx, chan: u8) -> MemSpace {
         let at = self.soc.eth_cores[chan as usize];
@@ -405,6 +422,8 @@ impl Hw {
         let port = &mut self.chips[chip].eth[chan as usize];
         let cmd = port.txq[q].pending.take().expect("a latch event has a pending command");
         let free = port.txq[q].free;
+        let regs = self.eth_regs(ChipIdx(chip as u32), chan);
+        sched.write_u32(regs, reg_txq_busy(q), 0)?;
         let src_mem = self.eth_l1(ChipIdx(chip as u32), chan);
         let far = self
             .cluster
@@ -529,8 +548,15 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
         "erisc_info channel 6",
         "erisc_info channel 7",
     ];
-    sched.label_word(regs, REG_WRITES, "NoC writes outstanding");
-    sched.label_word(regs, REG_READS, "NoC reads outstanding");
+    for noc in 0..2 {
+        sched.label_word(regs, reg_writes(noc), format!("NoC{noc} writes outstanding"));
+        sched.label_word(regs, reg_reads(noc), format!("NoC{noc} reads outstanding"));
+    }
+    if let CoreKind::Eth(_) = kind {
+        for q in 0..2 {
+            sched.label_word(regs, reg_txq_busy(q), format!("tx queue {q} busy"));
+        }
+    }
     let (base, _) = crate::kernel::semaphore_area(p, kind);
     for (i, label) in SEMAPHORES.iter().enumerate() {
         sched.label_word(mem, base + 4 * i as u64, *label);
