@@ -474,7 +474,7 @@ mod collective {
         let (code, _, err) =
             meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,16384", "--pages-per-packet", "400"]);
         assert_eq!(code, 2);
-        assert!(err.contains("exceed the receiver's buffering"), "{err}");
+        assert!(err.contains("exceed the workers' buffering"), "{err}");
         let (code, _, err) = meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,512", "--redop", "avg"]);
         assert_eq!(code, 2);
         assert!(err.contains("unknown reduction 'avg'"), "{err}");
@@ -671,7 +671,7 @@ mod trace {
             "{:?}",
             &waits[..5]
         );
-        assert!(waits.iter().any(|w| w.contains("(NoC reads outstanding) == 0")));
+        assert!(waits.iter().any(|w| w.contains("(NoC1 reads outstanding) == 0")));
         assert!(events.iter().filter(|e| e["name"] == "handshake done").count() >= 64);
         let utils: Vec<f64> =
             events.iter().filter(|e| e["ph"] == "C").map(|e| e["args"]["busy"].as_f64().unwrap()).collect();

@@ -20,7 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use meshsim_engine::{SignalId, Time};
+use meshsim_engine::{SignalId, TaskResult, Time};
 use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
@@ -33,8 +33,14 @@ use crate::plan::{self, Loc, Plan, Recv, Send};
 use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
-/// L1 staging buffer of the worker kernels.
+/// Where the worker kernels' circular buffers start in a worker's L1.
 pub(crate) const STAGING: u64 = 0x10000;
+/// Where they must end: L1-interleaved tensors start here.
+const STAGING_END: u64 = crate::tensor::L1_TENSOR_BASE;
+/// Packets a worker's circular buffer between its reader and writer holds (double buffering,
+/// as tt-metal's CCL workers size their CBs): the reader fills one while the writer drains the
+/// other.
+pub const CB_PACKETS: u64 = 2;
 /// Worker cores a chip hands out (the 8 x 10 Tensix grid).
 const WORKER_CORES: usize = 80;
 
@@ -208,7 +214,55 @@ struct Lane {
     fwd: (CoreCoord, u64),
     /// The receiver's semaphore the other flow's receiver increments per joined chunk.
     join: Option<(CoreCoord, u64)>,
+    /// The sender core's circular buffer: packets filled by its reader, freed by its writer.
+    s_cb: Cb,
+    /// The receiver core's circular buffer.
+    r_cb: Cb,
     channel: (ChannelInterface, ChannelInterface),
+}
+
+/// A circular buffer between a core's reader and writer kernels: `CB_PACKETS` slots of
+/// `slot` bytes at [`STAGING`], and two local counters.
+#[derive(Clone, Copy, Debug)]
+struct Cb {
+    filled: u64,
+    freed: u64,
+    slot: u64,
+}
+
+impl Cb {
+    fn at(&self, k: u64) -> u64 {
+        STAGING + (k % CB_PACKETS) * self.slot
+    }
+
+    /// Producer: waits for slot `k` to be free.
+    async fn reserve(&self, kn: &Kernel, k: u64) -> TaskResult {
+        if k >= CB_PACKETS {
+            kn.noc_semaphore_wait_min(self.freed, (k + 1 - CB_PACKETS) as u32).await?;
+        }
+        Ok(())
+    }
+
+    /// Consumer: waits for slot `k` to be filled.
+    async fn wait_filled(&self, kn: &Kernel, k: u64) -> TaskResult {
+        kn.noc_semaphore_wait_min(self.filled, (k + 1) as u32).await?;
+        Ok(())
+    }
+
+    fn push(&self, kn: &Kernel) -> TaskResult {
+        bump(kn, self.filled)
+    }
+
+    fn pop(&self, kn: &Kernel) -> TaskResult {
+        bump(kn, self.freed)
+    }
+}
+
+/// Increments a word of this core's L1 (a local CB counter).
+fn bump(k: &Kernel, addr: u64) -> TaskResult {
+    let v = k.read_u32(addr)?;
+    k.write_u32(addr, v + 1)?;
+    Ok(())
 }
 
 /// `(phase, chip, start, end)` of every finished worker kernel.
@@ -356,7 +410,7 @@ impl<'c> Session<'c> {
             .map(|p| b.m.new_event(&format!("op '{}' {} done", self.ops[p.op].name, p.kind)))
             .collect();
         for (pi, p) in phases.iter().enumerate() {
-            let kernels = 2 * lanes.iter().filter(|l| l.phase == pi).count();
+            let kernels = 4 * lanes.iter().filter(|l| l.phase == pi).count();
             let gate = Gate {
                 phase: pi,
                 deps: p.deps.iter().map(|&d| done[d]).collect(),
@@ -625,18 +679,22 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
             ));
         }
     }
-    if req.collective.redop().is_some() {
-        let operands = if req.comm.topology() == Topology::Line && n > 2 { 2 } else { 1 };
-        let page = slice.page_bytes();
-        let ppp = k.pages_per_packet.unwrap_or((16384 / page).max(1));
-        let packet = ppp * page;
-        let staging = params.worker_l1_bytes.saturating_sub(STAGING);
-        let need = (operands as u64 + 1) * packet;
-        if ppp == 0 || need > staging {
-            return Err(OpError(format!(
-                "{what} packets of {ppp} pages ({packet} B) exceed the receiver's buffering: a packet and the matching pages of {operands} operand(s) need {need} B of worker L1, {staging} B are free"
-            )));
-        }
+    // The receiver's circular buffer holds CB_PACKETS packets, each with the matching pages of
+    // every operand it is reduced with, between STAGING and the L1 tensors.
+    let operands = match req.collective.redop() {
+        None => 0,
+        Some(_) if req.comm.topology() == Topology::Line && n > 2 => 2,
+        Some(_) => 1,
+    };
+    let page = slice.page_bytes();
+    let ppp = k.pages_per_packet.unwrap_or((16384 / page).max(1));
+    let packet = ppp * page;
+    let staging = STAGING_END.min(params.worker_l1_bytes).saturating_sub(STAGING);
+    let need = CB_PACKETS * (operands as u64 + 1) * packet;
+    if ppp == 0 || need > staging {
+        return Err(OpError(format!(
+            "{what} packets of {ppp} pages ({packet} B) exceed the workers' buffering: {CB_PACKETS} packets, each with the matching pages of {operands} operand(s), need {need} B of worker L1, {staging} B are free"
+        )));
     }
     Ok(slice)
 }
@@ -790,7 +848,15 @@ impl Builder<'_> {
                             continue;
                         }
                         let (a, b) = (req.comm.chip(from), req.comm.chip(to));
-                        let lane = self.lane(a, b, links[j % links.len()], sizes, p.plan.has_joins())?;
+                        let lane = self.lane(
+                            a,
+                            b,
+                            links[j % links.len()],
+                            sizes,
+                            p.plan.has_joins(),
+                            ppp * page,
+                            p.plan.max_operands(),
+                        )?;
                         lanes.push(Lane { phase: pi, flow: fi, from, to, j, mine: mine.into(), ..lane });
                     }
                 }
@@ -800,6 +866,7 @@ impl Builder<'_> {
     }
 
     /// A lane from `a` to `b` over `link` carrying one message per entry of `sizes`.
+    #[allow(clippy::too_many_arguments)]
     fn lane(
         &mut self,
         a: ChipIdx,
@@ -807,6 +874,8 @@ impl Builder<'_> {
         link: LinkId,
         sizes: Vec<u64>,
         joins: bool,
+        packet: u64,
+        operands: usize,
     ) -> Result<Lane, CclError> {
         let (s_core, r_core) = (self.core(a)?, self.core(b)?);
         let (da, db) = (self.m.device(a), self.m.device(b));
@@ -817,6 +886,13 @@ impl Builder<'_> {
             let sem = self.programs[b.0 as usize].create_semaphore(&[r_core], 0);
             (db.noc_coord(r_core), db.semaphore_addr(r_core, sem))
         });
+        let mut cb = |chip: ChipIdx, core: CoreRef, slot: u64| {
+            let p = &mut self.programs[chip.0 as usize];
+            let (filled, freed) = (p.create_semaphore(&[core], 0), p.create_semaphore(&[core], 0));
+            let d = self.m.device(chip);
+            Cb { filled: d.semaphore_addr(core, filled), freed: d.semaphore_addr(core, freed), slot }
+        };
+        let (s_cb, r_cb) = (cb(a, s_core, packet), cb(b, r_core, (1 + operands as u64) * packet));
         let s_slot = WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
         let r_slot = WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
         let from_end = if self.cluster.link(link).a.chip == a { 0 } else { 1 };
@@ -837,11 +913,16 @@ impl Builder<'_> {
             r_slot,
             fwd: (s_slot.core, da.semaphore_addr(s_core, fwd_sem)),
             join,
+            s_cb,
+            r_cb,
             channel,
         })
     }
 
-    /// The sender and receiver kernels of `lane`.
+    /// The kernels of `lane`: a reader and a writer on the sender core (the reader fetches the
+    /// next packet while the writer pushes the last one into the EDM), and a reader and a
+    /// writer on the receiver core (the reader pulls packets out of the EDM and their reduction
+    /// operands; the writer reduces, stores and signals).
     fn kernels(&mut self, s: &Session, p: &Phase, lane: &Lane, lanes: &[Lane], gate: &Gate, prefix: &str) {
         let req = &s.ops[p.op];
         let flow = &p.plan.flows[lane.flow];
@@ -857,34 +938,59 @@ impl Builder<'_> {
             .find(|q| q.phase == lane.phase && q.flow != lane.flow && q.to == lane.to && q.j == lane.j)
             .and_then(|q| q.join);
         let (a, b) = (req.comm.chip(lane.from), req.comm.chip(lane.to));
+        let name = |what: &str| format!("{prefix}{}_{what}", p.kind);
         let sends: Rc<[Send]> = flow.sends[lane.from].clone().into();
         let (tx, rx) = lane.channel.clone();
-        let (mine, g, s_sem, fwd_addr) = (lane.mine.clone(), gate.clone(), lane.s_slot.semaphore, lane.fwd.1);
+        let (mine, g, cb, fwd_addr) = (lane.mine.clone(), gate.clone(), lane.s_cb, lane.fwd.1);
+        let steps = sends.clone();
         self.programs[a.0 as usize].create_kernel(
             lane.s_core,
-            &format!("{prefix}{}_sender", p.kind),
-            0,
+            &name("sender_reader"),
+            1,
             vec![],
             move |k| async move {
                 let start = g.enter(&k).await;
-                let mut w = SenderWorker::new(tx, s_sem, 0);
-                let mut forwarded = 0u32;
-                for step in sends.iter() {
+                let (mut n, mut forwarded) = (0u64, 0u32);
+                for step in steps.iter() {
                     for &(lo, hi) in mine.iter() {
                         if step.forwarded {
                             forwarded += 1;
                             k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
                         }
+                        cb.reserve(&k, n).await?;
                         let (place, _) = t.at(step.from, step.slice, 0);
-                        read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), STAGING)
+                        read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), cb.at(n))
                             .await?;
+                        cb.push(&k)?;
+                        n += 1;
+                    }
+                }
+                g.leave(&k, start);
+                Ok(())
+            },
+        );
+        let (mine, g, s_sem) = (lane.mine.clone(), gate.clone(), lane.s_slot.semaphore);
+        self.programs[a.0 as usize].create_kernel(
+            lane.s_core,
+            &name("sender_writer"),
+            0,
+            vec![],
+            move |k| async move {
+                let start = g.enter(&k).await;
+                let mut w = SenderWorker::new(tx, s_sem, 0);
+                let mut n = 0u64;
+                for step in sends.iter() {
+                    for &(lo, hi) in mine.iter() {
+                        cb.wait_filled(&k, n).await?;
                         if let Some(c) = step.copy_to {
                             let (place, _) = t.at(c, step.slice, 0);
-                            write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), STAGING)
+                            write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), cb.at(n))
                                 .await?;
                         }
-                        w.send(&k, STAGING).await?;
+                        w.send(&k, cb.at(n)).await?;
                         k.noc_async_write_barrier().await?;
+                        cb.pop(&k)?;
+                        n += 1;
                     }
                 }
                 g.leave(&k, start);
@@ -892,21 +998,22 @@ impl Builder<'_> {
             },
         );
         let receives: Rc<[Recv]> = flow.receives[lane.to].clone().into();
-        let (mine, g, r_sem, join_at) = (lane.mine.clone(), gate.clone(), lane.r_slot.semaphore, lane.join);
-        let red = req.collective.redop();
+        let steps = receives.clone();
+        let (mine, g, cb, r_sem, join_at) =
+            (lane.mine.clone(), gate.clone(), lane.r_cb, lane.r_slot.semaphore, lane.join);
         self.programs[b.0 as usize].create_kernel(
             lane.r_core,
-            &format!("{prefix}{}_receiver", p.kind),
+            &name("receiver_reader"),
             1,
             vec![],
             move |k| async move {
                 let start = g.enter(&k).await;
                 let mut w = ReceiverWorker::new(rx, r_sem, 0);
-                let reduce = k.cycles(k.params().tile_reduce_cycles);
-                let mut joined = 0u32;
-                for step in receives.iter() {
+                let (mut n, mut joined) = (0u64, 0u32);
+                for step in steps.iter() {
                     for &(lo, hi) in mine.iter() {
-                        let bytes = w.receive(&k, STAGING).await?;
+                        cb.reserve(&k, n).await?;
+                        let bytes = w.receive(&k, cb.at(n)).await?;
                         if step.wait_join {
                             joined += 1;
                             let (_, addr) = join_at.expect("a joining receiver has a join semaphore");
@@ -914,32 +1021,57 @@ impl Builder<'_> {
                         }
                         for (i, &loc) in step.reduce_with.iter().enumerate() {
                             let (place, _) = t.at(loc, step.slice, 0);
-                            let at = STAGING + (i as u64 + 1) * bytes;
+                            let at = cb.at(n) + (i as u64 + 1) * bytes;
                             read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
                         }
+                        cb.push(&k)?;
+                        n += 1;
+                    }
+                }
+                g.leave(&k, start);
+                Ok(())
+            },
+        );
+        let (mine, g) = (lane.mine.clone(), gate.clone());
+        let red = req.collective.redop();
+        self.programs[b.0 as usize].create_kernel(
+            lane.r_core,
+            &name("receiver_writer"),
+            0,
+            vec![],
+            move |k| async move {
+                let start = g.enter(&k).await;
+                let reduce = k.cycles(k.params().tile_reduce_cycles);
+                let mut n = 0u64;
+                for step in receives.iter() {
+                    for &(lo, hi) in mine.iter() {
+                        cb.wait_filled(&k, n).await?;
+                        let at = cb.at(n);
                         if !step.reduce_with.is_empty() {
                             if k.is_functional() {
+                                let bytes = (hi - lo) * t.slice.page_bytes();
                                 let red = red.expect("a reducing step belongs to a reduction");
-                                let mut acc = k.read_bytes(STAGING, bytes)?;
+                                let mut acc = k.read_bytes(at, bytes)?;
                                 for i in 1..=step.reduce_with.len() as u64 {
-                                    red.reduce_words(&mut acc, &k.read_bytes(STAGING + i * bytes, bytes)?);
+                                    red.reduce_words(&mut acc, &k.read_bytes(at + i * bytes, bytes)?);
                                 }
-                                k.write_bytes(STAGING, &acc)?;
+                                k.write_bytes(at, &acc)?;
                             }
                             k.delay(Time(reduce.0 * (hi - lo) * step.reduce_with.len() as u64)).await;
                         }
                         let (place, _) = t.at(step.to, step.slice, 0);
-                        write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), STAGING)
-                            .await?;
+                        write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), at).await?;
                         k.noc_async_write_barrier().await?;
                         if step.signal_join {
-                            let (at, addr) = join_to.expect("a join signal has a partner");
-                            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                            let (c, addr) = join_to.expect("a join signal has a partner");
+                            k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
                         }
                         if step.forward {
-                            let (at, addr) = forward_to.expect("a forwarding receiver has a next hop");
-                            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+                            let (c, addr) = forward_to.expect("a forwarding receiver has a next hop");
+                            k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
                         }
+                        cb.pop(&k)?;
+                        n += 1;
                     }
                 }
                 g.leave(&k, start);
