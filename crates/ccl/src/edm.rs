@@ -19,11 +19,16 @@
 //!    channel 0 (the side owning the lowest sender channel leads);
 //! 2. tells sender workers which buffers they may fill (a semaphore increment per buffer);
 //! 3. runs a round-robin service loop: a sender channel sends a filled buffer with its sync
-//!    record as one packet, and frees the buffer for its worker when the receiver's "buffer free"
-//!    record arrives; a receiver channel acknowledges a landed buffer at once (first level, from a
-//!    fixed source word), tells its worker, and sends "buffer free" (second level, the cleared
-//!    record) when the worker has read it. With nothing to do it waits for any of the words its
-//!    channels wait on, and after `idle_cycles_before_routing` of idling it calls `run_routing()`;
+//!    record as one packet once the receiver has freed its copy of that buffer; a receiver
+//!    channel acknowledges a landed buffer at once (first level, from a fixed source word),
+//!    tells its worker, and sends "buffer free" (second level, the cleared record) when the
+//!    worker has read it. The sender offers a buffer back to its worker at the first level —
+//!    the local copy is no longer needed once the payload landed — so the worker refills it
+//!    while the remote worker still reads (a longer next message, whose payload would cover
+//!    the record, waits for the second level). A send that finds the tx queue busy does not
+//!    stall the loop: other channels are served and the loop wakes when the queue frees. With
+//!    nothing to do it waits for any of the words its channels wait on, and after
+//!    `idle_cycles_before_routing` of idling it calls `run_routing()`;
 //! 4. terminates each channel after its message count (`MessageCountReached`) or its workers'
 //!    signal (`WorkerInitiated`), and before exiting waits for every outstanding
 //!    acknowledgement (teardown), so no late record can reach a later kernel on the core.
@@ -350,8 +355,13 @@ struct EdmSpec {
 struct State {
     /// Messages handed to the EDM (sender) or landed (receiver).
     next: u64,
-    /// Sender: buffers in flight, oldest first, with their sync record address.
+    /// Sender: buffers sent and not yet freed by the receiver, oldest first, with their sync
+    /// record address.
     inflight: VecDeque<u64>,
+    /// Sender: messages whose first-level acknowledgement (the payload landed) has arrived.
+    acked: u64,
+    /// Sender: messages whose buffer has been offered to a worker.
+    offered: u64,
     /// Messages completed: freed (sender) or read by the worker (receiver).
     done: u64,
     /// Receiver: a landed buffer waits for its worker.
@@ -400,9 +410,11 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
     let mut st: Vec<State> = spec
         .channels
         .iter()
-        .map(|_| State {
+        .map(|c| State {
             next: 0,
             inflight: VecDeque::new(),
+            acked: 0,
+            offered: if c.sender { bpc.min(c.messages) } else { 0 },
             done: 0,
             waiting_worker: None,
             terminated: false,
@@ -416,9 +428,14 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
     }
     let record = |ch: usize, c: &Channel, m: u64| lay.buffer(ch, m % bpc) + c.bytes_of(m);
     let mut turn = 0usize;
+    // Idle waits that returned without time passing and without the next pass progressing: a
+    // protocol bug that would otherwise spin forever at one instant.
+    let mut spins = 0u32;
     let idle_threshold = k.cycles(spec.config.idle_cycles_before_routing);
     loop {
         let mut progressed = false;
+        // A send found the tx queue busy: the loop served other channels meanwhile.
+        let mut tx_blocked = false;
         let n = spec.channels.len();
         for step in 0..n {
             let ch = (turn + step) % n;
@@ -435,34 +452,64 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
                 }
             }
             if c.sender {
-                // Send a buffer the worker has filled.
-                let more = if worker_mode { !s.terminated } else { s.next < c.messages };
-                if more && s.inflight.len() < bpc as usize && k.read_u32(lay.semaphore(ch))? >= 1 {
-                    let sem = k.read_u32(lay.semaphore(ch))?;
-                    k.write_u32(lay.semaphore(ch), sem - 1)?;
-                    let (buf, rec, bytes) =
-                        (lay.buffer(ch, s.next % bpc), record(ch, c, s.next), c.bytes_of(s.next));
-                    k.write_bytes(rec, &sync_record(bytes))?;
-                    k.eth_send_packet(0, buf >> 4, buf >> 4, (bytes + SYNC) >> 4).await?;
-                    s.inflight.push_back(rec);
-                    s.next += 1;
-                    progressed = true;
+                // First-level acknowledgements: the payload landed, so the local buffer may be
+                // refilled by a worker while the remote one is still being read.
+                while s.acked < s.next {
+                    let rec = record(ch, c, s.acked);
+                    if k.read_u32(rec + 4)? == 1 || k.read_u32(rec)? == 0 {
+                        s.acked += 1;
+                        progressed = true;
+                    } else {
+                        break;
+                    }
                 }
-                // Free the oldest buffer once the receiver says so; give it back to a worker.
+                // Second level: the receiver's worker has read the buffer; it may be sent into.
                 if let Some(&rec) = s.inflight.front()
                     && k.read_u32(rec)? == 0
                 {
                     s.inflight.pop_front();
-                    let reuse = s.done + bpc;
                     s.done += 1;
-                    if worker_mode || reuse < c.messages {
-                        notify(&k, c.workers[(reuse % c.workers.len() as u64) as usize]).await?;
-                    }
                     progressed = true;
+                }
+                // Offer buffers to workers: after the first-level ack of the buffer's previous
+                // message, unless the new payload would cover that message's record (a longer
+                // message), in which case after its second level.
+                while worker_mode || s.offered < c.messages {
+                    let m = match s.offered.checked_sub(bpc) {
+                        Some(m) => m,
+                        None => break,
+                    };
+                    let early = m < s.acked && c.bytes_of(s.offered) <= c.bytes_of(m);
+                    if !(early || m < s.done) {
+                        break;
+                    }
+                    notify(&k, c.workers[(s.offered % c.workers.len() as u64) as usize]).await?;
+                    s.offered += 1;
+                    progressed = true;
+                }
+                // Send a buffer the worker has filled once its remote buffer is free, without
+                // blocking the loop on a busy tx queue.
+                let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+                if more && s.inflight.len() < bpc as usize && k.read_u32(lay.semaphore(ch))? >= 1 {
+                    if k.eth_txq_is_busy(0)? {
+                        tx_blocked = true;
+                    } else {
+                        let sem = k.read_u32(lay.semaphore(ch))?;
+                        k.write_u32(lay.semaphore(ch), sem - 1)?;
+                        let (buf, rec, bytes) =
+                            (lay.buffer(ch, s.next % bpc), record(ch, c, s.next), c.bytes_of(s.next));
+                        k.write_bytes(rec, &sync_record(bytes))?;
+                        k.eth_send_packet(0, buf >> 4, buf >> 4, (bytes + SYNC) >> 4).await?;
+                        s.inflight.push_back(rec);
+                        s.next += 1;
+                        progressed = true;
+                    }
                 }
             } else if let Some(rec) = s.waiting_worker {
                 // The worker has read the buffer: free it on the sender.
-                if k.read_u32(lay.semaphore(ch))? >= 1 {
+                if k.read_u32(lay.semaphore(ch))? >= 1 && k.eth_txq_is_busy(0)? {
+                    tx_blocked = true;
+                } else if k.read_u32(lay.semaphore(ch))? >= 1 {
                     let sem = k.read_u32(lay.semaphore(ch))?;
                     k.write_u32(lay.semaphore(ch), sem - 1)?;
                     k.write_bytes(rec, &[0; 16])?;
@@ -477,7 +524,9 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             } else {
                 let more = if worker_mode { !s.terminated } else { s.next < c.messages };
                 let rec = record(ch, c, s.next);
-                if more && k.read_u32(rec)? != 0 {
+                if more && k.read_u32(rec)? != 0 && k.eth_txq_is_busy(0)? {
+                    tx_blocked = true;
+                } else if more && k.read_u32(rec)? != 0 {
                     // First-level ack from the fixed source word, then tell the worker.
                     k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
                     notify(&k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
@@ -494,11 +543,31 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             break;
         }
         if !progressed {
-            let words = waits(&k, &spec, &st, worker_mode)?;
+            let mut words = waits(&k, &spec, &st, worker_mode)?;
             let idle_from = k.now();
-            k.wait_any(words).await?;
+            if tx_blocked {
+                // Words that already hold are work waiting for the tx queue: wake on it instead.
+                let mut ready = Vec::new();
+                for &(a, c) in &words {
+                    ready.push(c.holds(k.read_u32(a)?));
+                }
+                let mut it = ready.into_iter();
+                words.retain(|_| !it.next().unwrap_or(false));
+                k.wait_any_or_txq_free(words, 0).await?;
+            } else {
+                k.wait_any(words).await?;
+            }
             if k.now() - idle_from >= idle_threshold {
                 k.run_routing().await;
+            }
+            spins = if k.now() == idle_from { spins + 1 } else { 0 };
+            if spins > 1000 {
+                return Err(format!(
+                    "EDM service loop on {} made no progress at {} (protocol bug)",
+                    k.name(),
+                    k.now()
+                )
+                .into());
             }
         }
     }
@@ -538,7 +607,9 @@ fn waits(
         if channel_done(c, s, worker_mode, spec.config.teardown) {
             continue;
         }
-        if worker_mode && !s.terminated {
+        // Once the termination word is set, the channel ends through its own progress (its
+        // last buffers go out or come back); waiting on the word again would return at once.
+        if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? == 0 {
             words.push((lay.terminate(ch), Cond::Ge(1)));
         }
         if c.sender {
@@ -549,6 +620,9 @@ fn waits(
             if let Some(&rec) = s.inflight.front() {
                 words.push((rec, Cond::Eq(0)));
             }
+            if s.acked < s.next {
+                words.push((lay.buffer(ch, s.acked % bpc) + c.bytes_of(s.acked) + 4, Cond::Eq(1)));
+            }
         } else if s.waiting_worker.is_some() {
             words.push((lay.semaphore(ch), Cond::Ge(1)));
         } else {
@@ -556,6 +630,5 @@ fn waits(
             words.push((rec, Cond::Ne(0)));
         }
     }
-    let _ = k;
     Ok(words)
 }

@@ -148,14 +148,16 @@ fn impossible_arguments_are_refused_with_a_reason() {
     assert!(err.contains("are not linked"), "{err}");
 }
 
-/// Tens of MiB per chip move and verify byte for byte: 16 MiB slices on the N300, 4 MiB slices
+/// Many MiB per chip move and verify byte for byte: 8 MiB slices on the N300, 4 MiB slices
 /// (32 MiB gathered) on the T3000 with two workers per link.
 #[test]
 fn large_gathers_verify_byte_for_byte() {
     let n300 = builtin::cluster("n300").unwrap();
-    // [1,1,2048,4096] bf16 = 32 MiB gathered, 16 MiB per chip.
+    // [1,1,2048,4096] bf16 = 16 MiB gathered, 8 MiB per chip, each slice crossing the one user
+    // link in its own direction: no faster than 8 MiB at 12.5 GB/s.
     let r = run_ok(&n300, &spec(ring(&n300), [1, 1, 2048, 4096], 3, DType::Bf16, Topology::Ring));
-    assert!(r.time > meshsim_engine::Time::from_us(1300), "16 MiB over one 12.5 GB/s link: {}", r.time);
+    let floor = meshsim_engine::Time::from_ns((8u64 << 20) * 1000 / 12_500);
+    assert!(r.time > floor, "8 MiB over one 12.5 GB/s link direction: {} (floor {floor})", r.time);
     let t = builtin::cluster("t3000").unwrap();
     run_ok(
         &t,

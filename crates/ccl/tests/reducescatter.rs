@@ -35,8 +35,10 @@ fn a_configuration_that_exceeds_the_buffering_is_refused_before_it_runs() {
     let mut s = spec(&t, [1, 1, 64, 32 * 512], 3, DType::Bf16, RedOp::Sum);
     s.pages_per_packet = Some(400);
     let err = validate(&t, &Params::default(), &s).unwrap_err().to_string();
-    assert!(err.contains("exceed the receiver's buffering"), "{err}");
-    s.pages_per_packet = Some(64);
+    assert!(err.contains("exceed the workers' buffering"), "{err}");
+    // 32 KiB packets fit the workers' double buffers but not the EDM buffers of 4 channels.
+    s.pages_per_packet = Some(16);
+    s.workers = 4;
     let err = reduce_scatter(&t, &Params::default(), &s).unwrap_err().to_string();
     assert!(err.contains("do not fit the EDM buffers"), "{err}");
 }
