@@ -43,8 +43,12 @@ pub enum Loc {
     OutputWhole,
     /// The output, which is the rank's own slice (reduce-scatter).
     OutputSlice,
-    /// Slice `s` of a scratch tensor as large as the whole (partial reductions).
+    /// Slice `s` of a scratch tensor as large as the whole (a line reduction's partial that
+    /// waits for the other side).
     Scratch,
+    /// The relay buffer in L1 of this rank's sender for the flow: a partial result handed from
+    /// the receiver to the sender that forwards it, never parked in a tensor.
+    Relay,
 }
 
 /// One send of a rank's sender: the pages of `slice` in the flow's range.
@@ -169,10 +173,11 @@ pub fn all_gather(n: usize, topology: Topology, bidir: Bidir, pages: u64) -> Pla
 /// Reduce-scatter of slices of `pages` pages: rank `s` ends with slice `s` reduced over all.
 ///
 /// On a ring, the partial of slice `s` starts at rank `s + 1` with its own input and travels
-/// `n - 1` hops forward; every rank on the way reduces its own input into it and forwards it
-/// (through scratch), and rank `s` writes the result. On a line, slice `s` is reduced from
-/// both ends towards rank `s`: the forward partial (ranks `0..s`) lands in rank `s`'s scratch,
-/// and the backward partial (ranks `n-1..s`) joins it there with rank `s`'s own input.
+/// `n - 1` hops forward; every rank on the way reduces its own input into it and hands it to
+/// its sender's relay buffer to forward, and rank `s` writes the result. On a line, slice `s`
+/// is reduced from both ends towards rank `s`: the forward partial (ranks `0..s`) lands in rank
+/// `s`'s scratch, and the backward partial (ranks `n-1..s`) joins it there with rank `s`'s own
+/// input.
 pub fn reduce_scatter(n: usize, topology: Topology, pages: u64) -> Plan {
     let reduce = |slice: usize, to: Loc, forward: bool| Recv {
         slice,
@@ -189,7 +194,7 @@ pub fn reduce_scatter(n: usize, topology: Topology, pages: u64) -> Plan {
                     (0..n - 1)
                         .map(|r| Send {
                             slice: step(c, -1 - r as i64, n),
-                            from: if r == 0 { Loc::InputWhole } else { Loc::Scratch },
+                            from: if r == 0 { Loc::InputWhole } else { Loc::Relay },
                             forwarded: r > 0,
                             copy_to: None,
                         })
@@ -203,7 +208,7 @@ pub fn reduce_scatter(n: usize, topology: Topology, pages: u64) -> Plan {
                             let last = r == n - 2;
                             reduce(
                                 step(c, -2 - r as i64, n),
-                                if last { Loc::OutputSlice } else { Loc::Scratch },
+                                if last { Loc::OutputSlice } else { Loc::Relay },
                                 !last,
                             )
                         })
@@ -231,13 +236,13 @@ pub fn reduce_scatter(n: usize, topology: Topology, pages: u64) -> Plan {
                 for r in 0..s {
                     fwd.sends[r].push(Send {
                         slice: s,
-                        from: if r == 0 { Loc::InputWhole } else { Loc::Scratch },
+                        from: if r == 0 { Loc::InputWhole } else { Loc::Relay },
                         forwarded: r > 0,
                         copy_to: None,
                     });
                     let at = r + 1;
                     fwd.receives[at].push(if at < s {
-                        reduce(s, Loc::Scratch, true)
+                        reduce(s, Loc::Relay, true)
                     } else if s == n - 1 {
                         reduce(s, Loc::OutputSlice, false)
                     } else {
@@ -249,13 +254,13 @@ pub fn reduce_scatter(n: usize, topology: Topology, pages: u64) -> Plan {
                 for r in (s + 1..n).rev() {
                     bwd.sends[r].push(Send {
                         slice: s,
-                        from: if r == n - 1 { Loc::InputWhole } else { Loc::Scratch },
+                        from: if r == n - 1 { Loc::InputWhole } else { Loc::Relay },
                         forwarded: r < n - 1,
                         copy_to: None,
                     });
                     let at = r - 1;
                     bwd.receives[at].push(if at > s {
-                        reduce(s, Loc::Scratch, true)
+                        reduce(s, Loc::Relay, true)
                     } else if s == 0 {
                         reduce(s, Loc::OutputSlice, false)
                     } else {
@@ -328,6 +333,11 @@ impl Plan {
         self.flows.iter().any(|f| f.receives.iter().flatten().any(|r| r.wait_join))
     }
 
+    /// Whether any receive hands its result to a sender's relay buffer.
+    pub fn uses_relay(&self) -> bool {
+        self.flows.iter().any(|f| f.receives.iter().flatten().any(|r| r.to == Loc::Relay))
+    }
+
     /// The most operands any receive reduces with.
     pub fn max_operands(&self) -> usize {
         self.flows
@@ -371,7 +381,7 @@ mod tests {
                         let v = match s.from {
                             Loc::InputSlice | Loc::InputWhole => Some(own(k)),
                             Loc::OutputWhole | Loc::OutputSlice => output[k][s.slice],
-                            Loc::Scratch => scratch[k][s.slice],
+                            Loc::Scratch | Loc::Relay => scratch[k][s.slice],
                         }
                         .expect("sent data exists");
                         if s.copy_to.is_some() {
@@ -400,7 +410,7 @@ mod tests {
                         joined[k] += r.wait_join as usize;
                         join_signals[k] += r.signal_join as usize;
                         match r.to {
-                            Loc::Scratch => scratch[k][r.slice] = Some(v),
+                            Loc::Scratch | Loc::Relay => scratch[k][r.slice] = Some(v),
                             _ => output[k][r.slice] = Some(v),
                         }
                         fed[fi][k] += r.forward as usize;

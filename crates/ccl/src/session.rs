@@ -41,6 +41,11 @@ const STAGING_END: u64 = crate::tensor::L1_TENSOR_BASE;
 /// as tt-metal's CCL workers size their CBs): the reader fills one while the writer drains the
 /// other.
 pub const CB_PACKETS: u64 = 2;
+/// Packets a sender's relay buffer holds: partial results its chip's receiver hands it to
+/// forward. It is also the slicer's window: a reduction's lane runs every step of the plan over
+/// this many packets before the next ones (the guide's tensor slicer), so what a chip injects
+/// into a window always fits in the next chip's relay and the ring cannot deadlock.
+pub const RELAY_PACKETS: u64 = 4;
 /// Worker cores a chip hands out (the 8 x 10 Tensix grid).
 const WORKER_CORES: usize = 80;
 
@@ -194,6 +199,7 @@ impl Tensors {
             Loc::OutputWhole => (&self.output, whole()),
             Loc::OutputSlice => (&self.output, p),
             Loc::Scratch => (self.scratch.as_ref().expect("reductions have scratch"), whole()),
+            Loc::Relay => unreachable!("relay buffers are L1 slots, not tensor pages"),
         }
     }
 }
@@ -205,7 +211,6 @@ struct Lane {
     from: usize,
     to: usize,
     j: usize,
-    mine: Rc<[(u64, u64)]>,
     s_core: CoreRef,
     r_core: CoreRef,
     s_slot: WorkerSlot,
@@ -214,6 +219,14 @@ struct Lane {
     fwd: (CoreCoord, u64),
     /// The receiver's semaphore the other flow's receiver increments per joined chunk.
     join: Option<(CoreCoord, u64)>,
+    /// The order the sender walks: (send step, packet pages), window by window.
+    send_seq: Rc<[(usize, u64, u64)]>,
+    /// The order the receiver walks: (receive step, packet pages), window by window.
+    recv_seq: Rc<[(usize, u64, u64)]>,
+    /// The sender's relay buffer in its L1, when the plan relays partials.
+    relay_base: u64,
+    /// The receiver's semaphore the next hop's sender increments per relay slot it sent from.
+    relay_free: (CoreCoord, u64),
     /// The sender core's circular buffer: packets filled by its reader, freed by its writer.
     s_cb: Cb,
     /// The receiver core's circular buffer.
@@ -256,6 +269,28 @@ impl Cb {
     fn pop(&self, kn: &Kernel) -> TaskResult {
         bump(kn, self.freed)
     }
+}
+
+/// Splits an optional triple.
+trait Unzip3<A, B, C> {
+    fn unzip3(self) -> (Option<A>, Option<B>, Option<C>);
+}
+
+impl<A, B, C> Unzip3<A, B, C> for Option<(A, B, C)> {
+    fn unzip3(self) -> (Option<A>, Option<B>, Option<C>) {
+        match self {
+            Some((a, b, c)) => (Some(a), Some(b), Some(c)),
+            None => (None, None, None),
+        }
+    }
+}
+
+/// The order a lane walks `steps` steps over its packets `mine`: every step over the first
+/// `window` packets, then every step over the next, and so on (the guide's slicer).
+fn sequence(steps: usize, mine: &[(u64, u64)], window: usize) -> Vec<(usize, u64, u64)> {
+    mine.chunks(window.max(1))
+        .flat_map(|w| (0..steps).flat_map(move |s| w.iter().map(move |&(lo, hi)| (s, lo, hi))))
+        .collect()
 }
 
 /// Increments a word of this core's L1 (a local CB counter).
@@ -496,11 +531,14 @@ impl<'c> Session<'c> {
                     phases[i].tensors = Some(t(input, output, None));
                 }
                 Collective::ReduceScatter(_) | Collective::AllReduce(_) => {
-                    let (input, scratch) = (alloc(mem, page, whole), alloc(mem, page, whole));
+                    // Partials travel through the senders' relay buffers; only a line parks one
+                    // per rank (the side that arrives first), in scratch.
+                    let input = alloc(mem, page, whole);
+                    let scratch = phases[i].plan.has_joins().then(|| alloc(mem, page, whole));
                     let output = alloc(mem, page, slice.pages());
                     let what = format!("input, scratch and output ({} B per chip)", 2 * req.tensor.bytes());
                     fits(&output, slice.pages(), &what)?;
-                    phases[i].tensors = Some(t(input, output, Some(scratch)));
+                    phases[i].tensors = Some(t(input, output, scratch));
                     if let Collective::AllReduce(_) = req.collective {
                         let result = alloc(mem, page, whole);
                         fits(&result, whole, "input, scratch, reduced slice and output")?;
@@ -690,10 +728,11 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     let ppp = k.pages_per_packet.unwrap_or((16384 / page).max(1));
     let packet = ppp * page;
     let staging = STAGING_END.min(params.worker_l1_bytes).saturating_sub(STAGING);
-    let need = CB_PACKETS * (operands as u64 + 1) * packet;
+    let relay = if req.collective.redop().is_some() { RELAY_PACKETS } else { 0 };
+    let need = (CB_PACKETS * (operands as u64 + 1)).max(CB_PACKETS + relay) * packet;
     if ppp == 0 || need > staging {
         return Err(OpError(format!(
-            "{what} packets of {ppp} pages ({packet} B) exceed the workers' buffering: {CB_PACKETS} packets, each with the matching pages of {operands} operand(s), need {need} B of worker L1, {staging} B are free"
+            "{what} packets of {ppp} pages ({packet} B) exceed the workers' buffering: {CB_PACKETS} packets, each with the matching pages of {operands} operand(s), and {relay} relay packets need {need} B of worker L1, {staging} B are free"
         )));
     }
     Ok(slice)
@@ -830,6 +869,7 @@ impl Builder<'_> {
             if let Some(cap) = p.staging_ppp {
                 ppp = ppp.min(cap);
             }
+            let window = if p.plan.uses_relay() { RELAY_PACKETS as usize } else { usize::MAX };
             for (fi, flow) in p.plan.flows.iter().enumerate() {
                 for from in 0..req.comm.size() {
                     let Some((to, links)) = self.hop(s, p, fi, from) else { continue };
@@ -840,10 +880,9 @@ impl Builder<'_> {
                             .skip(j)
                             .step_by(count)
                             .collect();
-                        let sizes: Vec<u64> = flow.sends[from]
-                            .iter()
-                            .flat_map(|_| mine.iter().map(|&(lo, hi)| (hi - lo) * page))
-                            .collect();
+                        let send_seq = sequence(flow.sends[from].len(), &mine, window);
+                        let recv_seq = sequence(flow.receives[to].len(), &mine, window);
+                        let sizes: Vec<u64> = send_seq.iter().map(|&(_, lo, hi)| (hi - lo) * page).collect();
                         if sizes.is_empty() {
                             continue;
                         }
@@ -857,7 +896,16 @@ impl Builder<'_> {
                             ppp * page,
                             p.plan.max_operands(),
                         )?;
-                        lanes.push(Lane { phase: pi, flow: fi, from, to, j, mine: mine.into(), ..lane });
+                        lanes.push(Lane {
+                            phase: pi,
+                            flow: fi,
+                            from,
+                            to,
+                            j,
+                            send_seq: send_seq.into(),
+                            recv_seq: recv_seq.into(),
+                            ..lane
+                        });
                     }
                 }
             }
@@ -893,6 +941,11 @@ impl Builder<'_> {
             Cb { filled: d.semaphore_addr(core, filled), freed: d.semaphore_addr(core, freed), slot }
         };
         let (s_cb, r_cb) = (cb(a, s_core, packet), cb(b, r_core, (1 + operands as u64) * packet));
+        let relay_base = STAGING + CB_PACKETS * packet;
+        let relay_free = {
+            let sem = self.programs[b.0 as usize].create_semaphore(&[r_core], 0);
+            (db.noc_coord(r_core), db.semaphore_addr(r_core, sem))
+        };
         let s_slot = WorkerSlot { core: da.noc_coord(s_core), semaphore: da.semaphore_addr(s_core, s_sem) };
         let r_slot = WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
         let from_end = if self.cluster.link(link).a.chip == a { 0 } else { 1 };
@@ -906,7 +959,10 @@ impl Builder<'_> {
             from: 0,
             to: 0,
             j: 0,
-            mine: Rc::new([]),
+            send_seq: Rc::new([]),
+            recv_seq: Rc::new([]),
+            relay_base,
+            relay_free,
             s_core,
             r_core,
             s_slot,
@@ -922,17 +978,18 @@ impl Builder<'_> {
     /// The kernels of `lane`: a reader and a writer on the sender core (the reader fetches the
     /// next packet while the writer pushes the last one into the EDM), and a reader and a
     /// writer on the receiver core (the reader pulls packets out of the EDM and their reduction
-    /// operands; the writer reduces, stores and signals).
+    /// operands; the writer reduces, then stores, or hands the partial to the next sender's
+    /// relay buffer). Both walk the lane's sequence: the plan's steps, window by window.
     fn kernels(&mut self, s: &Session, p: &Phase, lane: &Lane, lanes: &[Lane], gate: &Gate, prefix: &str) {
         let req = &s.ops[p.op];
         let flow = &p.plan.flows[lane.flow];
         let t = p.tensors.expect("placed");
-        // A forwarding receiver feeds the sender of the next hop of its flow on its chip, on the
-        // same lane index; a joining receiver signals the other flow's receiver on its chip.
-        let forward_to = lanes
-            .iter()
-            .find(|q| q.phase == lane.phase && q.flow == lane.flow && q.from == lane.to && q.j == lane.j)
-            .map(|q| q.fwd);
+        let same = |q: &&Lane| q.phase == lane.phase && q.flow == lane.flow && q.j == lane.j;
+        // A forwarding receiver feeds the sender of the next hop of its flow on its chip (same
+        // lane index); that sender frees relay slots on the receiver that fed it.
+        let next = lanes.iter().find(|q| same(q) && q.from == lane.to);
+        let forward_to = next.map(|q| (q.fwd, q.s_slot.core, q.relay_base));
+        let fed_by = lanes.iter().find(|q| same(q) && q.to == lane.from).map(|q| q.relay_free);
         let join_to = lanes
             .iter()
             .find(|q| q.phase == lane.phase && q.flow != lane.flow && q.to == lane.to && q.j == lane.j)
@@ -940,8 +997,9 @@ impl Builder<'_> {
         let (a, b) = (req.comm.chip(lane.from), req.comm.chip(lane.to));
         let name = |what: &str| format!("{prefix}{}_{what}", p.kind);
         let sends: Rc<[Send]> = flow.sends[lane.from].clone().into();
+        let packet = lane.s_cb.slot;
         let (tx, rx) = lane.channel.clone();
-        let (mine, g, cb, fwd_addr) = (lane.mine.clone(), gate.clone(), lane.s_cb, lane.fwd.1);
+        let (seq, g, cb, fwd_addr) = (lane.send_seq.clone(), gate.clone(), lane.s_cb, lane.fwd.1);
         let steps = sends.clone();
         self.programs[a.0 as usize].create_kernel(
             lane.s_core,
@@ -951,25 +1009,28 @@ impl Builder<'_> {
             move |k| async move {
                 let start = g.enter(&k).await;
                 let (mut n, mut forwarded) = (0u64, 0u32);
-                for step in steps.iter() {
-                    for &(lo, hi) in mine.iter() {
-                        if step.forwarded {
-                            forwarded += 1;
-                            k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
-                        }
-                        cb.reserve(&k, n).await?;
-                        let (place, _) = t.at(step.from, step.slice, 0);
-                        read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), cb.at(n))
-                            .await?;
-                        cb.push(&k)?;
-                        n += 1;
+                for &(si, lo, hi) in seq.iter() {
+                    let step = &steps[si];
+                    if step.from == Loc::Relay {
+                        continue; // the writer sends it from the relay buffer
                     }
+                    if step.forwarded {
+                        forwarded += 1;
+                        k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
+                    }
+                    cb.reserve(&k, n).await?;
+                    let (place, _) = t.at(step.from, step.slice, 0);
+                    read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), cb.at(n))
+                        .await?;
+                    cb.push(&k)?;
+                    n += 1;
                 }
                 g.leave(&k, start);
                 Ok(())
             },
         );
-        let (mine, g, s_sem) = (lane.mine.clone(), gate.clone(), lane.s_slot.semaphore);
+        let (seq, g, s_sem, relay_base) =
+            (lane.send_seq.clone(), gate.clone(), lane.s_slot.semaphore, lane.relay_base);
         self.programs[a.0 as usize].create_kernel(
             lane.s_core,
             &name("sender_writer"),
@@ -978,20 +1039,28 @@ impl Builder<'_> {
             move |k| async move {
                 let start = g.enter(&k).await;
                 let mut w = SenderWorker::new(tx, s_sem, 0);
-                let mut n = 0u64;
-                for step in sends.iter() {
-                    for &(lo, hi) in mine.iter() {
-                        cb.wait_filled(&k, n).await?;
-                        if let Some(c) = step.copy_to {
-                            let (place, _) = t.at(c, step.slice, 0);
-                            write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), cb.at(n))
-                                .await?;
-                        }
-                        w.send(&k, cb.at(n)).await?;
+                let (mut n, mut relayed) = (0u64, 0u64);
+                for &(si, lo, hi) in seq.iter() {
+                    let step = &sends[si];
+                    if step.from == Loc::Relay {
+                        // The receiver has put the partial in relay slot `relayed`.
+                        k.noc_semaphore_wait_min(fwd_addr, (relayed + 1) as u32).await?;
+                        w.send(&k, relay_base + (relayed % RELAY_PACKETS) * packet).await?;
                         k.noc_async_write_barrier().await?;
-                        cb.pop(&k)?;
-                        n += 1;
+                        let (c, addr) = fed_by.expect("a relayed send has a feeding receiver");
+                        k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
+                        relayed += 1;
+                        continue;
                     }
+                    cb.wait_filled(&k, n).await?;
+                    if let Some(c) = step.copy_to {
+                        let (place, _) = t.at(c, step.slice, 0);
+                        write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), cb.at(n)).await?;
+                    }
+                    w.send(&k, cb.at(n)).await?;
+                    k.noc_async_write_barrier().await?;
+                    cb.pop(&k)?;
+                    n += 1;
                 }
                 g.leave(&k, start);
                 Ok(())
@@ -999,8 +1068,8 @@ impl Builder<'_> {
         );
         let receives: Rc<[Recv]> = flow.receives[lane.to].clone().into();
         let steps = receives.clone();
-        let (mine, g, cb, r_sem, join_at) =
-            (lane.mine.clone(), gate.clone(), lane.r_cb, lane.r_slot.semaphore, lane.join);
+        let (seq, g, cb, r_sem, join_at) =
+            (lane.recv_seq.clone(), gate.clone(), lane.r_cb, lane.r_slot.semaphore, lane.join);
         self.programs[b.0 as usize].create_kernel(
             lane.r_core,
             &name("receiver_reader"),
@@ -1010,29 +1079,28 @@ impl Builder<'_> {
                 let start = g.enter(&k).await;
                 let mut w = ReceiverWorker::new(rx, r_sem, 0);
                 let (mut n, mut joined) = (0u64, 0u32);
-                for step in steps.iter() {
-                    for &(lo, hi) in mine.iter() {
-                        cb.reserve(&k, n).await?;
-                        let bytes = w.receive(&k, cb.at(n)).await?;
-                        if step.wait_join {
-                            joined += 1;
-                            let (_, addr) = join_at.expect("a joining receiver has a join semaphore");
-                            k.noc_semaphore_wait_min(addr, joined).await?;
-                        }
-                        for (i, &loc) in step.reduce_with.iter().enumerate() {
-                            let (place, _) = t.at(loc, step.slice, 0);
-                            let at = cb.at(n) + (i as u64 + 1) * bytes;
-                            read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
-                        }
-                        cb.push(&k)?;
-                        n += 1;
+                for &(si, lo, hi) in seq.iter() {
+                    let step = &steps[si];
+                    cb.reserve(&k, n).await?;
+                    let bytes = w.receive(&k, cb.at(n)).await?;
+                    if step.wait_join {
+                        joined += 1;
+                        let (_, addr) = join_at.expect("a joining receiver has a join semaphore");
+                        k.noc_semaphore_wait_min(addr, joined).await?;
                     }
+                    for (i, &loc) in step.reduce_with.iter().enumerate() {
+                        let (place, _) = t.at(loc, step.slice, 0);
+                        let at = cb.at(n) + (i as u64 + 1) * bytes;
+                        read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
+                    }
+                    cb.push(&k)?;
+                    n += 1;
                 }
                 g.leave(&k, start);
                 Ok(())
             },
         );
-        let (mine, g) = (lane.mine.clone(), gate.clone());
+        let (seq, g, relay_free) = (lane.recv_seq.clone(), gate.clone(), lane.relay_free.1);
         let red = req.collective.redop();
         self.programs[b.0 as usize].create_kernel(
             lane.r_core,
@@ -1042,37 +1110,50 @@ impl Builder<'_> {
             move |k| async move {
                 let start = g.enter(&k).await;
                 let reduce = k.cycles(k.params().tile_reduce_cycles);
-                let mut n = 0u64;
-                for step in receives.iter() {
-                    for &(lo, hi) in mine.iter() {
-                        cb.wait_filled(&k, n).await?;
-                        let at = cb.at(n);
-                        if !step.reduce_with.is_empty() {
-                            if k.is_functional() {
-                                let bytes = (hi - lo) * t.slice.page_bytes();
-                                let red = red.expect("a reducing step belongs to a reduction");
-                                let mut acc = k.read_bytes(at, bytes)?;
-                                for i in 1..=step.reduce_with.len() as u64 {
-                                    red.reduce_words(&mut acc, &k.read_bytes(at + i * bytes, bytes)?);
-                                }
-                                k.write_bytes(at, &acc)?;
+                let (mut n, mut relayed) = (0u64, 0u64);
+                for &(si, lo, hi) in seq.iter() {
+                    let step = &receives[si];
+                    cb.wait_filled(&k, n).await?;
+                    let at = cb.at(n);
+                    let bytes = (hi - lo) * t.slice.page_bytes();
+                    if !step.reduce_with.is_empty() {
+                        if k.is_functional() {
+                            let red = red.expect("a reducing step belongs to a reduction");
+                            let mut acc = k.read_bytes(at, bytes)?;
+                            for i in 1..=step.reduce_with.len() as u64 {
+                                red.reduce_words(&mut acc, &k.read_bytes(at + i * bytes, bytes)?);
                             }
-                            k.delay(Time(reduce.0 * (hi - lo) * step.reduce_with.len() as u64)).await;
+                            k.write_bytes(at, &acc)?;
                         }
+                        k.delay(Time(reduce.0 * (hi - lo) * step.reduce_with.len() as u64)).await;
+                    }
+                    let (fwd, core, base) = forward_to.unzip3();
+                    if step.to == Loc::Relay {
+                        // Into the next sender's relay slot once that sender has sent what was there.
+                        if relayed >= RELAY_PACKETS {
+                            k.noc_semaphore_wait_min(relay_free, (relayed + 1 - RELAY_PACKETS) as u32)
+                                .await?;
+                        }
+                        let (c, base) =
+                            (core.expect("a relaying receiver has a next hop"), base.unwrap_or(0));
+                        let slot = base + (relayed % RELAY_PACKETS) * packet;
+                        k.noc_async_write(at, k.get_noc_addr(c.x, c.y, slot), bytes).await?;
+                        relayed += 1;
+                    } else {
                         let (place, _) = t.at(step.to, step.slice, 0);
                         write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), at).await?;
-                        k.noc_async_write_barrier().await?;
-                        if step.signal_join {
-                            let (c, addr) = join_to.expect("a join signal has a partner");
-                            k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
-                        }
-                        if step.forward {
-                            let (c, addr) = forward_to.expect("a forwarding receiver has a next hop");
-                            k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
-                        }
-                        cb.pop(&k)?;
-                        n += 1;
                     }
+                    k.noc_async_write_barrier().await?;
+                    if step.signal_join {
+                        let (c, addr) = join_to.expect("a join signal has a partner");
+                        k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
+                    }
+                    if step.forward {
+                        let (c, addr) = fwd.expect("a forwarding receiver has a next hop");
+                        k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
+                    }
+                    cb.pop(&k)?;
+                    n += 1;
                 }
                 g.leave(&k, start);
                 Ok(())

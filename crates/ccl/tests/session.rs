@@ -199,3 +199,19 @@ fn resources_that_do_not_fit_are_refused_by_name() {
     let msg = s.run().unwrap_err().to_string();
     assert!(msg.starts_with("op 'big': input and output"), "{msg}");
 }
+
+/// A reduction whose lanes carry many more packets than a relay buffer holds runs window by
+/// window (the slicer) and still verifies on a ring, where injecting them all at once would
+/// fill every relay buffer around the ring and deadlock.
+#[test]
+fn reductions_with_many_packets_per_lane_run_window_by_window_and_verify() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    // 8 chips x 96 tiles per slice = 12 packets of 8 tiles per lane: three windows of four.
+    let x = tensor([1, 1, 64, 32 * 384], DType::Bf16);
+    for (c, workers) in [(Collective::ReduceScatter(RedOp::Sum), 1), (Collective::AllReduce(RedOp::Max), 2)] {
+        let mut r = OpRequest::new("r", ring.clone(), c, x, 3);
+        r.knobs = Knobs { workers, ..Knobs::default() };
+        run(&t, true, vec![r]);
+    }
+}
