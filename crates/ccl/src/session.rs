@@ -27,7 +27,7 @@ use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
 use crate::build::{host_read, host_write, read_pages, write_pages};
 use crate::comm::Communicator;
-use crate::edm::{ChannelInterface, EdmConfig, EdmLink, WorkerSlot};
+use crate::edm::{ChannelInterface, EdmConfig, EdmLink, Termination, WorkerSlot};
 use crate::op::{Bidir, CclError, Collective, Knobs, OpError, OpRun, RedOp, Topology};
 use crate::plan::{self, Loc, Plan, Recv, Send};
 use crate::tensor::{Memory, Placement, TensorSpec};
@@ -826,7 +826,10 @@ impl Builder<'_> {
             let end = |e: meshsim_topology::Endpoint| {
                 (e.chip, e.chan, self.m.device(e.chip).noc_coord(CoreRef::Eth(e.chan)))
             };
+            // Workers end their channels: the sender with its last message, the receiver after
+            // reading its last (the guide's WORKER_INITIATED mode), so the EDM needs no counts.
             let cfg = EdmConfig {
+                termination: Termination::WorkerInitiated,
                 channels,
                 buffers_per_channel: buffers,
                 page_bytes: page,
@@ -1040,12 +1043,17 @@ impl Builder<'_> {
                 let start = g.enter(&k).await;
                 let mut w = SenderWorker::new(tx, s_sem, 0);
                 let (mut n, mut relayed) = (0u64, 0u64);
-                for &(si, lo, hi) in seq.iter() {
+                for (i, &(si, lo, hi)) in seq.iter().enumerate() {
                     let step = &sends[si];
+                    // The last message carries the channel's termination signal.
+                    let last = i + 1 == seq.len();
                     if step.from == Loc::Relay {
                         // The receiver has put the partial in relay slot `relayed`.
                         k.noc_semaphore_wait_min(fwd_addr, (relayed + 1) as u32).await?;
                         w.send(&k, relay_base + (relayed % RELAY_PACKETS) * packet).await?;
+                        if last {
+                            w.terminate(&k).await?;
+                        }
                         k.noc_async_write_barrier().await?;
                         let (c, addr) = fed_by.expect("a relayed send has a feeding receiver");
                         k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
@@ -1058,6 +1066,9 @@ impl Builder<'_> {
                         write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), cb.at(n)).await?;
                     }
                     w.send(&k, cb.at(n)).await?;
+                    if last {
+                        w.terminate(&k).await?;
+                    }
                     k.noc_async_write_barrier().await?;
                     cb.pop(&k)?;
                     n += 1;
@@ -1096,6 +1107,8 @@ impl Builder<'_> {
                     cb.push(&k)?;
                     n += 1;
                 }
+                // Read the last message: the receiver channel may end.
+                w.terminate(&k).await?;
                 g.leave(&k, start);
                 Ok(())
             },
