@@ -91,12 +91,14 @@ enum Command {
         /// Links per hop, comma-separated: one series each.
         #[arg(long = "num-links", value_delimiter = ',', default_value = "1")]
         num_links: Vec<usize>,
-        /// Worker pairs (EDM channels) per link, comma-separated: one series each.
-        #[arg(long, value_delimiter = ',', default_value = "1")]
-        workers: Vec<usize>,
-        /// Bidirectional mode (all-gather on a ring).
-        #[arg(long, value_enum, default_value_t = BidirArg::None)]
-        bidir: BidirArg,
+        /// Worker pairs (EDM channels) per link and direction, comma-separated: one series each
+        /// [default: tt-metal's, 4 per direction shrunk to fit the link's 8 EDM channels].
+        #[arg(long, value_delimiter = ',')]
+        workers: Option<Vec<usize>>,
+        /// Bidirectional mode (all-gather on a ring) [default: tt-metal's, split when a slice
+        /// is larger than twice the ERISC L1, full otherwise].
+        #[arg(long, value_enum)]
+        bidir: Option<BidirArg>,
         /// Reduction (reduce-scatter, all-reduce).
         #[arg(long, default_value = "sum")]
         redop: String,
@@ -271,12 +273,14 @@ struct OpArgs {
     /// Links per hop (reserved links are never used); tt-metal's num_links.
     #[arg(long = "num-links", default_value_t = 1)]
     num_links: usize,
-    /// Worker pairs (EDM channels) per link.
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
-    /// Bidirectional mode on a ring.
-    #[arg(long, value_enum, default_value_t = BidirArg::None)]
-    bidir: BidirArg,
+    /// Worker pairs (EDM channels) per link and direction [default: tt-metal's, 4 per direction
+    /// shrunk to fit the link's 8 EDM channels].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Bidirectional mode on a ring [default: tt-metal's, split when a slice is larger than
+    /// twice the ERISC L1, full otherwise].
+    #[arg(long, value_enum)]
+    bidir: Option<BidirArg>,
     /// Run on N chips forming the ring or line (a mesh row or column first).
     #[arg(long)]
     chips: Option<usize>,
@@ -287,7 +291,7 @@ struct OpArgs {
     /// chips) of the mesh at once, as ttnn's cluster_axis.
     #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
     axis: Option<u8>,
-    /// Pages per EDM packet (default: 16 KiB worth).
+    /// Pages per EDM packet [default: as many as the EDM buffer holds].
     #[arg(long)]
     pages_per_packet: Option<u64>,
     /// EDM buffers per channel.
@@ -521,6 +525,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             check_outputs(plot_path.as_deref(), None)?;
             let knobs = SweepKnobs { op, topology, axis, bidir, redop, chips, chip_ids, min, max, factor };
             let p = load_params(params.as_deref())?;
+            let workers: Vec<Option<usize>> = match workers {
+                Some(w) => w.into_iter().map(Some).collect(),
+                None => vec![None],
+            };
             let series = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p)?;
             print!("{}", render_sweep(&series, &knobs, format));
             if let Some(path) = plot_path {

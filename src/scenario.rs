@@ -183,10 +183,8 @@ pub struct OpDone {
     pub chips: Vec<ChipIdx>,
     /// The tensor.
     pub tensor: TensorSpec,
-    /// Topology and bidirectional mode.
+    /// Topology.
     pub topology: Topology,
-    /// Bidirectional mode.
-    pub bidir: Bidir,
 }
 
 /// Why a scenario could not run: bad input (exit 2) or a failed simulation.
@@ -361,9 +359,9 @@ impl Scenario {
         let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse().map_err(bad)?;
         let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
         let topology: Option<Topology> = self.topology.as_deref().map(str::parse).transpose().map_err(bad)?;
-        let bidir = match &self.bidir {
-            None => Bidir::None,
-            Some(BidirValue::Mode(m)) => m.parse().map_err(bad)?,
+        let bidir: Option<Bidir> = match &self.bidir {
+            None => None,
+            Some(BidirValue::Mode(m)) => Some(m.parse().map_err(bad)?),
             Some(BidirValue::Flag(_)) => {
                 return Err(bad("bidir of an all-gather is none, split or full".into()));
             }
@@ -396,7 +394,7 @@ impl Scenario {
         let d = Knobs::default();
         let knobs = Knobs {
             links: self.links.unwrap_or(d.links),
-            workers: self.workers.unwrap_or(d.workers),
+            workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
@@ -437,7 +435,6 @@ impl Scenario {
                 chips: comms[0].chips().to_vec(),
                 tensor,
                 topology: comms[0].topology(),
-                bidir,
             }),
         })
     }

@@ -13,7 +13,7 @@ pub(crate) struct SweepKnobs {
     pub(crate) op: SweepOpArg,
     pub(crate) topology: Option<TopologyArg>,
     pub(crate) axis: Option<u8>,
-    pub(crate) bidir: BidirArg,
+    pub(crate) bidir: Option<BidirArg>,
     pub(crate) redop: String,
     pub(crate) chips: Option<usize>,
     pub(crate) chip_ids: Option<Vec<u64>>,
@@ -41,7 +41,8 @@ pub(crate) struct SweepSeries {
     layout: String,
     dtype: String,
     num_links: usize,
-    workers: usize,
+    /// Workers per link and direction; `None`: tt-metal's default.
+    workers: Option<usize>,
     rows: Vec<meshsim_ccl::sweep::SweepRow>,
 }
 
@@ -52,7 +53,7 @@ struct SeriesRow<'a> {
     cluster: &'a str,
     chips: usize,
     num_links: usize,
-    workers: usize,
+    workers: Option<usize>,
     #[serde(flatten)]
     row: &'a meshsim_ccl::sweep::SweepRow,
 }
@@ -63,7 +64,7 @@ pub(crate) fn run_sweep(
     clusters: &[String],
     dtypes: &[String],
     num_links: &[usize],
-    workers: &[usize],
+    workers: &[Option<usize>],
     p: &Params,
 ) -> anyhow::Result<Vec<SweepSeries>> {
     use meshsim_ccl::comm::Communicator;
@@ -72,12 +73,12 @@ pub(crate) fn run_sweep(
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let topology = k.topology.map(Topology::from);
     let op = match k.op {
-        SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.into()),
+        SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.map(Into::into)),
         SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop.parse().map_err(bad)?),
         SweepOpArg::AllReduce => SweepOp::AllReduce(k.redop.parse().map_err(bad)?),
     };
-    if !matches!(op, SweepOp::AllGather(_)) && !matches!(k.bidir, BidirArg::None) {
-        return Err(bad(format!("--bidir applies to all-gather, not {}", k.op_name())));
+    if matches!(op, SweepOp::ReduceScatter(_)) && k.bidir.is_some_and(|b| !matches!(b, BidirArg::None)) {
+        return Err(bad(format!("--bidir applies to all-gather and all-reduce, not {}", k.op_name())));
     }
     let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.
@@ -105,7 +106,7 @@ pub(crate) fn run_sweep(
                         (clusters.len() > 1, name.clone()),
                         (dtypes.len() > 1, dtype.to_string()),
                         (num_links.len() > 1, plural(links, "link")),
-                        (workers.len() > 1, plural(w, "worker")),
+                        (workers.len() > 1, w.map_or("default workers".into(), |w| plural(w, "worker"))),
                     ]
                     .into_iter()
                     .filter_map(|(varies, part)| varies.then_some(part))
@@ -194,7 +195,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
             se.layout,
             se.dtype,
             se.num_links,
-            se.workers,
+            se.workers.map_or("default".into(), |w| w.to_string()),
             k.min,
             k.max,
             k.factor
@@ -283,7 +284,7 @@ mod tests {
             layout: "ring".into(),
             dtype: "bfp8".into(),
             num_links: 1,
-            workers: 1,
+            workers: Some(1),
             rows,
         }
     }
@@ -293,7 +294,7 @@ mod tests {
             op: SweepOpArg::AllGather,
             topology: Some(TopologyArg::Ring),
             axis: None,
-            bidir: BidirArg::None,
+            bidir: None,
             redop: "sum".into(),
             chips: None,
             chip_ids: None,

@@ -220,11 +220,11 @@ impl WorkloadOp {
         let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse()?;
         let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| e.0)?;
         let d = Knobs::default();
-        let bidir: Bidir = self.bidir.as_deref().map(str::parse).transpose()?.unwrap_or(d.bidir);
+        let bidir: Option<Bidir> = self.bidir.as_deref().map(str::parse).transpose()?;
         let memory: Memory = self.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory);
         let knobs = Knobs {
             links: self.num_links.unwrap_or(d.links),
-            workers: self.workers.unwrap_or(d.workers),
+            workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),

@@ -922,9 +922,12 @@ mod collectives {
         assert_eq!(v["redop"], "sum");
         let (algbw, busbw) = (v["algbw_gbps"].as_f64().unwrap(), v["busbw_gbps"].as_f64().unwrap());
         assert!((busbw / algbw - 1.75).abs() < 1e-9, "2(n-1)/n for 8 chips");
-        // --bidir belongs to all-gather only.
-        let (code, _, err) = meshsim(&["op", "all-reduce", "--shape", "1,1,64,1024", "--bidir", "split"]);
-        assert_eq!((code, err.trim()), (2, "meshsim: --bidir applies to all-gather, not all-reduce"));
+        // --bidir belongs to the all-gathers (an all-reduce's second phase), not reduce-scatter.
+        let (code, _, err) = meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,1024", "--bidir", "split"]);
+        assert_eq!(
+            (code, err.trim()),
+            (2, "meshsim: --bidir applies to all-gather and all-reduce, not reduce-scatter")
+        );
     }
 
     #[test]
@@ -1063,7 +1066,7 @@ ops:
             ),
             (
                 WORKLOAD.replace("redop: max", "redop: max\n    workers: 4\n    num_links: 4"),
-                "for ops ag_rows[0], ar_pair; an EDM has 8",
+                "op 'ag_rows[0]': no EDM channel is free on the link chip 0 eth0 - chip 1 eth8",
             ),
             (WORKLOAD.replace("op: all-gather", "op: gather"), "op 'ag_rows': unknown op 'gather'"),
         ];

@@ -37,7 +37,7 @@ pub struct AllGatherSpec {
     pub workers: usize,
     /// Bidirectional mode (rings).
     pub bidir: Bidir,
-    /// Pages per EDM packet; `None` picks 16 KiB worth.
+    /// Pages per EDM packet; `None` fills the EDM buffer.
     pub pages_per_packet: Option<u64>,
     /// EDM buffers per channel.
     pub buffers_per_channel: u64,
@@ -52,9 +52,10 @@ pub struct AllGatherSpec {
 }
 
 impl AllGatherSpec {
-    /// A unidirectional ring all-gather of `output` along `dim` over `chips` with the defaults
-    /// of [`Knobs::default`]: one link and one worker pair per hop, 16 KiB packets, two buffers
-    /// per EDM channel, tensors in DRAM, timing mode, no start skew, no trace.
+    /// A unidirectional ring all-gather of `output` along `dim` over `chips` with one link and
+    /// one worker pair per hop, packets as large as the EDM buffers allow, two buffers per EDM
+    /// channel, tensors in DRAM, timing mode, no start skew, no trace. (The collective library's
+    /// defaults, [`Knobs::default`], are tt-metal's; this spec is the explicit one-op form.)
     pub fn new(output: TensorSpec, dim: usize, chips: Vec<ChipIdx>) -> AllGatherSpec {
         let k = Knobs::default();
         AllGatherSpec {
@@ -63,8 +64,8 @@ impl AllGatherSpec {
             chips,
             topology: Topology::Ring,
             links: k.links,
-            workers: k.workers,
-            bidir: k.bidir,
+            workers: 1,
+            bidir: Bidir::None,
             pages_per_packet: k.pages_per_packet,
             buffers_per_channel: k.buffers_per_channel,
             verify: false,
@@ -78,8 +79,8 @@ impl AllGatherSpec {
     pub fn knobs(&self) -> Knobs {
         Knobs {
             links: self.links,
-            workers: self.workers,
-            bidir: self.bidir,
+            workers: Some(self.workers),
+            bidir: Some(self.bidir),
             pages_per_packet: self.pages_per_packet,
             buffers_per_channel: self.buffers_per_channel,
             memory: self.memory,

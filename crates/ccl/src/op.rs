@@ -125,37 +125,44 @@ impl Collective {
     }
 }
 
-/// The knobs every collective takes, with the defaults the CLI has always used.
+/// The knobs every collective takes. `None` means "what tt-metal would run" (see
+/// docs/model.md, "Defaults"): the session resolves it when the op's context is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Knobs {
-    /// Links used per hop (tt-metal's `num_links`); reserved links are never used.
+    /// Links used per hop (tt-metal's `num_links`, default 1); reserved links are never used.
     pub links: usize,
-    /// Worker pairs (and EDM channels) per link and direction.
-    pub workers: usize,
-    /// Bidirectional mode (all-gather on a ring).
-    pub bidir: Bidir,
-    /// Pages per EDM packet; `None` picks 16 KiB worth (or what the smallest buffer holds).
+    /// Worker pairs (and EDM channels) per link and direction; `None`: 4, as tt-metal's EDM
+    /// ops, shrunk so that every op sharing a link fits its 8 EDM channels.
+    pub workers: Option<usize>,
+    /// Bidirectional mode (all-gather on a ring); `None`: split-tensor when a rank's slice is
+    /// larger than twice the ERISC L1, full-tensor otherwise (tt-metal's all-gather).
+    pub bidir: Option<Bidir>,
+    /// Pages per EDM packet; `None`: as many as the EDM buffer holds (and the workers' buffers
+    /// allow), as tt-metal sizes packets from the EDM buffer.
     pub pages_per_packet: Option<u64>,
-    /// EDM buffers per channel.
+    /// EDM buffers per channel (default 2, tt-metal's).
     pub buffers_per_channel: u64,
-    /// Where the op's tensors are interleaved: DRAM banks or worker L1.
+    /// Where the op's tensors are interleaved: DRAM banks or worker L1 (default DRAM).
     pub memory: Memory,
 }
 
 impl Default for Knobs {
-    /// One link and one worker pair per hop, unidirectional, 16 KiB packets, two buffers per
-    /// EDM channel, tensors in DRAM.
+    /// One link per hop, 2 buffers per EDM channel, tensors in DRAM; workers, bidirectional
+    /// mode and packet size as tt-metal would choose them.
     fn default() -> Knobs {
         Knobs {
             links: 1,
-            workers: 1,
-            bidir: Bidir::None,
+            workers: None,
+            bidir: None,
             pages_per_packet: None,
             buffers_per_channel: 2,
             memory: Memory::Dram,
         }
     }
 }
+
+/// tt-metal's default worker count per link and direction for its EDM ops.
+pub const DEFAULT_WORKERS: usize = 4;
 
 /// A problem with an op's arguments (bad input).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use meshsim_topology::{ChipIdx, Cluster};
 use crate::allgather::run_one;
 use crate::comm::Communicator;
 pub use crate::op::RedOp;
-use crate::op::{CclError, Collective, Knobs, OpError, OpRun, Topology};
+use crate::op::{Bidir, CclError, Collective, Knobs, OpError, OpRun, Topology};
 use crate::session::OpRequest;
 use crate::tensor::TensorSpec;
 
@@ -40,7 +40,7 @@ pub struct ReduceScatterSpec {
     pub links: usize,
     /// Worker pairs (and EDM channels) per link.
     pub workers: usize,
-    /// Pages per EDM packet; `None` picks 16 KiB worth.
+    /// Pages per EDM packet; `None` fills the EDM buffer.
     pub pages_per_packet: Option<u64>,
     /// EDM buffers per channel.
     pub buffers_per_channel: u64,
@@ -55,8 +55,8 @@ pub struct ReduceScatterSpec {
 }
 
 impl ReduceScatterSpec {
-    /// A ring reduce-scatter of `input` along `dim` over `chips` reducing with `op`, with the
-    /// defaults of [`Knobs::default`].
+    /// A ring reduce-scatter of `input` along `dim` over `chips` reducing with `op`, with one
+    /// link and one worker pair per hop (see [`crate::allgather::AllGatherSpec::new`]).
     pub fn new(input: TensorSpec, dim: usize, chips: Vec<ChipIdx>, op: RedOp) -> ReduceScatterSpec {
         let k = Knobs::default();
         ReduceScatterSpec {
@@ -66,7 +66,7 @@ impl ReduceScatterSpec {
             topology: Topology::Ring,
             op,
             links: k.links,
-            workers: k.workers,
+            workers: 1,
             pages_per_packet: k.pages_per_packet,
             buffers_per_channel: k.buffers_per_channel,
             verify: false,
@@ -83,11 +83,11 @@ fn request(cluster: &Cluster, spec: &ReduceScatterSpec) -> Result<OpRequest, OpE
         OpRequest::new("reduce-scatter", comm, Collective::ReduceScatter(spec.op), spec.input, spec.dim);
     req.knobs = Knobs {
         links: spec.links,
-        workers: spec.workers,
+        workers: Some(spec.workers),
+        bidir: Some(Bidir::None),
         pages_per_packet: spec.pages_per_packet,
         buffers_per_channel: spec.buffers_per_channel,
         memory: spec.memory,
-        ..Knobs::default()
     };
     Ok(req)
 }

@@ -28,7 +28,7 @@ use meshsim_topology::{ChipIdx, Cluster, LinkId};
 use crate::build::{host_read, host_write, read_pages, write_pages};
 use crate::comm::Communicator;
 use crate::edm::{ChannelInterface, EdmConfig, EdmLink, Termination, WorkerSlot};
-use crate::op::{Bidir, CclError, Collective, Knobs, OpError, OpRun, RedOp, Topology};
+use crate::op::{Bidir, CclError, Collective, DEFAULT_WORKERS, Knobs, OpError, OpRun, RedOp, Topology};
 use crate::plan::{self, Loc, Plan, Recv, Send};
 use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
@@ -117,6 +117,12 @@ pub struct OpResult {
     pub per_chip: Vec<(ChipIdx, Time, Time)>,
     /// `Some(Ok)` when verified, `Some(Err(first mismatch))`, `None` in timing mode.
     pub verified: Option<Result<(), String>>,
+    /// Worker pairs per link and direction it ran with (its knob, or the default resolved).
+    pub workers: usize,
+    /// The bidirectional mode its all-gather ran with.
+    pub bidir: Bidir,
+    /// Pages per EDM packet it ran with (its first phase's).
+    pub pages_per_packet: u64,
 }
 
 /// What a session's run measured.
@@ -172,7 +178,7 @@ struct Phase {
     plan: Plan,
     slice: TensorSpec,
     /// Pages per packet the staging area allows (reductions), before the EDM buffers cap it.
-    staging_ppp: Option<u64>,
+    staging_ppp: u64,
     tensors: Option<Tensors>,
     /// Phases that must end first.
     deps: Vec<usize>,
@@ -391,7 +397,7 @@ impl<'c> Session<'c> {
             let reduce = |plan: Plan| Phase {
                 op: i,
                 kind: "rs",
-                staging_ppp: Some(staging_ppp(req, &slice)),
+                staging_ppp: staging_ppp(&self.params, req, &slice),
                 plan,
                 slice,
                 tensors: None,
@@ -400,9 +406,9 @@ impl<'c> Session<'c> {
             let gather = |deps: Vec<usize>| Phase {
                 op: i,
                 kind: "ag",
-                plan: plan::all_gather(n, topo, req.knobs.bidir, slice.pages()),
+                plan: plan::all_gather(n, topo, bidir_of(&self.params, req, &slice), slice.pages()),
                 slice,
-                staging_ppp: None,
+                staging_ppp: staging_ppp(&self.params, req, &slice),
                 tensors: None,
                 deps,
             };
@@ -437,8 +443,9 @@ impl<'c> Session<'c> {
             edms: BTreeMap::new(),
             m,
         };
-        b.edms(&self, &phases)?;
-        let lanes = b.lanes(&self, &phases)?;
+        let workers = self.workers(&b, &phases)?;
+        b.edms(&self, &phases, &workers)?;
+        let (lanes, ppp) = b.lanes(&self, &phases, &workers)?;
         let times = Rc::new(RefCell::new(Vec::new()));
         let done: Vec<SignalId> = phases
             .iter()
@@ -486,11 +493,83 @@ impl<'c> Session<'c> {
         let times = times.borrow();
         let ops: Vec<OpResult> =
             (0..self.ops.len()).map(|i| self.result(i, &b.m, &phases, &times, &start_of)).collect();
+        let ops: Vec<OpResult> = ops
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let first = phases.iter().position(|p| p.op == i).expect("every op has a phase");
+                let last = phases.iter().rposition(|p| p.op == i).expect("every op has a phase");
+                let slice = phases[last].slice;
+                let bidir = match phases[last].kind {
+                    "ag" => bidir_of(&self.params, &self.ops[i], &slice),
+                    _ => Bidir::None,
+                };
+                OpResult { workers: workers[i], bidir, pages_per_packet: ppp[first], ..o }
+            })
+            .collect();
         let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
             - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
         let (links, marks, resources) = (b.m.link_use(), b.m.marks(), b.m.resource_use());
         let trace = b.m.take_trace();
         Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+    }
+
+    /// Worker pairs per link and direction of every op: as asked, or tt-metal's
+    /// [`DEFAULT_WORKERS`] shrunk so that on every link the ops that share it fit the EDM's 8
+    /// channels — the channels left by ops with explicit workers are shared evenly among the
+    /// uses of the link by ops on defaults.
+    fn workers(&self, b: &Builder, phases: &[Phase]) -> Result<Vec<usize>, CclError> {
+        // How many (phase, flow, hop) uses each op makes of each link: each needs a channel
+        // per worker.
+        let mut uses: Vec<BTreeMap<LinkId, usize>> = vec![BTreeMap::new(); self.ops.len()];
+        for p in phases {
+            for f in 0..p.plan.flows.len() {
+                for k in 0..self.ops[p.op].comm.size() {
+                    for l in b.hop(self, p, f, k).map(|h| h.1).unwrap_or_default() {
+                        *uses[p.op].entry(l).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let (mut fixed, mut shared): (BTreeMap<LinkId, usize>, BTreeMap<LinkId, usize>) = Default::default();
+        for (i, req) in self.ops.iter().enumerate() {
+            for (&l, &n) in &uses[i] {
+                match req.knobs.workers {
+                    Some(w) => *fixed.entry(l).or_default() += w * n,
+                    None => *shared.entry(l).or_default() += n,
+                }
+            }
+        }
+        let max = crate::edm::MAX_CHANNELS;
+        self.ops
+            .iter()
+            .enumerate()
+            .map(|(i, req)| {
+                if let Some(w) = req.knobs.workers {
+                    return Ok(w);
+                }
+                let mut w = DEFAULT_WORKERS;
+                for &l in uses[i].keys() {
+                    let free = max.saturating_sub(fixed.get(&l).copied().unwrap_or(0));
+                    w = w.min(free / shared[&l]);
+                    if w == 0 {
+                        let link = self.cluster.link(l);
+                        let id = |c: ChipIdx| self.cluster.chip(c).id;
+                        return Err(CclError::Invalid(format!(
+                            "op '{}': no EDM channel is free on the link chip {} eth{} - chip {} eth{} ({} of {max} taken by ops with explicit workers, {} uses by ops on defaults)",
+                            req.name,
+                            id(link.a.chip),
+                            link.a.chan,
+                            id(link.b.chip),
+                            link.b.chan,
+                            fixed.get(&l).copied().unwrap_or(0),
+                            shared[&l]
+                        )));
+                    }
+                }
+                Ok(w)
+            })
+            .collect()
     }
 
     /// Gives every phase its tensors, in submission order, each after the last in its memory.
@@ -616,6 +695,9 @@ impl<'c> Session<'c> {
             busbw_gbps,
             per_chip,
             verified,
+            workers: 0,
+            bidir: Bidir::None,
+            pages_per_packet: 0,
         }
     }
 
@@ -663,10 +745,41 @@ impl<'c> Session<'c> {
     }
 }
 
-/// Pages per packet a reduction's receiver stages (checked against worker L1 by [`validate`]):
-/// as asked, or 16 KiB worth.
-fn staging_ppp(req: &OpRequest, slice: &TensorSpec) -> u64 {
-    req.knobs.pages_per_packet.unwrap_or((16384 / slice.page_bytes()).max(1))
+/// The workers' staging needs of an op, in packets: its receiver's circular buffer holds
+/// `CB_PACKETS` packets, each beside the matching pages of every operand it is reduced with;
+/// its sender's holds `CB_PACKETS` packets and, for reductions, the relay buffer. Returns
+/// (packets of staging needed, operands, relay packets).
+fn staging_packets(req: &OpRequest) -> (u64, usize, u64) {
+    let operands = match req.collective.redop() {
+        None => 0,
+        Some(_) if req.comm.topology() == Topology::Line && req.comm.size() > 2 => 2,
+        Some(_) => 1,
+    };
+    let relay = if req.collective.redop().is_some() { RELAY_PACKETS } else { 0 };
+    ((CB_PACKETS * (operands as u64 + 1)).max(CB_PACKETS + relay), operands, relay)
+}
+
+/// Bytes of worker L1 the staging area has: from [`STAGING`] to the L1 tensors.
+fn staging_bytes(params: &Params) -> u64 {
+    STAGING_END.min(params.worker_l1_bytes).saturating_sub(STAGING)
+}
+
+/// Pages per packet the workers' staging allows an op.
+fn staging_ppp(params: &Params, req: &OpRequest, slice: &TensorSpec) -> u64 {
+    staging_bytes(params) / staging_packets(req).0 / slice.page_bytes()
+}
+
+/// The bidirectional mode an op runs: as asked, or tt-metal's all-gather rule on a ring —
+/// split-tensor when a rank's slice is larger than twice the ERISC L1, full-tensor otherwise.
+fn bidir_of(params: &Params, req: &OpRequest, slice: &TensorSpec) -> Bidir {
+    let gathers = matches!(req.collective, Collective::AllGather | Collective::AllReduce(_));
+    match req.knobs.bidir {
+        Some(b) => b,
+        None if gathers && req.comm.topology() == Topology::Ring => {
+            if slice.bytes() > 2 * params.erisc_l1_bytes { Bidir::Split } else { Bidir::Full }
+        }
+        None => Bidir::None,
+    }
 }
 
 /// Checks an op's arguments against the cluster.
@@ -682,7 +795,7 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     if k.links == 0 {
         return Err(OpError("links must be at least 1".into()));
     }
-    if k.workers == 0 || k.workers > crate::edm::MAX_CHANNELS / 2 {
+    if k.workers.is_some_and(|w| w == 0 || w > crate::edm::MAX_CHANNELS / 2) {
         return Err(OpError(format!("workers per link must be 1..{}", crate::edm::MAX_CHANNELS / 2)));
     }
     let chips = req.comm.chips();
@@ -707,9 +820,9 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
             )));
         }
     }
-    if k.bidir != Bidir::None {
-        if req.collective != Collective::AllGather {
-            return Err(OpError(format!("--bidir applies to all-gather, not {what}")));
+    if k.bidir.is_some_and(|b| b != Bidir::None) {
+        if let Collective::ReduceScatter(_) = req.collective {
+            return Err(OpError(format!("--bidir applies to all-gather and all-reduce, not {what}")));
         }
         if req.comm.topology() == Topology::Line {
             return Err(OpError(
@@ -717,19 +830,13 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
             ));
         }
     }
-    // The receiver's circular buffer holds CB_PACKETS packets, each with the matching pages of
-    // every operand it is reduced with, between STAGING and the L1 tensors.
-    let operands = match req.collective.redop() {
-        None => 0,
-        Some(_) if req.comm.topology() == Topology::Line && n > 2 => 2,
-        Some(_) => 1,
-    };
+    // The workers' staging must hold their buffers of packets as asked, or of one page.
+    let (packets, operands, relay) = staging_packets(req);
     let page = slice.page_bytes();
-    let ppp = k.pages_per_packet.unwrap_or((16384 / page).max(1));
+    let ppp = k.pages_per_packet.unwrap_or(1);
     let packet = ppp * page;
-    let staging = STAGING_END.min(params.worker_l1_bytes).saturating_sub(STAGING);
-    let relay = if req.collective.redop().is_some() { RELAY_PACKETS } else { 0 };
-    let need = (CB_PACKETS * (operands as u64 + 1)).max(CB_PACKETS + relay) * packet;
+    let staging = staging_bytes(params);
+    let need = packets * packet;
     if ppp == 0 || need > staging {
         return Err(OpError(format!(
             "{what} packets of {ppp} pages ({packet} B) exceed the workers' buffering: {CB_PACKETS} packets, each with the matching pages of {operands} operand(s), and {relay} relay packets need {need} B of worker L1, {staging} B are free"
@@ -738,11 +845,16 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     Ok(slice)
 }
 
-/// Pages per packet: as asked (if it fits the smallest EDM buffer), or else 16 KiB worth, or as
-/// many as the smallest buffer holds.
-pub(crate) fn packet_pages(asked: Option<u64>, page: u64, min_buffer: Option<u64>) -> Result<u64, OpError> {
+/// Pages per packet: as asked (if it fits the smallest EDM buffer), or else as many as the
+/// smallest buffer holds (tt-metal sizes packets from the EDM buffer), at most `cap`.
+pub(crate) fn packet_pages(
+    asked: Option<u64>,
+    page: u64,
+    min_buffer: Option<u64>,
+    cap: u64,
+) -> Result<u64, OpError> {
     let buffer = min_buffer.unwrap_or(u64::MAX);
-    let ppp = asked.unwrap_or((16384.min(buffer) / page).max(1));
+    let ppp = asked.unwrap_or((buffer / page).min(cap).max(1));
     if ppp == 0 || ppp * page > buffer {
         return Err(OpError(format!(
             "packets of {ppp} pages ({} B) do not fit the EDM buffers ({buffer} B); use fewer pages per packet, buffers or workers",
@@ -788,7 +900,7 @@ impl Builder<'_> {
     }
 
     /// One EDM per link used by any op, with a channel per lane of every op on it.
-    fn edms(&mut self, s: &Session, phases: &[Phase]) -> Result<(), CclError> {
+    fn edms(&mut self, s: &Session, phases: &[Phase], workers: &[usize]) -> Result<(), CclError> {
         let mut uses: BTreeMap<LinkId, (usize, u64, u64, Vec<&str>)> = BTreeMap::new();
         for p in phases {
             let req = &s.ops[p.op];
@@ -801,7 +913,7 @@ impl Builder<'_> {
                             p.slice.page_bytes(),
                             Vec::new(),
                         ));
-                        u.0 += req.knobs.workers;
+                        u.0 += workers[p.op];
                         if !u.3.contains(&req.name.as_str()) {
                             u.3.push(&req.name);
                         }
@@ -855,8 +967,15 @@ impl Builder<'_> {
     }
 
     /// A lane (worker pair and EDM channel) per phase, flow, hop and link x worker.
-    fn lanes(&mut self, s: &Session, phases: &[Phase]) -> Result<Vec<Lane>, CclError> {
+    /// Returns the lanes and every phase's pages per packet.
+    fn lanes(
+        &mut self,
+        s: &Session,
+        phases: &[Phase],
+        workers: &[usize],
+    ) -> Result<(Vec<Lane>, Vec<u64>), CclError> {
         let mut lanes = Vec::new();
+        let mut ppps = Vec::new();
         for (pi, p) in phases.iter().enumerate() {
             let req = &s.ops[p.op];
             let page = p.slice.page_bytes();
@@ -867,16 +986,14 @@ impl Builder<'_> {
                 }
             }
             let min_buffer = used.iter().map(|l| self.edms[l].buffer_bytes()).min();
-            let mut ppp =
-                packet_pages(req.knobs.pages_per_packet, page, min_buffer).map_err(CclError::from)?;
-            if let Some(cap) = p.staging_ppp {
-                ppp = ppp.min(cap);
-            }
+            let ppp = packet_pages(req.knobs.pages_per_packet, page, min_buffer, p.staging_ppp)
+                .map_err(CclError::from)?;
+            ppps.push(ppp);
             let window = if p.plan.uses_relay() { RELAY_PACKETS as usize } else { usize::MAX };
             for (fi, flow) in p.plan.flows.iter().enumerate() {
                 for from in 0..req.comm.size() {
                     let Some((to, links)) = self.hop(s, p, fi, from) else { continue };
-                    let count = links.len() * req.knobs.workers;
+                    let count = links.len() * workers[p.op];
                     for j in 0..count {
                         let mine: Vec<(u64, u64)> = packets(flow.pages.0, flow.pages.1, ppp)
                             .into_iter()
@@ -913,7 +1030,7 @@ impl Builder<'_> {
                 }
             }
         }
-        Ok(lanes)
+        Ok((lanes, ppps))
     }
 
     /// A lane from `a` to `b` over `link` carrying one message per entry of `sizes`.

@@ -19,8 +19,8 @@ use crate::tensor::{DType, Layout, TensorSpec};
 /// The op a sweep runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SweepOp {
-    /// All-gather with the given bidirectional mode.
-    AllGather(Bidir),
+    /// All-gather with the given bidirectional mode (`None`: tt-metal's choice).
+    AllGather(Option<Bidir>),
     /// Reduce-scatter with the given reduction.
     ReduceScatter(RedOp),
     /// All-reduce with the given reduction.
@@ -73,8 +73,8 @@ pub struct SweepSpec {
     pub comms: Vec<Communicator>,
     /// Links per hop.
     pub links: usize,
-    /// Worker pairs per link.
-    pub workers: usize,
+    /// Worker pairs per link and direction (`None`: tt-metal's default).
+    pub workers: Option<usize>,
     /// Element type.
     pub dtype: DType,
 }
@@ -114,7 +114,7 @@ pub fn sweep(
     };
     let bidir = match op {
         SweepOp::AllGather(b) => b,
-        _ => Bidir::None,
+        _ => None,
     };
     // The largest points go first, one per task, so two cores share the big ones instead of
     // one core getting the whole top half.

@@ -2,7 +2,7 @@
 //! dependencies order them, all-reduce verifies on every system, resources are refused by name.
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{CclError, Collective, Knobs, RedOp, Topology};
+use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Topology};
 use meshsim_ccl::session::{OpRequest, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::Time;
@@ -40,7 +40,7 @@ fn ring_ag(c: &Cluster, name: &str, knobs: Knobs) -> OpRequest {
 #[test]
 fn two_all_gathers_on_one_ring_take_about_twice_as_long_as_one() {
     let t = builtin::cluster("t3000").unwrap();
-    let knobs = Knobs { workers: 2, memory: Memory::L1, ..Knobs::default() };
+    let knobs = Knobs { workers: Some(2), bidir: Some(Bidir::None), memory: Memory::L1, ..Knobs::default() };
     let one = run(&t, false, vec![ring_ag(&t, "a", knobs)]);
     let busy = one.links.iter().map(|l| l.busy).max().unwrap();
     assert!(busy.0 * 10 > one.makespan.0 * 7, "the link is busy {busy} of {}", one.makespan);
@@ -155,7 +155,11 @@ fn all_reduce_costs_about_a_reduce_scatter_plus_an_all_gather() {
     let t = builtin::cluster("t3000").unwrap();
     let comm = Communicator::world(&t, Topology::Ring, None).unwrap();
     let x = tensor([1, 1, 256, 4096], DType::Bf16);
-    let one = |c: Collective| run(&t, false, vec![OpRequest::new("x", comm.clone(), c, x, 3)]).makespan;
+    let one = |c: Collective| {
+        let mut r = OpRequest::new("x", comm.clone(), c, x, 3);
+        r.knobs = Knobs { workers: Some(1), bidir: Some(Bidir::None), ..Knobs::default() };
+        run(&t, false, vec![r]).makespan
+    };
     let (rs, ag, ar) = (
         one(Collective::ReduceScatter(RedOp::Sum)),
         one(Collective::AllGather),
@@ -169,7 +173,7 @@ fn all_reduce_costs_about_a_reduce_scatter_plus_an_all_gather() {
 fn resources_that_do_not_fit_are_refused_by_name() {
     let t = builtin::cluster("t3000").unwrap();
     // Three ring all-gathers of 4 workers want 12 channels on every link.
-    let k = Knobs { workers: 4, ..Knobs::default() };
+    let k = Knobs { workers: Some(4), bidir: Some(Bidir::None), ..Knobs::default() };
     let mut s = Session::new(&t, &Params::default());
     for name in ["a", "b", "c"] {
         s.submit(ring_ag(&t, name, k)).unwrap();
@@ -211,7 +215,62 @@ fn reductions_with_many_packets_per_lane_run_window_by_window_and_verify() {
     let x = tensor([1, 1, 64, 32 * 384], DType::Bf16);
     for (c, workers) in [(Collective::ReduceScatter(RedOp::Sum), 1), (Collective::AllReduce(RedOp::Max), 2)] {
         let mut r = OpRequest::new("r", ring.clone(), c, x, 3);
-        r.knobs = Knobs { workers, ..Knobs::default() };
+        r.knobs = Knobs { workers: Some(workers), ..Knobs::default() };
         run(&t, true, vec![r]);
     }
+}
+
+/// Given only a shape, an op runs what tt-metal's EDM all-gather would: bidirectional on a
+/// ring (split-tensor for slices larger than twice the ERISC L1, full-tensor otherwise), 4
+/// workers per direction (8 EDM channels per link), packets filling the EDM buffers. Ops that
+/// share a link share its 8 channels, so two default ops on one ring both run, with 2 workers.
+#[test]
+fn defaults_are_tt_metals_and_shrink_to_share_a_link() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = || Communicator::world(&t, Topology::Ring, None).unwrap();
+    let op = |name: &str, shape: [u64; 4], c: Collective| {
+        OpRequest::new(name, ring(), c, tensor(shape, DType::Bf16), 3)
+    };
+    let erisc_l1 = Params::default().erisc_l1_bytes;
+    // A 64 KiB slice and a 1 MiB one.
+    let small = run(&t, false, vec![op("s", [1, 1, 32, 8192], Collective::AllGather)]);
+    let big = run(&t, false, vec![op("b", [1, 1, 512, 8192], Collective::AllGather)]);
+    assert!(64 << 10 <= 2 * erisc_l1 && 1 << 20 > 2 * erisc_l1);
+    assert_eq!((small.ops[0].bidir, small.ops[0].workers), (Bidir::Full, 4));
+    assert_eq!((big.ops[0].bidir, big.ops[0].workers), (Bidir::Split, 4));
+    // 8 channels on a link, 2 buffers each: packets fill what the ERISC window leaves.
+    let ppp = big.ops[0].pages_per_packet;
+    assert!(ppp >= 4, "{ppp} pages of 2 KiB");
+    // The defaults beat the explicit one-worker, one-direction configuration.
+    let mut old = op("o", [1, 1, 512, 8192], Collective::AllGather);
+    old.knobs = Knobs { workers: Some(1), bidir: Some(Bidir::None), ..Knobs::default() };
+    let old = run(&t, false, vec![old]);
+    assert!(
+        big.makespan.0 * 3 < old.makespan.0 * 2,
+        "defaults {} vs one worker {}",
+        big.makespan,
+        old.makespan
+    );
+    // Two default all-gathers on the same ring: 2 workers per direction each, concurrently.
+    let two = run(
+        &t,
+        false,
+        vec![
+            op("a", [1, 1, 512, 8192], Collective::AllGather),
+            op("b", [1, 1, 512, 8192], Collective::AllGather),
+        ],
+    );
+    assert!(two.ops.iter().all(|o| o.workers == 2 && o.start == Time::ZERO));
+    // An all-reduce uses each link three times (reduce-scatter one way, all-gather both ways):
+    // 8 / 3 = 2 workers; next to an op with 4 explicit workers per direction, none is left.
+    let ar = run(&t, true, vec![op("ar", [1, 1, 64, 4096], Collective::AllReduce(RedOp::Sum))]);
+    assert_eq!(ar.ops[0].workers, 2);
+    let mut s = Session::new(&t, &Params::default());
+    let mut greedy = op("greedy", [1, 1, 512, 8192], Collective::AllGather);
+    greedy.knobs.workers = Some(4);
+    greedy.knobs.bidir = Some(Bidir::Split);
+    s.submit(greedy).unwrap();
+    s.submit(op("late", [1, 1, 64, 4096], Collective::AllGather)).unwrap();
+    let err = s.run().unwrap_err().to_string();
+    assert!(err.starts_with("op 'late': no EDM channel is free on the link"), "{err}");
 }
