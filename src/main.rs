@@ -535,6 +535,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 plot::write(&path, &busbw_plot(knobs.op_name(), &series))
                     .map_err(|e| BadInput(e.to_string()))?;
             }
+            if let Some(e) = sweep_cmd::first_error(&series) {
+                eprintln!("meshsim: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Command::Op(Op::ReduceScatter(args)) => return run_op(Kind::ReduceScatter, args),
         Command::Op(Op::AllReduce(args)) => return run_op(Kind::AllReduce, args),

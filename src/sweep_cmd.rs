@@ -215,7 +215,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
                 r.dtype,
                 r.redop,
                 r.root,
-                nccl_time(r.time_us),
+                if r.error.is_some() { format!("{:>7}", "error") } else { nccl_time(r.time_us) },
                 r.algbw_gbps,
                 r.busbw_gbps,
                 "N/A",
@@ -225,7 +225,8 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
                 "N/A"
             );
         }
-        let avg = se.rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / se.rows.len().max(1) as f64;
+        let ok: Vec<f64> = se.rows.iter().filter(|r| r.error.is_none()).map(|r| r.busbw_gbps).collect();
+        let avg = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
         let _ = writeln!(
             s,
             "# Avg bus bandwidth    : {avg:.4} 
@@ -233,6 +234,19 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
         );
     }
     s
+}
+
+/// The first failed point of a sweep, as one line: how many failed and why the first did.
+pub(crate) fn first_error(series: &[SweepSeries]) -> Option<String> {
+    let failed: Vec<&meshsim_ccl::sweep::SweepRow> =
+        series.iter().flat_map(|s| &s.rows).filter(|r| r.error.is_some()).collect();
+    let first = failed.first()?;
+    Some(format!(
+        "{} sweep point(s) failed; at {} B: {}",
+        failed.len(),
+        first.size_bytes,
+        first.error.as_deref().unwrap_or_default()
+    ))
 }
 
 /// busbw against size, one line per series.
@@ -251,7 +265,12 @@ pub(crate) fn busbw_plot(op: &str, series: &[SweepSeries]) -> Plot {
             .iter()
             .map(|s| Series {
                 label: s.label.clone(),
-                points: s.rows.iter().map(|r| (r.size_bytes as f64, r.busbw_gbps)).collect(),
+                points: s
+                    .rows
+                    .iter()
+                    .filter(|r| r.error.is_none())
+                    .map(|r| (r.size_bytes as f64, r.busbw_gbps))
+                    .collect(),
             })
             .collect(),
     }
@@ -275,6 +294,7 @@ mod tests {
                 time_us: 12.5 * (i + 1) as f64,
                 algbw_gbps: b * 8.0 / 7.0,
                 busbw_gbps: b,
+                error: None,
             })
             .collect();
         SweepSeries {
@@ -302,6 +322,25 @@ mod tests {
             max: 16384,
             factor: 4,
         }
+    }
+
+    /// A point whose simulation failed prints `error` where its time goes, stays out of the
+    /// average and the plot, and makes the sweep's one-line failure.
+    #[test]
+    fn failed_points_are_marked_and_the_sweep_goes_on() {
+        let mut se = series("1 worker", &[2.0, 4.0, 6.0]);
+        se.rows[1].error = Some("simulation failed: deadlock at 5 us".into());
+        se.rows[1].busbw_gbps = 0.0;
+        let text = render_sweep(std::slice::from_ref(&se), &knobs(), Format::Text);
+        let data: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(data.len(), 3);
+        assert_eq!(data[1].split_whitespace().nth(5), Some("error"));
+        assert!(text.contains("# Avg bus bandwidth    : 4.0000"), "{text}");
+        assert_eq!(busbw_plot("all_gather", std::slice::from_ref(&se)).series[0].points.len(), 2);
+        assert_eq!(
+            first_error(&[se]).unwrap(),
+            "1 sweep point(s) failed; at 4096 B: simulation failed: deadlock at 5 us"
+        );
     }
 
     #[test]

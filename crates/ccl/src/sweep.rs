@@ -45,8 +45,11 @@ pub struct SweepRow {
     pub time_us: f64,
     /// size / time, GB/s.
     pub algbw_gbps: f64,
-    /// algbw × (n − 1) / n, GB/s.
+    /// algbw × nccl-tests' bus factor, GB/s.
     pub busbw_gbps: f64,
+    /// Why this point's simulation failed (a deadlock, a protocol error); its times are 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The sizes from `min` to `max` (inclusive) multiplying by `factor`.
@@ -137,20 +140,34 @@ pub fn sweep(
                 req.knobs = Knobs { links, workers, bidir, ..Knobs::default() };
                 s.submit(req)?;
             }
-            let time = s.run()?.makespan;
             let bytes = tensor.bytes();
-            let algbw = bytes as f64 / time.as_ns_f64();
-            Ok(SweepRow {
+            let row = SweepRow {
                 size_bytes: bytes,
                 count: tensor.shape.iter().product(),
                 dtype: dtype.to_string(),
                 redop: redop.clone(),
                 root: -1,
-                time_us: time.as_us_f64(),
-                algbw_gbps: algbw,
-                busbw_gbps: algbw * collective.busbw_factor(n),
-            })
-            .inspect(|_| tick())
+                time_us: 0.0,
+                algbw_gbps: 0.0,
+                busbw_gbps: 0.0,
+                error: None,
+            };
+            // A point whose simulation fails is reported as such; the sweep goes on.
+            let row = match s.run() {
+                Ok(run) => {
+                    let algbw = bytes as f64 / run.makespan.as_ns_f64();
+                    SweepRow {
+                        time_us: run.makespan.as_us_f64(),
+                        algbw_gbps: algbw,
+                        busbw_gbps: algbw * collective.busbw_factor(n),
+                        ..row
+                    }
+                }
+                Err(e) if !e.is_bad_input() => SweepRow { error: Some(e.to_string()), ..row },
+                Err(e) => return Err(e),
+            };
+            tick();
+            Ok(row)
         })
         .collect::<Result<Vec<SweepRow>, CclError>>()?;
     rows.reverse();
