@@ -36,6 +36,8 @@ pub(crate) fn run_workload(
                 "cluster": cluster.origin(),
                 "makespan_us": run.makespan.as_us_f64(),
                 "ops": rows.iter().map(op_json).collect::<Vec<_>>(),
+                "events": run.stats.events,
+                "event_log_hash": format!("{:016x}", run.stats.log_hash),
             });
             if link_report {
                 json["link_use"] = serde_json::to_value(link_rows(&cluster, &run.links, run.makespan))?;

@@ -301,8 +301,7 @@ fn sequence(steps: usize, mine: &[(u64, u64)], window: usize) -> Vec<(usize, u64
 
 /// Increments a word of this core's L1 (a local CB counter).
 fn bump(k: &Kernel, addr: u64) -> TaskResult {
-    let v = k.read_u32(addr)?;
-    k.write_u32(addr, v + 1)?;
+    k.add_u32(addr, 1)?;
     Ok(())
 }
 

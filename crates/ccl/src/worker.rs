@@ -33,8 +33,7 @@ impl ChannelInterface {
 /// Waits for a credit on the local semaphore and takes it.
 async fn take_credit(k: &Kernel, semaphore: u64) -> Result<(), HwError> {
     k.noc_semaphore_wait_min(semaphore, 1).await?;
-    let v = k.read_u32(semaphore)?;
-    k.write_u32(semaphore, v - 1)
+    k.add_u32(semaphore, u32::MAX).map(|_| ())
 }
 
 /// A worker feeding an EDM sender channel.

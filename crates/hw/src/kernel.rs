@@ -193,10 +193,21 @@ impl Kernel {
         Ok(self.ctx.sched().write_u32(self.mem, addr, value)?)
     }
 
-    /// Reads a word of this core's L1.
-    pub fn read_u32(&self, addr: u64) -> Result<u32, HwError> {
+    /// Adds `inc` (wrapping) to a word of this core's L1 and returns the new value: a local
+    /// counter update (a circular buffer's push or pop, taking a credit) in one step.
+    pub fn add_u32(&self, addr: u64, inc: u32) -> Result<u32, HwError> {
         self.check_local(addr, 4)?;
-        Ok(self.ctx.sched().read_u32(self.mem, addr)?)
+        Ok(self.ctx.sched().add_u32(self.mem, addr, inc)?)
+    }
+
+    /// Reads a word of this core's L1 (checked and read under one borrow: service loops poll
+    /// many words per pass).
+    pub fn read_u32(&self, addr: u64) -> Result<u32, HwError> {
+        let (kind, mem) = (self.kind, self.mem);
+        self.ctx.with(|hw, s| {
+            check_access(hw, kind, || self.core_name(), addr, 4)?;
+            Ok(s.read_u32(mem, addr)?)
+        })
     }
 
     /// Writes bytes into this core's L1.
