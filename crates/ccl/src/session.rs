@@ -277,20 +277,6 @@ impl Cb {
     }
 }
 
-/// Splits an optional triple.
-trait Unzip3<A, B, C> {
-    fn unzip3(self) -> (Option<A>, Option<B>, Option<C>);
-}
-
-impl<A, B, C> Unzip3<A, B, C> for Option<(A, B, C)> {
-    fn unzip3(self) -> (Option<A>, Option<B>, Option<C>) {
-        match self {
-            Some((a, b, c)) => (Some(a), Some(b), Some(c)),
-            None => (None, None, None),
-        }
-    }
-}
-
 /// The order a lane walks `steps` steps over its packets `mine`: every step over the first
 /// `window` packets, then every step over the next, and so on (the guide's slicer).
 fn sequence(steps: usize, mine: &[(u64, u64)], window: usize) -> Vec<(usize, u64, u64)> {
@@ -1098,195 +1084,238 @@ impl Builder<'_> {
     /// next packet while the writer pushes the last one into the EDM), and a reader and a
     /// writer on the receiver core (the reader pulls packets out of the EDM and their reduction
     /// operands; the writer reduces, then stores, or hands the partial to the next sender's
-    /// relay buffer). Both walk the lane's sequence: the plan's steps, window by window.
+    /// relay buffer). All four walk the lane's sequence: the plan's steps, window by window.
     fn kernels(&mut self, s: &Session, p: &Phase, lane: &Lane, lanes: &[Lane], gate: &Gate, prefix: &str) {
         let req = &s.ops[p.op];
         let flow = &p.plan.flows[lane.flow];
-        let t = p.tensors.expect("placed");
         let same = |q: &&Lane| q.phase == lane.phase && q.flow == lane.flow && q.j == lane.j;
         // A forwarding receiver feeds the sender of the next hop of its flow on its chip (same
-        // lane index); that sender frees relay slots on the receiver that fed it.
+        // lane index); that sender frees relay slots on the receiver that fed it. A joining
+        // receiver signals the other flow's receiver on its chip.
         let next = lanes.iter().find(|q| same(q) && q.from == lane.to);
-        let forward_to = next.map(|q| (q.fwd, q.s_slot.core, q.relay_base));
-        let fed_by = lanes.iter().find(|q| same(q) && q.to == lane.from).map(|q| q.relay_free);
-        let join_to = lanes
-            .iter()
-            .find(|q| q.phase == lane.phase && q.flow != lane.flow && q.to == lane.to && q.j == lane.j)
-            .and_then(|q| q.join);
+        let c = Rc::new(LaneCtx {
+            t: p.tensors.expect("placed"),
+            gate: gate.clone(),
+            packet: lane.s_cb.slot,
+            sends: flow.sends[lane.from].clone().into(),
+            receives: flow.receives[lane.to].clone().into(),
+            send_seq: lane.send_seq.clone(),
+            recv_seq: lane.recv_seq.clone(),
+            s_cb: lane.s_cb,
+            r_cb: lane.r_cb,
+            s_sem: lane.s_slot.semaphore,
+            r_sem: lane.r_slot.semaphore,
+            fwd: lane.fwd.1,
+            relay_base: lane.relay_base,
+            relay_free: lane.relay_free.1,
+            join_at: lane.join.map(|j| j.1),
+            join_to: lanes
+                .iter()
+                .find(|q| q.phase == lane.phase && q.flow != lane.flow && q.to == lane.to && q.j == lane.j)
+                .and_then(|q| q.join),
+            forward_to: next.map(|q| q.fwd),
+            relay_to: next.map(|q| (q.s_slot.core, q.relay_base)),
+            fed_by: lanes.iter().find(|q| same(q) && q.to == lane.from).map(|q| q.relay_free),
+            red: req.collective.redop(),
+        });
         let (a, b) = (req.comm.chip(lane.from), req.comm.chip(lane.to));
         let name = |what: &str| format!("{prefix}{}_{what}", p.kind);
-        let sends: Rc<[Send]> = flow.sends[lane.from].clone().into();
-        let packet = lane.s_cb.slot;
         let (tx, rx) = lane.channel.clone();
-        let (seq, g, cb, fwd_addr) = (lane.send_seq.clone(), gate.clone(), lane.s_cb, lane.fwd.1);
-        let steps = sends.clone();
-        self.programs[a.0 as usize].create_kernel(
-            lane.s_core,
-            &name("sender_reader"),
-            1,
-            vec![],
-            move |k| async move {
-                let start = g.enter(&k).await;
-                let (mut n, mut forwarded) = (0u64, 0u32);
-                for &(si, lo, hi) in seq.iter() {
-                    let step = &steps[si];
-                    if step.from == Loc::Relay {
-                        continue; // the writer sends it from the relay buffer
-                    }
-                    if step.forwarded {
-                        forwarded += 1;
-                        k.noc_semaphore_wait_min(fwd_addr, forwarded).await?;
-                    }
-                    cb.reserve(&k, n).await?;
-                    let (place, _) = t.at(step.from, step.slice, 0);
-                    read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), cb.at(n))
-                        .await?;
-                    cb.push(&k)?;
-                    n += 1;
-                }
-                g.leave(&k, start);
-                Ok(())
-            },
-        );
-        let (seq, g, s_sem, relay_base) =
-            (lane.send_seq.clone(), gate.clone(), lane.s_slot.semaphore, lane.relay_base);
-        self.programs[a.0 as usize].create_kernel(
-            lane.s_core,
-            &name("sender_writer"),
-            0,
-            vec![],
-            move |k| async move {
-                let start = g.enter(&k).await;
-                let mut w = SenderWorker::new(tx, s_sem, 0);
-                let (mut n, mut relayed) = (0u64, 0u64);
-                for (i, &(si, lo, hi)) in seq.iter().enumerate() {
-                    let step = &sends[si];
-                    // The last message carries the channel's termination signal.
-                    let last = i + 1 == seq.len();
-                    if step.from == Loc::Relay {
-                        // The receiver has put the partial in relay slot `relayed`.
-                        k.noc_semaphore_wait_min(fwd_addr, (relayed + 1) as u32).await?;
-                        w.send(&k, relay_base + (relayed % RELAY_PACKETS) * packet).await?;
-                        if last {
-                            w.terminate(&k).await?;
-                        }
-                        k.noc_async_write_barrier().await?;
-                        let (c, addr) = fed_by.expect("a relayed send has a feeding receiver");
-                        k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
-                        relayed += 1;
-                        continue;
-                    }
-                    cb.wait_filled(&k, n).await?;
-                    if let Some(c) = step.copy_to {
-                        let (place, _) = t.at(c, step.slice, 0);
-                        write_pages(&k, place, (lo..hi).map(|q| t.at(c, step.slice, q).1), cb.at(n)).await?;
-                    }
-                    w.send(&k, cb.at(n)).await?;
-                    if last {
-                        w.terminate(&k).await?;
-                    }
-                    k.noc_async_write_barrier().await?;
-                    cb.pop(&k)?;
-                    n += 1;
-                }
-                g.leave(&k, start);
-                Ok(())
-            },
-        );
-        let receives: Rc<[Recv]> = flow.receives[lane.to].clone().into();
-        let steps = receives.clone();
-        let (seq, g, cb, r_sem, join_at) =
-            (lane.recv_seq.clone(), gate.clone(), lane.r_cb, lane.r_slot.semaphore, lane.join);
-        self.programs[b.0 as usize].create_kernel(
-            lane.r_core,
-            &name("receiver_reader"),
-            1,
-            vec![],
-            move |k| async move {
-                let start = g.enter(&k).await;
-                let mut w = ReceiverWorker::new(rx, r_sem, 0);
-                let (mut n, mut joined) = (0u64, 0u32);
-                for &(si, lo, hi) in seq.iter() {
-                    let step = &steps[si];
-                    cb.reserve(&k, n).await?;
-                    let bytes = w.receive(&k, cb.at(n)).await?;
-                    if step.wait_join {
-                        joined += 1;
-                        let (_, addr) = join_at.expect("a joining receiver has a join semaphore");
-                        k.noc_semaphore_wait_min(addr, joined).await?;
-                    }
-                    for (i, &loc) in step.reduce_with.iter().enumerate() {
-                        let (place, _) = t.at(loc, step.slice, 0);
-                        let at = cb.at(n) + (i as u64 + 1) * bytes;
-                        read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
-                    }
-                    cb.push(&k)?;
-                    n += 1;
-                }
-                // Read the last message: the receiver channel may end.
-                w.terminate(&k).await?;
-                g.leave(&k, start);
-                Ok(())
-            },
-        );
-        let (seq, g, relay_free) = (lane.recv_seq.clone(), gate.clone(), lane.relay_free.1);
-        let red = req.collective.redop();
-        self.programs[b.0 as usize].create_kernel(
-            lane.r_core,
-            &name("receiver_writer"),
-            0,
-            vec![],
-            move |k| async move {
-                let start = g.enter(&k).await;
-                let reduce = k.cycles(k.params().tile_reduce_cycles);
-                let (mut n, mut relayed) = (0u64, 0u64);
-                for &(si, lo, hi) in seq.iter() {
-                    let step = &receives[si];
-                    cb.wait_filled(&k, n).await?;
-                    let at = cb.at(n);
-                    let bytes = (hi - lo) * t.slice.page_bytes();
-                    if !step.reduce_with.is_empty() {
-                        if k.is_functional() {
-                            let red = red.expect("a reducing step belongs to a reduction");
-                            let mut acc = k.read_bytes(at, bytes)?;
-                            for i in 1..=step.reduce_with.len() as u64 {
-                                red.reduce_words(&mut acc, &k.read_bytes(at + i * bytes, bytes)?);
-                            }
-                            k.write_bytes(at, &acc)?;
-                        }
-                        k.delay(Time(reduce.0 * (hi - lo) * step.reduce_with.len() as u64)).await;
-                    }
-                    let (fwd, core, base) = forward_to.unzip3();
-                    if step.to == Loc::Relay {
-                        // Into the next sender's relay slot once that sender has sent what was there.
-                        if relayed >= RELAY_PACKETS {
-                            k.noc_semaphore_wait_min(relay_free, (relayed + 1 - RELAY_PACKETS) as u32)
-                                .await?;
-                        }
-                        let (c, base) =
-                            (core.expect("a relaying receiver has a next hop"), base.unwrap_or(0));
-                        let slot = base + (relayed % RELAY_PACKETS) * packet;
-                        k.noc_async_write(at, k.get_noc_addr(c.x, c.y, slot), bytes).await?;
-                        relayed += 1;
-                    } else {
-                        let (place, _) = t.at(step.to, step.slice, 0);
-                        write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), at).await?;
-                    }
-                    k.noc_async_write_barrier().await?;
-                    if step.signal_join {
-                        let (c, addr) = join_to.expect("a join signal has a partner");
-                        k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
-                    }
-                    if step.forward {
-                        let (c, addr) = fwd.expect("a forwarding receiver has a next hop");
-                        k.noc_semaphore_inc(k.get_noc_addr(c.x, c.y, addr), 1).await?;
-                    }
-                    cb.pop(&k)?;
-                    n += 1;
-                }
-                g.leave(&k, start);
-                Ok(())
-            },
-        );
+        let prog = &mut self.programs;
+        let c1 = c.clone();
+        prog[a.0 as usize]
+            .create_kernel(lane.s_core, &name("sender_reader"), 1, vec![], move |k| sender_reader(k, c1));
+        let c2 = c.clone();
+        prog[a.0 as usize]
+            .create_kernel(lane.s_core, &name("sender_writer"), 0, vec![], move |k| sender_writer(k, c2, tx));
+        let c3 = c.clone();
+        prog[b.0 as usize].create_kernel(lane.r_core, &name("receiver_reader"), 1, vec![], move |k| {
+            receiver_reader(k, c3, rx)
+        });
+        prog[b.0 as usize]
+            .create_kernel(lane.r_core, &name("receiver_writer"), 0, vec![], move |k| receiver_writer(k, c));
     }
+}
+
+/// What a lane's four kernels share, resolved when the lane is built.
+struct LaneCtx {
+    t: Tensors,
+    gate: Gate,
+    /// Bytes of a packet slot (the sender's CB slot and relay slot).
+    packet: u64,
+    sends: Rc<[Send]>,
+    receives: Rc<[Recv]>,
+    send_seq: Rc<[(usize, u64, u64)]>,
+    recv_seq: Rc<[(usize, u64, u64)]>,
+    s_cb: Cb,
+    r_cb: Cb,
+    /// The sender's EDM credit semaphore, the receiver's.
+    s_sem: u64,
+    r_sem: u64,
+    /// The sender's forward semaphore (chunks its chip's receiver made ready).
+    fwd: u64,
+    relay_base: u64,
+    /// The receiver's semaphore the next sender increments per relay slot it freed.
+    relay_free: u64,
+    /// The receiver's join semaphore, and the other flow's receiver's it signals.
+    join_at: Option<u64>,
+    join_to: Option<(CoreCoord, u64)>,
+    /// The next hop's sender on this chip: its forward semaphore, its core and relay buffer.
+    forward_to: Option<(CoreCoord, u64)>,
+    relay_to: Option<(CoreCoord, u64)>,
+    /// The receiver that feeds this lane's sender: its relay-free semaphore.
+    fed_by: Option<(CoreCoord, u64)>,
+    red: Option<RedOp>,
+}
+
+/// Increments a semaphore of another core of this chip.
+async fn inc_at(k: &Kernel, (at, addr): (CoreCoord, u64)) -> TaskResult {
+    k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, addr), 1).await?;
+    Ok(())
+}
+
+/// The sender's reader: fetches every packet that is not relayed into the sender's CB, a
+/// forwarded one once its chip's receiver has stored it.
+async fn sender_reader(k: Kernel, c: Rc<LaneCtx>) -> TaskResult {
+    let start = c.gate.enter(&k).await;
+    let (t, cb) = (&c.t, c.s_cb);
+    let (mut n, mut forwarded) = (0u64, 0u32);
+    for &(si, lo, hi) in c.send_seq.iter() {
+        let step = &c.sends[si];
+        if step.from == Loc::Relay {
+            continue; // the writer sends it from the relay buffer
+        }
+        if step.forwarded {
+            forwarded += 1;
+            k.noc_semaphore_wait_min(c.fwd, forwarded).await?;
+        }
+        cb.reserve(&k, n).await?;
+        let (place, _) = t.at(step.from, step.slice, 0);
+        read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), cb.at(n)).await?;
+        cb.push(&k)?;
+        n += 1;
+    }
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// The sender's writer: pushes every packet into the EDM — from the CB, or from the relay buffer
+/// where its chip's receiver put a partial — and its own slice's copy into the output; the last
+/// message carries the channel's termination signal.
+async fn sender_writer(k: Kernel, c: Rc<LaneCtx>, tx: ChannelInterface) -> TaskResult {
+    let start = c.gate.enter(&k).await;
+    let (t, cb) = (&c.t, c.s_cb);
+    let mut w = SenderWorker::new(tx, c.s_sem, 0);
+    let (mut n, mut relayed) = (0u64, 0u64);
+    for (i, &(si, lo, hi)) in c.send_seq.iter().enumerate() {
+        let step = &c.sends[si];
+        let last = i + 1 == c.send_seq.len();
+        if step.from == Loc::Relay {
+            // The receiver has put the partial in relay slot `relayed`.
+            k.noc_semaphore_wait_min(c.fwd, (relayed + 1) as u32).await?;
+            w.send(&k, c.relay_base + (relayed % RELAY_PACKETS) * c.packet).await?;
+            if last {
+                w.terminate(&k).await?;
+            }
+            k.noc_async_write_barrier().await?;
+            inc_at(&k, c.fed_by.expect("a relayed send has a feeding receiver")).await?;
+            relayed += 1;
+            continue;
+        }
+        cb.wait_filled(&k, n).await?;
+        if let Some(to) = step.copy_to {
+            let (place, _) = t.at(to, step.slice, 0);
+            write_pages(&k, place, (lo..hi).map(|q| t.at(to, step.slice, q).1), cb.at(n)).await?;
+        }
+        w.send(&k, cb.at(n)).await?;
+        if last {
+            w.terminate(&k).await?;
+        }
+        k.noc_async_write_barrier().await?;
+        cb.pop(&k)?;
+        n += 1;
+    }
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// The receiver's reader: pulls every packet out of the EDM into the receiver's CB with the
+/// matching pages of its reduction operands (after a join, the other side's partial); then
+/// ends the channel.
+async fn receiver_reader(k: Kernel, c: Rc<LaneCtx>, rx: ChannelInterface) -> TaskResult {
+    let start = c.gate.enter(&k).await;
+    let (t, cb) = (&c.t, c.r_cb);
+    let mut w = ReceiverWorker::new(rx, c.r_sem, 0);
+    let (mut n, mut joined) = (0u64, 0u32);
+    for &(si, lo, hi) in c.recv_seq.iter() {
+        let step = &c.receives[si];
+        cb.reserve(&k, n).await?;
+        let bytes = w.receive(&k, cb.at(n)).await?;
+        if step.wait_join {
+            joined += 1;
+            k.noc_semaphore_wait_min(c.join_at.expect("a joining receiver has a join semaphore"), joined)
+                .await?;
+        }
+        for (i, &loc) in step.reduce_with.iter().enumerate() {
+            let (place, _) = t.at(loc, step.slice, 0);
+            let at = cb.at(n) + (i as u64 + 1) * bytes;
+            read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
+        }
+        cb.push(&k)?;
+        n += 1;
+    }
+    // Read the last message: the receiver channel may end.
+    w.terminate(&k).await?;
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// The receiver's writer: reduces each packet with its operands, then stores it or hands it to
+/// the next sender's relay buffer (once that slot is free), and signals joins and forwards.
+async fn receiver_writer(k: Kernel, c: Rc<LaneCtx>) -> TaskResult {
+    let start = c.gate.enter(&k).await;
+    let (t, cb) = (&c.t, c.r_cb);
+    let reduce = k.cycles(k.params().tile_reduce_cycles);
+    let (mut n, mut relayed) = (0u64, 0u64);
+    for &(si, lo, hi) in c.recv_seq.iter() {
+        let step = &c.receives[si];
+        cb.wait_filled(&k, n).await?;
+        let at = cb.at(n);
+        let bytes = (hi - lo) * t.slice.page_bytes();
+        if !step.reduce_with.is_empty() {
+            if k.is_functional() {
+                let red = c.red.expect("a reducing step belongs to a reduction");
+                let mut acc = k.read_bytes(at, bytes)?;
+                for i in 1..=step.reduce_with.len() as u64 {
+                    red.reduce_words(&mut acc, &k.read_bytes(at + i * bytes, bytes)?);
+                }
+                k.write_bytes(at, &acc)?;
+            }
+            k.delay(Time(reduce.0 * (hi - lo) * step.reduce_with.len() as u64)).await;
+        }
+        if step.to == Loc::Relay {
+            // Into the next sender's relay slot once that sender has sent what was there.
+            if relayed >= RELAY_PACKETS {
+                k.noc_semaphore_wait_min(c.relay_free, (relayed + 1 - RELAY_PACKETS) as u32).await?;
+            }
+            let (core, base) = c.relay_to.expect("a relaying receiver has a next hop");
+            let slot = base + (relayed % RELAY_PACKETS) * c.packet;
+            k.noc_async_write(at, k.get_noc_addr(core.x, core.y, slot), bytes).await?;
+            relayed += 1;
+        } else {
+            let (place, _) = t.at(step.to, step.slice, 0);
+            write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), at).await?;
+        }
+        k.noc_async_write_barrier().await?;
+        if step.signal_join {
+            inc_at(&k, c.join_to.expect("a join signal has a partner")).await?;
+        }
+        if step.forward {
+            inc_at(&k, c.forward_to.expect("a forwarding receiver has a next hop")).await?;
+        }
+        cb.pop(&k)?;
+        n += 1;
+    }
+    c.gate.leave(&k, start);
+    Ok(())
 }
