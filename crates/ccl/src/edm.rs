@@ -494,8 +494,7 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
                     if k.eth_txq_is_busy(0)? {
                         tx_blocked = true;
                     } else {
-                        let sem = k.read_u32(lay.semaphore(ch))?;
-                        k.write_u32(lay.semaphore(ch), sem - 1)?;
+                        k.add_u32(lay.semaphore(ch), u32::MAX)?;
                         let (buf, rec, bytes) =
                             (lay.buffer(ch, s.next % bpc), record(ch, c, s.next), c.bytes_of(s.next));
                         k.write_bytes(rec, &sync_record(bytes))?;
@@ -507,11 +506,11 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
                 }
             } else if let Some(rec) = s.waiting_worker {
                 // The worker has read the buffer: free it on the sender.
-                if k.read_u32(lay.semaphore(ch))? >= 1 && k.eth_txq_is_busy(0)? {
+                let read_done = k.read_u32(lay.semaphore(ch))? >= 1;
+                if read_done && k.eth_txq_is_busy(0)? {
                     tx_blocked = true;
-                } else if k.read_u32(lay.semaphore(ch))? >= 1 {
-                    let sem = k.read_u32(lay.semaphore(ch))?;
-                    k.write_u32(lay.semaphore(ch), sem - 1)?;
+                } else if read_done {
+                    k.add_u32(lay.semaphore(ch), u32::MAX)?;
                     k.write_bytes(rec, &[0; 16])?;
                     // Stale payload must not pass for the next message's record in this buffer.
                     let reuse = s.done + bpc;
@@ -524,9 +523,10 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             } else {
                 let more = if worker_mode { !s.terminated } else { s.next < c.messages };
                 let rec = record(ch, c, s.next);
-                if more && k.read_u32(rec)? != 0 && k.eth_txq_is_busy(0)? {
+                let landed = more && k.read_u32(rec)? != 0;
+                if landed && k.eth_txq_is_busy(0)? {
                     tx_blocked = true;
-                } else if more && k.read_u32(rec)? != 0 {
+                } else if landed {
                     // First-level ack from the fixed source word, then tell the worker.
                     k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
                     notify(&k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
@@ -602,7 +602,7 @@ fn waits(
 ) -> Result<Vec<(u64, Cond)>, meshsim_hw::HwError> {
     let lay = spec.layout;
     let bpc = lay.buffers_per_channel;
-    let mut words = Vec::new();
+    let mut words = Vec::with_capacity(3 * spec.channels.len() + 1);
     for (ch, (c, s)) in spec.channels.iter().zip(st).enumerate() {
         if channel_done(c, s, worker_mode, spec.config.teardown) {
             continue;

@@ -81,7 +81,7 @@ enum Wait {
         cond: Cond,
     },
     /// The first of several words to satisfy its condition (a service loop over channels).
-    AnyWord(Box<[(MemSpace, u64, Cond)]>),
+    AnyWord(Rc<[(MemSpace, u64, Cond)]>),
     Signal(SignalId),
 }
 
@@ -514,7 +514,7 @@ impl<W: World> Ctx<W> {
     /// satisfied one (the lowest, if several hold when the task resumes). A service loop over
     /// many channels waits like this instead of polling each in turn.
     pub fn wait_any(&self, words: Vec<(MemSpace, u64, Cond)>) -> WaitAny<W> {
-        WaitAny { ctx: self.clone(), words }
+        WaitAny { ctx: self.clone(), words: words.into() }
     }
 
     /// Waits for the next notification of `signal`.
@@ -576,7 +576,8 @@ impl<W: World> Future for WaitWord<W> {
 /// Future of [`Ctx::wait_any`].
 pub struct WaitAny<W: World> {
     ctx: Ctx<W>,
-    words: Vec<(MemSpace, u64, Cond)>,
+    /// Shared with the task's recorded wait, so registering it allocates nothing.
+    words: Rc<[(MemSpace, u64, Cond)]>,
 }
 
 impl<W: World> Future for WaitAny<W> {
@@ -591,8 +592,8 @@ impl<W: World> Future for WaitAny<W> {
             }
         }
         assert!(!self.words.is_empty(), "wait_any needs at least one word");
-        let task = s.set_wait(Wait::AnyWord(self.words.clone().into_boxed_slice()));
-        for &(space, addr, cond) in &self.words {
+        let task = s.set_wait(Wait::AnyWord(Rc::clone(&self.words)));
+        for &(space, addr, cond) in self.words.iter() {
             s.push_watch(task, space, addr, cond);
         }
         Poll::Pending

@@ -344,6 +344,7 @@ impl Machine {
                         noc: spec.noc,
                         args: spec.args.into(),
                         name: name.clone().into(),
+                        local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
                     };
                     (k, name, core_name)
                 });

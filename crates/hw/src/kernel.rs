@@ -94,6 +94,39 @@ pub struct Kernel {
     pub(crate) noc: usize,
     pub(crate) args: Rc<[u32]>,
     pub(crate) name: Rc<str>,
+    /// Where this kernel may touch its own L1, computed once at launch from the parameters
+    /// (`check_access` is the rule); local reads and writes check against it without a lookup.
+    pub(crate) local: LocalWindow,
+}
+
+/// The ranges of its own L1 a kernel may touch: the window, and on an ERISC also `erisc_info`
+/// and the semaphore area.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LocalWindow {
+    lo: u64,
+    hi: u64,
+    extra: [(u64, u64); 2],
+}
+
+impl LocalWindow {
+    /// The window of a core of `kind` under `p` (the same rule as [`check_access`]).
+    pub(crate) fn of(p: &crate::Params, kind: CoreKind) -> LocalWindow {
+        match kind {
+            CoreKind::Eth(_) => {
+                let info =
+                    (p.erisc_info_base, p.erisc_info_base + ERISC_INFO_CHANNELS as u64 * CHANNEL_SYNC_BYTES);
+                let (lo, hi) = p.erisc_window();
+                LocalWindow { lo, hi, extra: [info, semaphore_area(p, kind)] }
+            }
+            CoreKind::Worker => LocalWindow { lo: 0, hi: p.worker_l1_bytes, extra: [(0, 0); 2] },
+            CoreKind::Dram(_) => LocalWindow { lo: 0, hi: p.dram_bank_bytes, extra: [(0, 0); 2] },
+        }
+    }
+
+    fn allows(&self, addr: u64, len: u64) -> bool {
+        let Some(end) = addr.checked_add(len) else { return false };
+        (addr >= self.lo && end <= self.hi) || self.extra.iter().any(|&(a, b)| addr >= a && end <= b)
+    }
 }
 
 /// Packs a NoC address as tt-metal does: `(y << 6 | x) << 36 | addr`.
@@ -184,6 +217,9 @@ impl Kernel {
 
     /// Checks that this kernel may touch `[addr, addr + len)` of its own L1.
     fn check_local(&self, addr: u64, len: u64) -> Result<(), HwError> {
+        if self.local.allows(addr, len) {
+            return Ok(());
+        }
         self.ctx.with(|hw, _| check_access(hw, self.kind, || self.core_name(), addr, len))
     }
 

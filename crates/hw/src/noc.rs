@@ -121,13 +121,16 @@ impl Noc {
         ready: Time,
     ) -> Time {
         let flits = 1 + bytes.div_ceil(p.noc_flit_bytes);
-        let occupy = p.cycles(flits).0;
-        let hop = p.cycles(p.noc_hop_cycles).0;
+        // One clock conversion per packet (exact: a whole-picosecond period multiplies).
+        let period = p.cycle_ps();
+        let cyc = |n: u64| period.map_or_else(|| p.cycles(n).0, |ps| n * ps);
+        let occupy = cyc(flits);
+        let hop = cyc(p.noc_hop_cycles);
         let s = self.node(src);
         let nodes = self.inject[noc].len();
         let busy = &mut self.busy[noc];
         let inject = &mut self.inject[noc][s];
-        let mut t = (ready + p.cycles(p.noc_inject_cycles)).0.max(inject.0);
+        let mut t = (ready.0 + cyc(p.noc_inject_cycles)).max(inject.0);
         *inject = Time(t + occupy);
         busy[nodes * 2 + s] += occupy;
         let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
@@ -168,7 +171,7 @@ impl Noc {
         let start = t.max(eject.0);
         *eject = Time(start + occupy);
         self.busy[noc][nodes * 3 + d] += occupy;
-        Time(start + occupy) + p.cycles(p.noc_eject_cycles)
+        Time(start + occupy + cyc(p.noc_eject_cycles))
     }
 }
 

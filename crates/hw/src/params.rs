@@ -164,11 +164,17 @@ impl Params {
     pub fn cycles(&self, n: u64) -> Time {
         // Hot: every NoC packet and kernel step converts cycles. A clock whose period is a whole
         // number of picoseconds (1 GHz: 1000 ps) needs one 64-bit division, not a clock domain.
-        let mhz = self.aiclk_mhz;
-        if mhz != 0 && 1_000_000 % mhz == 0 {
-            return Time(n * (1_000_000 / mhz));
+        match self.cycle_ps() {
+            Some(ps) => Time(n * ps),
+            None => self.aiclk().cycles(n),
         }
-        self.aiclk().cycles(n)
+    }
+
+    /// The core clock's period in picoseconds, when it is a whole number (then `cycles(n)` is
+    /// exactly `n` periods).
+    pub fn cycle_ps(&self) -> Option<u64> {
+        let mhz = self.aiclk_mhz;
+        (mhz != 0 && 1_000_000 % mhz == 0).then(|| 1_000_000 / mhz)
     }
 
     /// Time to put `bytes` on the Ethernet wire at the line rate.
