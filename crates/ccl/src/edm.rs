@@ -31,7 +31,10 @@
 //!    `idle_cycles_before_routing` of idling it calls `run_routing()`;
 //! 4. terminates each channel after its message count (`MessageCountReached`) or its workers'
 //!    signal (`WorkerInitiated`), and before exiting waits for every outstanding
-//!    acknowledgement (teardown), so no late record can reach a later kernel on the core.
+//!    acknowledgement (teardown), so no late record can reach a later kernel on the core;
+//! 5. hands a channel with later tenants ([`EdmLink::add_tenant`]) to the next tenant once the
+//!    current one's messages have all gone through (and, on the sender, come back), counting
+//!    messages: ops that run one after another reuse the channel.
 //!
 //! Workers take one credit from their semaphore per message (wait for at least 1, then subtract
 //! 1), so several buffers of a channel can be signalled without a credit being lost.
@@ -210,6 +213,8 @@ pub struct EdmLink {
     config: EdmConfig,
     ends: [(ChipIdx, u8, CoreCoord); 2],
     channels: Vec<(usize, Channel)>,
+    /// Later tenants of each channel, in order: (sender, receiver) halves.
+    later: Vec<Vec<(Channel, Channel)>>,
     layout: Layout,
 }
 
@@ -257,7 +262,7 @@ impl EdmLink {
             buffer_bytes,
             buffers_per_channel: config.buffers_per_channel,
         };
-        Ok(EdmLink { config, ends: [a, b], channels: Vec::new(), layout })
+        Ok(EdmLink { config, ends: [a, b], channels: Vec::new(), later: Vec::new(), layout })
     }
 
     /// Usable bytes of every buffer.
@@ -317,6 +322,48 @@ impl EdmLink {
         let out = (iface(from, chan.workers.len()), iface(1 - from, mirror.workers.len()));
         self.channels.push((from, chan));
         self.channels.push((1 - from, mirror));
+        self.later.push(Vec::new());
+        Ok(out)
+    }
+
+    /// Adds a later tenant to channel `ch` (sending from the same end `from`): once every
+    /// earlier tenant's messages have gone through (and, on the sender, come back), the channel
+    /// serves these workers and messages with the same buffers — channels return to the link
+    /// when an op ends, for an op that runs after it. A channel with later tenants ends each
+    /// tenant by its message count, whatever the termination mode.
+    pub fn add_tenant(
+        &mut self,
+        ch: usize,
+        from: usize,
+        senders: Vec<WorkerSlot>,
+        receivers: Vec<WorkerSlot>,
+        sizes: Vec<u64>,
+    ) -> Result<(ChannelInterface, ChannelInterface), EdmError> {
+        if ch >= self.later.len() || self.channels[2 * ch].0 != from {
+            return Err(EdmError::BadChannel(format!("channel {ch} does not send from end {from}")));
+        }
+        if sizes.is_empty() || sizes.iter().any(|&n| n == 0 || n % 16 != 0 || n > self.layout.buffer_bytes) {
+            return Err(EdmError::BadChannel(format!(
+                "channel {ch}: a tenant needs messages of 16 B words within {} B buffers",
+                self.layout.buffer_bytes
+            )));
+        }
+        let messages = sizes.len() as u64;
+        let sizes: Rc<[u64]> = sizes.into();
+        let chan = Channel { sender: true, workers: senders, messages, sizes: sizes.clone() };
+        let mirror = Channel { sender: false, workers: receivers, ..chan.clone() };
+        let iface = |end: usize, workers: usize| ChannelInterface {
+            eth_core: self.ends[end].2,
+            buffers: (0..self.layout.buffers_per_channel).map(|b| self.layout.buffer(ch, b)).collect(),
+            buffer_bytes: self.layout.buffer_bytes,
+            semaphore: self.layout.semaphore(ch),
+            terminate: self.layout.terminate(ch),
+            workers,
+            sizes: sizes.clone(),
+            messages,
+        };
+        let out = (iface(from, chan.workers.len()), iface(1 - from, mirror.workers.len()));
+        self.later[ch].push((chan, mirror));
         Ok(out)
     }
 
@@ -332,10 +379,17 @@ impl EdmLink {
                     mine[i / 2] = Some(c.clone());
                 }
             }
+            let later: Vec<Vec<Channel>> = (0..self.later.len())
+                .map(|i| {
+                    let sends = self.channels[2 * i].0 == end;
+                    self.later[i].iter().map(|(tx, rx)| if sends { tx.clone() } else { rx.clone() }).collect()
+                })
+                .collect();
             let spec = Rc::new(EdmSpec {
                 config: self.config.clone(),
                 layout: self.layout,
                 channels: mine.into_iter().map(|c| c.expect("every index has both ends")).collect(),
+                later,
                 leader: end == lowest_sender,
             });
             programs[chip.0 as usize]
@@ -347,7 +401,10 @@ impl EdmLink {
 struct EdmSpec {
     config: EdmConfig,
     layout: Layout,
+    /// Every channel's first tenant.
     channels: Vec<Channel>,
+    /// Every channel's later tenants, in order.
+    later: Vec<Vec<Channel>>,
     leader: bool,
 }
 
@@ -367,6 +424,8 @@ struct State {
     /// Receiver: a landed buffer waits for its worker.
     waiting_worker: Option<u64>,
     terminated: bool,
+    /// Later tenants already served (0: the first tenant is being served).
+    tenant: usize,
 }
 
 impl Channel {
@@ -418,8 +477,12 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             done: 0,
             waiting_worker: None,
             terminated: false,
+            tenant: 0,
         })
         .collect();
+    // The tenant each channel serves now; a channel with later tenants ends each by its count.
+    let mut cur: Vec<Channel> = spec.channels.clone();
+    let multi: Vec<bool> = spec.later.iter().map(|l| !l.is_empty()).collect();
     // Sender workers may fill the first buffers at once.
     for c in spec.channels.iter().filter(|c| c.sender) {
         for m in 0..bpc.min(c.messages) {
@@ -439,8 +502,9 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
         let n = spec.channels.len();
         for step in 0..n {
             let ch = (turn + step) % n;
-            let c = &spec.channels[ch];
+            let c = &cur[ch];
             let s = &mut st[ch];
+            let worker_mode = worker_mode && !multi[ch];
             if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? > 0 {
                 // The workers said stop: a sender once nothing more is posted, a receiver once
                 // its worker has read the last buffer.
@@ -536,14 +600,54 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
                 }
             }
         }
+        // A tenant whose messages have all gone through (and, on the sender, come back) hands
+        // its channel to the next: fresh state, the next tenant's record places cleared on the
+        // receiver (nothing of it can have landed: its sender waits for our last "buffer free"),
+        // its sender workers offered the first buffers.
+        for ch in 0..n {
+            let s = &mut st[ch];
+            let c = &cur[ch];
+            let served = if c.sender {
+                s.next == c.messages && s.inflight.is_empty()
+            } else {
+                s.done == c.messages && s.waiting_worker.is_none()
+            };
+            if !multi[ch] || !served || s.tenant >= spec.later[ch].len() {
+                continue;
+            }
+            let next = spec.later[ch][s.tenant].clone();
+            *s = State {
+                next: 0,
+                inflight: VecDeque::new(),
+                acked: 0,
+                offered: if next.sender { bpc.min(next.messages) } else { 0 },
+                done: 0,
+                waiting_worker: None,
+                terminated: false,
+                tenant: s.tenant + 1,
+            };
+            if next.sender {
+                for m in 0..bpc.min(next.messages) {
+                    notify(&k, next.workers[(m % next.workers.len() as u64) as usize]).await?;
+                }
+            } else {
+                for m in 0..bpc {
+                    k.write_bytes(lay.buffer(ch, m) + next.bytes_of(m), &[0; 16])?;
+                }
+            }
+            cur[ch] = next;
+            progressed = true;
+        }
         turn = (turn + 1) % spec.channels.len().max(1);
         let teardown = spec.config.teardown;
-        let finished = spec.channels.iter().zip(&st).all(|(c, s)| channel_done(c, s, worker_mode, teardown));
+        let finished = cur.iter().zip(&st).enumerate().all(|(ch, (c, s))| {
+            s.tenant >= spec.later[ch].len() && channel_done(c, s, worker_mode && !multi[ch], teardown)
+        });
         if finished {
             break;
         }
         if !progressed {
-            let mut words = waits(&k, &spec, &st, worker_mode)?;
+            let mut words = waits(&k, &spec, &cur, &multi, &st, worker_mode)?;
             let idle_from = k.now();
             if tx_blocked {
                 // Words that already hold are work waiting for the tx queue: wake on it instead.
@@ -597,13 +701,17 @@ fn channel_done(c: &Channel, s: &State, worker_mode: bool, teardown: bool) -> bo
 fn waits(
     k: &Kernel,
     spec: &EdmSpec,
+    cur: &[Channel],
+    multi: &[bool],
     st: &[State],
     worker_mode: bool,
 ) -> Result<Vec<(u64, Cond)>, meshsim_hw::HwError> {
     let lay = spec.layout;
     let bpc = lay.buffers_per_channel;
     let mut words = Vec::with_capacity(3 * spec.channels.len() + 1);
-    for (ch, (c, s)) in spec.channels.iter().zip(st).enumerate() {
+    for (ch, (c, s)) in cur.iter().zip(st).enumerate() {
+        let worker_mode = worker_mode && !multi[ch];
+        // A served tenant with a successor switches at once (the loop's own progress).
         if channel_done(c, s, worker_mode, spec.config.teardown) {
             continue;
         }

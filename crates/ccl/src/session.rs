@@ -426,6 +426,8 @@ impl<'c> Session<'c> {
             programs: (0..self.cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect(),
             next_core: vec![0; self.cluster.chips().len()],
             edms: BTreeMap::new(),
+            slots: BTreeMap::new(),
+            created: BTreeMap::new(),
             m,
         };
         let workers = self.workers(&b, &phases)?;
@@ -500,61 +502,70 @@ impl<'c> Session<'c> {
     }
 
     /// Worker pairs per link and direction of every op: as asked, or tt-metal's
-    /// [`DEFAULT_WORKERS`] shrunk so that on every link the ops that share it fit the EDM's 8
-    /// channels — the channels left by ops with explicit workers are shared evenly among the
-    /// uses of the link by ops on defaults.
+    /// [`DEFAULT_WORKERS`] shrunk so that on every link the phases that may run at the same time
+    /// fit the EDM's 8 channels — the channels left by ops with explicit workers are shared
+    /// evenly among the uses of the link by ops on defaults. Phases that run one after the
+    /// other (dependencies, an all-reduce's two halves) reuse channels, so they do not count
+    /// against each other.
     fn workers(&self, b: &Builder, phases: &[Phase]) -> Result<Vec<usize>, CclError> {
-        // How many (phase, flow, hop) uses each op makes of each link: each needs a channel
-        // per worker.
-        let mut uses: Vec<BTreeMap<LinkId, usize>> = vec![BTreeMap::new(); self.ops.len()];
-        for p in phases {
-            for f in 0..p.plan.flows.len() {
-                for k in 0..self.ops[p.op].comm.size() {
-                    for l in b.hop(self, p, f, k).map(|h| h.1).unwrap_or_default() {
-                        *uses[p.op].entry(l).or_default() += 1;
+        // How many (flow, hop) uses each phase makes of each link: each needs a channel per
+        // worker.
+        let uses: Vec<BTreeMap<LinkId, usize>> = phases
+            .iter()
+            .map(|p| {
+                let mut u = BTreeMap::new();
+                for f in 0..p.plan.flows.len() {
+                    for k in 0..self.ops[p.op].comm.size() {
+                        for l in b.hop(self, p, f, k).map(|h| h.1).unwrap_or_default() {
+                            *u.entry(l).or_default() += 1;
+                        }
                     }
                 }
-            }
-        }
-        let (mut fixed, mut shared): (BTreeMap<LinkId, usize>, BTreeMap<LinkId, usize>) = Default::default();
-        for (i, req) in self.ops.iter().enumerate() {
-            for (&l, &n) in &uses[i] {
-                match req.knobs.workers {
-                    Some(w) => *fixed.entry(l).or_default() += w * n,
-                    None => *shared.entry(l).or_default() += n,
-                }
-            }
-        }
+                u
+            })
+            .collect();
+        let after = after_matrix(phases);
         let max = crate::edm::MAX_CHANNELS;
-        self.ops
-            .iter()
-            .enumerate()
-            .map(|(i, req)| {
-                if let Some(w) = req.knobs.workers {
-                    return Ok(w);
-                }
-                let mut w = DEFAULT_WORKERS;
-                for &l in uses[i].keys() {
-                    let free = max.saturating_sub(fixed.get(&l).copied().unwrap_or(0));
-                    w = w.min(free / shared[&l]);
+        let mut out = Vec::with_capacity(self.ops.len());
+        for (i, req) in self.ops.iter().enumerate() {
+            if let Some(w) = req.knobs.workers {
+                out.push(w);
+                continue;
+            }
+            let mut w = DEFAULT_WORKERS;
+            for pi in (0..phases.len()).filter(|&pi| phases[pi].op == i) {
+                for &l in uses[pi].keys() {
+                    // The phases that may overlap this one on the link.
+                    let (mut fixed, mut shared) = (0, 0);
+                    for (qi, q) in phases.iter().enumerate() {
+                        let overlaps = qi == pi || !(after[pi][qi] || after[qi][pi]);
+                        let n = uses[qi].get(&l).copied().unwrap_or(0);
+                        if !overlaps || n == 0 {
+                            continue;
+                        }
+                        match self.ops[q.op].knobs.workers {
+                            Some(x) => fixed += x * n,
+                            None => shared += n,
+                        }
+                    }
+                    w = w.min(max.saturating_sub(fixed) / shared);
                     if w == 0 {
                         let link = self.cluster.link(l);
                         let id = |c: ChipIdx| self.cluster.chip(c).id;
                         return Err(CclError::Invalid(format!(
-                            "op '{}': no EDM channel is free on the link chip {} eth{} - chip {} eth{} ({} of {max} taken by ops with explicit workers, {} uses by ops on defaults)",
+                            "op '{}': no EDM channel is free on the link chip {} eth{} - chip {} eth{} ({fixed} of {max} taken by ops with explicit workers, {shared} uses by ops on defaults)",
                             req.name,
                             id(link.a.chip),
                             link.a.chan,
                             id(link.b.chip),
                             link.b.chan,
-                            fixed.get(&l).copied().unwrap_or(0),
-                            shared[&l]
                         )));
                     }
                 }
-                Ok(w)
-            })
-            .collect()
+            }
+            out.push(w);
+        }
+        Ok(out)
     }
 
     /// Gives every phase its tensors, in submission order, each after the last in its memory.
@@ -830,6 +841,23 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     Ok(slice)
 }
 
+/// `after[p][q]`: phase `p` starts only after phase `q` has ended (directly or through others).
+fn after_matrix(phases: &[Phase]) -> Vec<Vec<bool>> {
+    let n = phases.len();
+    let mut after = vec![vec![false; n]; n];
+    // Dependencies point to earlier phases, so one pass in order closes them transitively.
+    for p in 0..n {
+        for &d in &phases[p].deps {
+            let inherited = after[d].clone();
+            for (mine, &theirs) in after[p].iter_mut().zip(&inherited) {
+                *mine |= theirs;
+            }
+            after[p][d] = true;
+        }
+    }
+    after
+}
+
 /// Pages per packet: as asked (if it fits the smallest EDM buffer), or else as many as the
 /// smallest buffer holds (tt-metal sizes packets from the EDM buffer), at most `cap`.
 pub(crate) fn packet_pages(
@@ -872,6 +900,10 @@ struct Builder<'a> {
     programs: Vec<Program>,
     next_core: Vec<usize>,
     edms: BTreeMap<LinkId, EdmLink>,
+    /// The EDM channel slot of every (phase, flow, rank, lane index): its link and slot.
+    slots: BTreeMap<(usize, usize, usize, usize), (LinkId, usize)>,
+    /// Slots whose channel exists, with the channel's index in its EDM.
+    created: BTreeMap<(LinkId, usize), usize>,
 }
 
 impl Builder<'_> {
@@ -886,19 +918,40 @@ impl Builder<'_> {
 
     /// One EDM per link used by any op, with a channel per lane of every op on it.
     fn edms(&mut self, s: &Session, phases: &[Phase], workers: &[usize]) -> Result<(), CclError> {
+        // Every lane a phase may have takes an EDM channel slot on its link: a slot already
+        // used, in the same direction, only by phases this one runs after (the channel returns
+        // to the link when they end), or a new one.
+        let after = after_matrix(phases);
+        let mut link_slots: BTreeMap<LinkId, Vec<(usize, Vec<usize>)>> = BTreeMap::new();
         let mut uses: BTreeMap<LinkId, (usize, u64, u64, Vec<&str>)> = BTreeMap::new();
-        for p in phases {
+        for (pi, p) in phases.iter().enumerate() {
             let req = &s.ops[p.op];
             for f in 0..p.plan.flows.len() {
                 for k in 0..req.comm.size() {
-                    for l in self.hop(s, p, f, k).map(|h| h.1).unwrap_or_default() {
+                    let Some((_, links)) = self.hop(s, p, f, k) else { continue };
+                    for j in 0..links.len() * workers[p.op] {
+                        let l = links[j % links.len()];
+                        let from_end = usize::from(self.cluster.link(l).a.chip != req.comm.chip(k));
+                        let slots = link_slots.entry(l).or_default();
+                        let slot = match slots
+                            .iter()
+                            .position(|(end, ps)| *end == from_end && ps.iter().all(|&q| after[pi][q]))
+                        {
+                            Some(i) => i,
+                            None => {
+                                slots.push((from_end, Vec::new()));
+                                slots.len() - 1
+                            }
+                        };
+                        slots[slot].1.push(pi);
+                        self.slots.insert((pi, f, k, j), (l, slot));
                         let u = uses.entry(l).or_insert((
                             0,
                             req.knobs.buffers_per_channel,
                             p.slice.page_bytes(),
                             Vec::new(),
                         ));
-                        u.0 += workers[p.op];
+                        u.0 = slots.len();
                         if !u.3.contains(&req.name.as_str()) {
                             u.3.push(&req.name);
                         }
@@ -993,6 +1046,7 @@ impl Builder<'_> {
                         }
                         let (a, b) = (req.comm.chip(from), req.comm.chip(to));
                         let lane = self.lane(
+                            (pi, fi, from, j),
                             a,
                             b,
                             links[j % links.len()],
@@ -1022,6 +1076,7 @@ impl Builder<'_> {
     #[allow(clippy::too_many_arguments)]
     fn lane(
         &mut self,
+        key: (usize, usize, usize, usize),
         a: ChipIdx,
         b: ChipIdx,
         link: LinkId,
@@ -1055,9 +1110,18 @@ impl Builder<'_> {
         let r_slot = WorkerSlot { core: db.noc_coord(r_core), semaphore: db.semaphore_addr(r_core, r_sem) };
         let from_end = if self.cluster.link(link).a.chip == a { 0 } else { 1 };
         let edm = self.edms.get_mut(&link).expect("every used link has an EDM");
-        let channel = edm
-            .add_channel(from_end, vec![s_slot], vec![r_slot], sizes)
-            .map_err(|e| CclError::Invalid(e.to_string()))?;
+        // The slot's channel, if an earlier phase's lane opened it, takes this lane as its next
+        // tenant; otherwise the lane opens it.
+        let (l, slot) = self.slots[&key];
+        let channel = match self.created.get(&(l, slot)) {
+            Some(&ch) => edm.add_tenant(ch, from_end, vec![s_slot], vec![r_slot], sizes),
+            None => {
+                let r = edm.add_channel(from_end, vec![s_slot], vec![r_slot], sizes);
+                self.created.insert((l, slot), self.created.keys().filter(|(x, _)| *x == l).count());
+                r
+            }
+        }
+        .map_err(|e| CclError::Invalid(e.to_string()))?;
         Ok(Lane {
             phase: 0,
             flow: 0,

@@ -261,10 +261,11 @@ fn defaults_are_tt_metals_and_shrink_to_share_a_link() {
         ],
     );
     assert!(two.ops.iter().all(|o| o.workers == 2 && o.start == Time::ZERO));
-    // An all-reduce uses each link three times (reduce-scatter one way, all-gather both ways):
-    // 8 / 3 = 2 workers; next to an op with 4 explicit workers per direction, none is left.
+    // An all-reduce's halves run one after the other, so its all-gather reuses the channels its
+    // reduce-scatter used: 4 workers each way, and it verifies. Next to an op with 4 explicit
+    // workers per direction, no channel is left.
     let ar = run(&t, true, vec![op("ar", [1, 1, 64, 4096], Collective::AllReduce(RedOp::Sum))]);
-    assert_eq!(ar.ops[0].workers, 2);
+    assert_eq!(ar.ops[0].workers, 4);
     let mut s = Session::new(&t, &Params::default());
     let mut greedy = op("greedy", [1, 1, 512, 8192], Collective::AllGather);
     greedy.knobs.workers = Some(4);
@@ -273,4 +274,61 @@ fn defaults_are_tt_metals_and_shrink_to_share_a_link() {
     s.submit(op("late", [1, 1, 64, 4096], Collective::AllGather)).unwrap();
     let err = s.run().unwrap_err().to_string();
     assert!(err.starts_with("op 'late': no EDM channel is free on the link"), "{err}");
+}
+
+/// Channels return to the link when an op ends: ops that run one after another on the same
+/// ring each get tt-metal's full 4 workers per direction (8 channels per link, reused), their
+/// EDM channels serve one op's workers and then the next's, and every op verifies.
+#[test]
+fn ops_that_follow_each_other_reuse_the_links_channels() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let mut s = Session::new(&t, &Params::default());
+    s.set_verify(true);
+    let a = s
+        .submit(OpRequest::new(
+            "a",
+            ring.clone(),
+            Collective::AllGather,
+            tensor([1, 1, 64, 4096], DType::Bf16),
+            3,
+        ))
+        .unwrap();
+    let mut b = OpRequest::new(
+        "b",
+        ring.clone(),
+        Collective::AllReduce(RedOp::Max),
+        tensor([1, 1, 64, 4096], DType::Bfp8),
+        3,
+    );
+    b.after = vec![a];
+    let b = s.submit(b).unwrap();
+    let mut c = OpRequest::new(
+        "c",
+        ring.clone(),
+        Collective::ReduceScatter(RedOp::Sum),
+        tensor([1, 1, 32, 4096], DType::Bf16),
+        3,
+    );
+    c.after = vec![b];
+    s.submit(c).unwrap();
+    let out = s.run().unwrap();
+    for o in &out.ops {
+        assert_eq!((o.workers, o.verified.clone()), (4, Some(Ok(()))), "op {}", o.name);
+    }
+    assert_eq!(out.ops[1].start, out.ops[0].end);
+    assert_eq!(out.ops[2].start, out.ops[1].end);
+    // Two ops that may overlap still share: 2 workers each.
+    let mut s = Session::new(&t, &Params::default());
+    s.submit(OpRequest::new(
+        "x",
+        ring.clone(),
+        Collective::AllGather,
+        tensor([1, 1, 64, 4096], DType::Bf16),
+        3,
+    ))
+    .unwrap();
+    s.submit(OpRequest::new("y", ring, Collective::AllGather, tensor([1, 1, 64, 4096], DType::Bf16), 3))
+        .unwrap();
+    assert!(s.run().unwrap().ops.iter().all(|o| o.workers == 2));
 }
