@@ -286,40 +286,7 @@ impl EdmLink {
         if ch >= self.config.channels {
             return Err(EdmError::TooManyChannels(self.config.channels));
         }
-        let shared = self.config.sharing == BufferSharing::RoundRobin;
-        for (side, w) in [("sender", &senders), ("receiver", &receivers)] {
-            if w.is_empty() || (!shared && w.len() > 1) {
-                return Err(EdmError::BadChannel(format!(
-                    "channel {ch} has {} {side} workers; {} allowed",
-                    w.len(),
-                    if shared { "one or more" } else { "exactly one is" }
-                )));
-            }
-        }
-        let messages = sizes.len() as u64;
-        if let Some(bad) = sizes.iter().find(|&&n| n == 0 || n % 16 != 0 || n > self.layout.buffer_bytes) {
-            return Err(EdmError::BadChannel(format!(
-                "channel {ch}: a message of {bad} B does not fit {} B buffers in 16 B words",
-                self.layout.buffer_bytes
-            )));
-        }
-        if messages == 0 {
-            return Err(EdmError::BadChannel(format!("channel {ch} carries no message")));
-        }
-        let sizes: Rc<[u64]> = sizes.into();
-        let chan = Channel { sender: true, workers: senders, messages, sizes: sizes.clone() };
-        let mirror = Channel { sender: false, workers: receivers, ..chan.clone() };
-        let iface = |end: usize, workers: usize| ChannelInterface {
-            eth_core: self.ends[end].2,
-            buffers: (0..self.layout.buffers_per_channel).map(|b| self.layout.buffer(ch, b)).collect(),
-            buffer_bytes: self.layout.buffer_bytes,
-            semaphore: self.layout.semaphore(ch),
-            terminate: self.layout.terminate(ch),
-            workers,
-            sizes: sizes.clone(),
-            messages,
-        };
-        let out = (iface(from, chan.workers.len()), iface(1 - from, mirror.workers.len()));
+        let ((chan, mirror), out) = self.halves(ch, from, senders, receivers, sizes)?;
         self.channels.push((from, chan));
         self.channels.push((1 - from, mirror));
         self.later.push(Vec::new());
@@ -342,11 +309,40 @@ impl EdmLink {
         if ch >= self.later.len() || self.channels[2 * ch].0 != from {
             return Err(EdmError::BadChannel(format!("channel {ch} does not send from end {from}")));
         }
-        if sizes.is_empty() || sizes.iter().any(|&n| n == 0 || n % 16 != 0 || n > self.layout.buffer_bytes) {
+        let (halves, out) = self.halves(ch, from, senders, receivers, sizes)?;
+        self.later[ch].push(halves);
+        Ok(out)
+    }
+
+    /// Checks one tenant of channel `ch` (its workers, its messages against the buffers) and
+    /// builds its sender half, its receiver mirror and the interfaces of both ends' workers.
+    #[allow(clippy::type_complexity)]
+    fn halves(
+        &self,
+        ch: usize,
+        from: usize,
+        senders: Vec<WorkerSlot>,
+        receivers: Vec<WorkerSlot>,
+        sizes: Vec<u64>,
+    ) -> Result<((Channel, Channel), (ChannelInterface, ChannelInterface)), EdmError> {
+        let shared = self.config.sharing == BufferSharing::RoundRobin;
+        for (side, w) in [("sender", &senders), ("receiver", &receivers)] {
+            if w.is_empty() || (!shared && w.len() > 1) {
+                return Err(EdmError::BadChannel(format!(
+                    "channel {ch} has {} {side} workers; {} allowed",
+                    w.len(),
+                    if shared { "one or more" } else { "exactly one is" }
+                )));
+            }
+        }
+        if let Some(bad) = sizes.iter().find(|&&n| n == 0 || n % 16 != 0 || n > self.layout.buffer_bytes) {
             return Err(EdmError::BadChannel(format!(
-                "channel {ch}: a tenant needs messages of 16 B words within {} B buffers",
+                "channel {ch}: a message of {bad} B does not fit {} B buffers in 16 B words",
                 self.layout.buffer_bytes
             )));
+        }
+        if sizes.is_empty() {
+            return Err(EdmError::BadChannel(format!("channel {ch} carries no message")));
         }
         let messages = sizes.len() as u64;
         let sizes: Rc<[u64]> = sizes.into();
@@ -363,8 +359,7 @@ impl EdmLink {
             messages,
         };
         let out = (iface(from, chan.workers.len()), iface(1 - from, mirror.workers.len()));
-        self.later[ch].push((chan, mirror));
-        Ok(out)
+        Ok(((chan, mirror), out))
     }
 
     /// Places both EDM kernels: `programs` is indexed by chip.
