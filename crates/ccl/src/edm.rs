@@ -642,16 +642,9 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             break;
         }
         if !progressed {
-            let mut words = waits(&k, &spec, &cur, &multi, &st, worker_mode)?;
+            let words = waits(&k, &spec, &cur, &multi, &st, worker_mode, tx_blocked)?;
             let idle_from = k.now();
             if tx_blocked {
-                // Words that already hold are work waiting for the tx queue: wake on it instead.
-                let mut ready = Vec::new();
-                for &(a, c) in &words {
-                    ready.push(c.holds(k.read_u32(a)?));
-                }
-                let mut it = ready.into_iter();
-                words.retain(|_| !it.next().unwrap_or(false));
                 k.wait_any_or_txq_free(words, 0).await?;
             } else {
                 k.wait_any(words).await?;
@@ -700,6 +693,7 @@ fn waits(
     multi: &[bool],
     st: &[State],
     worker_mode: bool,
+    tx_blocked: bool,
 ) -> Result<Vec<(u64, Cond)>, meshsim_hw::HwError> {
     let lay = spec.layout;
     let bpc = lay.buffers_per_channel;
@@ -715,9 +709,11 @@ fn waits(
         if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? == 0 {
             words.push((lay.terminate(ch), Cond::Ge(1)));
         }
+        // With the tx queue busy, work that needs it (a send, an acknowledgement, a "buffer
+        // free") waits for the queue's latch, not for its own word.
         if c.sender {
             let more = if worker_mode { !s.terminated } else { s.next < c.messages };
-            if more && s.inflight.len() < bpc as usize {
+            if more && s.inflight.len() < bpc as usize && !tx_blocked {
                 words.push((lay.semaphore(ch), Cond::Ge(1)));
             }
             if let Some(&rec) = s.inflight.front() {
@@ -726,6 +722,7 @@ fn waits(
             if s.acked < s.next {
                 words.push((lay.buffer(ch, s.acked % bpc) + c.bytes_of(s.acked) + 4, Cond::Eq(1)));
             }
+        } else if tx_blocked {
         } else if s.waiting_worker.is_some() {
             words.push((lay.semaphore(ch), Cond::Ge(1)));
         } else {

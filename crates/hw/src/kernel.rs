@@ -430,10 +430,15 @@ impl Kernel {
     /// Waits until the first of several local words satisfies its condition (a service loop
     /// polling many flags); returns the index of a satisfied one.
     pub async fn wait_any(&self, words: Vec<(u64, Cond)>) -> Result<usize, HwError> {
+        Ok(self.ctx.wait_any(self.local_words(words)?).await?)
+    }
+
+    /// Checks local words and names them in this core's L1 for an engine wait.
+    fn local_words(&self, words: Vec<(u64, Cond)>) -> Result<Vec<(MemSpace, u64, Cond)>, HwError> {
         for &(addr, _) in &words {
             self.check_local(addr, 4)?;
         }
-        Ok(self.ctx.wait_any(words.into_iter().map(|(a, c)| (self.mem, a, c)).collect()).await?)
+        Ok(words.into_iter().map(|(a, c)| (self.mem, a, c)).collect())
     }
 
     /// Waits until the local word at `addr` satisfies `cond` (a polling loop on any flag).
@@ -470,7 +475,7 @@ impl Kernel {
     /// becomes free (its command latched), whichever is first: a service loop that found the
     /// queue busy serves other work meanwhile, as the guide recommends, and wakes for either.
     pub async fn wait_any_or_txq_free(&self, words: Vec<(u64, Cond)>, q: usize) -> Result<(), HwError> {
-        let mut all: Vec<(MemSpace, u64, Cond)> = words.into_iter().map(|(a, c)| (self.mem, a, c)).collect();
+        let mut all = self.local_words(words)?;
         all.push((self.regs, reg_txq_busy(q), Cond::Eq(0)));
         self.ctx.wait_any(all).await?;
         Ok(())
