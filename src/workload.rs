@@ -187,7 +187,7 @@ impl Workload {
                 req.knobs = knobs;
                 req.after = after.clone();
                 let h = s.submit(req).map_err(|e| match e {
-                    CclError::Invalid(m) => named(m.trim_start_matches(&format!("op '{name}': ")).to_owned()),
+                    CclError::Invalid(m) => named(m),
                     other => other,
                 })?;
                 handles.entry(o.name.as_str()).or_default().push(h);

@@ -176,6 +176,8 @@ struct Phase {
     op: usize,
     kind: &'static str,
     plan: Plan,
+    /// The bidirectional mode the plan runs (resolved; `None` for reductions).
+    bidir: Bidir,
     slice: TensorSpec,
     /// Pages per packet the staging area allows (reductions), before the EDM buffers cap it.
     staging_ppp: u64,
@@ -196,18 +198,34 @@ struct Tensors {
 }
 
 impl Tensors {
-    /// The placement and page of page `p` of slice `s` at `loc`.
-    fn at(&self, loc: Loc, s: usize, p: u64) -> (&Placement, u64) {
-        let whole = || self.slice.page_in_whole(self.dim, self.n, s as u64, p);
-        match loc {
-            Loc::InputSlice => (&self.input, p),
-            Loc::InputWhole => (&self.input, whole()),
-            Loc::OutputWhole => (&self.output, whole()),
-            Loc::OutputSlice => (&self.output, p),
-            Loc::Scratch => (self.scratch.as_ref().expect("reductions have scratch"), whole()),
+    /// The placement of `loc`, and the pages there of pages `lo..hi` of slice `s`: the slice's
+    /// own pages, or where they sit in the whole tensor.
+    fn pages(&self, loc: Loc, s: usize, lo: u64, hi: u64) -> (&Placement, impl Iterator<Item = u64> + '_) {
+        let (place, whole) = match loc {
+            Loc::InputSlice => (&self.input, false),
+            Loc::InputWhole => (&self.input, true),
+            Loc::OutputWhole => (&self.output, true),
+            Loc::OutputSlice => (&self.output, false),
+            Loc::Scratch => (self.scratch.as_ref().expect("reductions have scratch"), true),
             Loc::Relay => unreachable!("relay buffers are L1 slots, not tensor pages"),
-        }
+        };
+        let map = move |p| if whole { self.slice.page_in_whole(self.dim, self.n, s as u64, p) } else { p };
+        (place, (lo..hi).map(map))
     }
+}
+
+/// The order a lane's sender or receiver walks: (plan step, packet pages `lo..hi`).
+type Walk = Rc<[(usize, u64, u64)]>;
+
+/// Where a lane sits: phase, flow, the hop's ranks, its index among the hop's lanes, its link.
+#[derive(Clone, Copy, Debug)]
+struct LaneAt {
+    phase: usize,
+    flow: usize,
+    from: usize,
+    to: usize,
+    j: usize,
+    link: LinkId,
 }
 
 /// A sender worker on one chip and a receiver worker on the next, joined by an EDM channel.
@@ -226,9 +244,9 @@ struct Lane {
     /// The receiver's semaphore the other flow's receiver increments per joined chunk.
     join: Option<(CoreCoord, u64)>,
     /// The order the sender walks: (send step, packet pages), window by window.
-    send_seq: Rc<[(usize, u64, u64)]>,
+    send_seq: Walk,
     /// The order the receiver walks: (receive step, packet pages), window by window.
-    recv_seq: Rc<[(usize, u64, u64)]>,
+    recv_seq: Walk,
     /// The sender's relay buffer in its L1, when the plan relays partials.
     relay_base: u64,
     /// The receiver's semaphore the next hop's sender increments per relay slot it sent from.
@@ -347,16 +365,10 @@ impl<'c> Session<'c> {
         self.cluster
     }
 
-    /// Checks `req` and queues it.
+    /// Checks `req` and queues it. Argument errors say what is wrong, not which op: a caller
+    /// with many ops names it (resource errors at [`Session::run`] name the ops themselves).
     pub fn submit(&mut self, req: OpRequest) -> Result<OpHandle, CclError> {
-        let named = |e: OpError| -> CclError {
-            if self.ops.is_empty() {
-                e.into()
-            } else {
-                CclError::Invalid(format!("op '{}': {}", req.name, e.0))
-            }
-        };
-        validate(self.cluster, &self.params, &req).map_err(named)?;
+        validate(self.cluster, &self.params, &req)?;
         if let Some(bad) = req.after.iter().find(|h| h.0 >= self.ops.len()) {
             return Err(CclError::Invalid(format!(
                 "op '{}' waits for op #{} which is not submitted",
@@ -384,14 +396,17 @@ impl<'c> Session<'c> {
                 kind: "rs",
                 staging_ppp: staging_ppp(&self.params, req, &slice),
                 plan,
+                bidir: Bidir::None,
                 slice,
                 tensors: None,
                 deps: deps.clone(),
             };
+            let bidir = bidir_of(&self.params, req, &slice);
             let gather = |deps: Vec<usize>| Phase {
                 op: i,
                 kind: "ag",
-                plan: plan::all_gather(n, topo, bidir_of(&self.params, req, &slice), slice.pages()),
+                plan: plan::all_gather(n, topo, bidir, slice.pages()),
+                bidir,
                 slice,
                 staging_ppp: staging_ppp(&self.params, req, &slice),
                 tensors: None,
@@ -478,21 +493,8 @@ impl<'c> Session<'c> {
             )));
         }
         let times = times.borrow();
-        let ops: Vec<OpResult> =
-            (0..self.ops.len()).map(|i| self.result(i, &b.m, &phases, &times, &start_of)).collect();
-        let ops: Vec<OpResult> = ops
-            .into_iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let first = phases.iter().position(|p| p.op == i).expect("every op has a phase");
-                let last = phases.iter().rposition(|p| p.op == i).expect("every op has a phase");
-                let slice = phases[last].slice;
-                let bidir = match phases[last].kind {
-                    "ag" => bidir_of(&self.params, &self.ops[i], &slice),
-                    _ => Bidir::None,
-                };
-                OpResult { workers: workers[i], bidir, pages_per_packet: ppp[first], ..o }
-            })
+        let ops: Vec<OpResult> = (0..self.ops.len())
+            .map(|i| self.result(i, &b.m, &phases, &times, &start_of, (&workers, &ppp)))
             .collect();
         let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
             - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
@@ -655,9 +657,11 @@ impl<'c> Session<'c> {
         phases: &[Phase],
         times: &[(usize, ChipIdx, Time, Time)],
         start_of: &dyn Fn(ChipIdx) -> Time,
+        (workers, ppp): (&[usize], &[u64]),
     ) -> OpResult {
         let req = &self.ops[i];
         let mine: Vec<usize> = (0..phases.len()).filter(|&p| phases[p].op == i).collect();
+        let (first, last) = (mine[0], mine[mine.len() - 1]);
         let per_chip: Vec<(ChipIdx, Time, Time)> = req
             .comm
             .chips()
@@ -691,9 +695,9 @@ impl<'c> Session<'c> {
             busbw_gbps,
             per_chip,
             verified,
-            workers: 0,
-            bidir: Bidir::None,
-            pages_per_packet: 0,
+            workers: workers[i],
+            bidir: phases[last].bidir,
+            pages_per_packet: ppp[first],
         }
     }
 
@@ -1039,32 +1043,13 @@ impl Builder<'_> {
                             .step_by(count)
                             .collect();
                         let send_seq = sequence(flow.sends[from].len(), &mine, window);
-                        let recv_seq = sequence(flow.receives[to].len(), &mine, window);
-                        let sizes: Vec<u64> = send_seq.iter().map(|&(_, lo, hi)| (hi - lo) * page).collect();
-                        if sizes.is_empty() {
+                        if send_seq.is_empty() {
                             continue;
                         }
-                        let (a, b) = (req.comm.chip(from), req.comm.chip(to));
-                        let lane = self.lane(
-                            (pi, fi, from, j),
-                            a,
-                            b,
-                            links[j % links.len()],
-                            sizes,
-                            p.plan.has_joins(),
-                            ppp * page,
-                            p.plan.max_operands(),
-                        )?;
-                        lanes.push(Lane {
-                            phase: pi,
-                            flow: fi,
-                            from,
-                            to,
-                            j,
-                            send_seq: send_seq.into(),
-                            recv_seq: recv_seq.into(),
-                            ..lane
-                        });
+                        let at = LaneAt { phase: pi, flow: fi, from, to, j, link: links[j % links.len()] };
+                        let seqs = (send_seq.into(), sequence(flow.receives[to].len(), &mine, window).into());
+                        let lane = self.lane(s, p, at, seqs, page, ppp * page)?;
+                        lanes.push(lane);
                     }
                 }
             }
@@ -1072,19 +1057,22 @@ impl Builder<'_> {
         Ok((lanes, ppps))
     }
 
-    /// A lane from `a` to `b` over `link` carrying one message per entry of `sizes`.
-    #[allow(clippy::too_many_arguments)]
+    /// The lane `at` names: its two worker cores with their semaphores and circular buffers,
+    /// and its EDM channel (a new one, or the next tenant of one earlier phases used), carrying
+    /// `seqs` (the sender's and the receiver's walk) in packets of at most `packet` bytes.
     fn lane(
         &mut self,
-        key: (usize, usize, usize, usize),
-        a: ChipIdx,
-        b: ChipIdx,
-        link: LinkId,
-        sizes: Vec<u64>,
-        joins: bool,
+        s: &Session,
+        p: &Phase,
+        at: LaneAt,
+        seqs: (Walk, Walk),
+        page: u64,
         packet: u64,
-        operands: usize,
     ) -> Result<Lane, CclError> {
+        let comm = &s.ops[p.op].comm;
+        let (a, b, link) = (comm.chip(at.from), comm.chip(at.to), at.link);
+        let (joins, operands) = (p.plan.has_joins(), p.plan.max_operands());
+        let sizes: Vec<u64> = seqs.0.iter().map(|&(_, lo, hi)| (hi - lo) * page).collect();
         let (s_core, r_core) = (self.core(a)?, self.core(b)?);
         let (da, db) = (self.m.device(a), self.m.device(b));
         let s_sem = self.programs[a.0 as usize].create_semaphore(&[s_core], 0);
@@ -1112,7 +1100,7 @@ impl Builder<'_> {
         let edm = self.edms.get_mut(&link).expect("every used link has an EDM");
         // The slot's channel, if an earlier phase's lane opened it, takes this lane as its next
         // tenant; otherwise the lane opens it.
-        let (l, slot) = self.slots[&key];
+        let (l, slot) = self.slots[&(at.phase, at.flow, at.from, at.j)];
         let channel = match self.created.get(&(l, slot)) {
             Some(&ch) => edm.add_tenant(ch, from_end, vec![s_slot], vec![r_slot], sizes),
             None => {
@@ -1123,13 +1111,13 @@ impl Builder<'_> {
         }
         .map_err(|e| CclError::Invalid(e.to_string()))?;
         Ok(Lane {
-            phase: 0,
-            flow: 0,
-            from: 0,
-            to: 0,
-            j: 0,
-            send_seq: Rc::new([]),
-            recv_seq: Rc::new([]),
+            phase: at.phase,
+            flow: at.flow,
+            from: at.from,
+            to: at.to,
+            j: at.j,
+            send_seq: seqs.0,
+            recv_seq: seqs.1,
             relay_base,
             relay_free,
             s_core,
@@ -1209,8 +1197,8 @@ struct LaneCtx {
     packet: u64,
     sends: Rc<[Send]>,
     receives: Rc<[Recv]>,
-    send_seq: Rc<[(usize, u64, u64)]>,
-    recv_seq: Rc<[(usize, u64, u64)]>,
+    send_seq: Walk,
+    recv_seq: Walk,
     s_cb: Cb,
     r_cb: Cb,
     /// The sender's EDM credit semaphore, the receiver's.
@@ -1254,8 +1242,8 @@ async fn sender_reader(k: Kernel, c: Rc<LaneCtx>) -> TaskResult {
             k.noc_semaphore_wait_min(c.fwd, forwarded).await?;
         }
         cb.reserve(&k, n).await?;
-        let (place, _) = t.at(step.from, step.slice, 0);
-        read_pages(&k, place, (lo..hi).map(|q| t.at(step.from, step.slice, q).1), cb.at(n)).await?;
+        let (place, pages) = t.pages(step.from, step.slice, lo, hi);
+        read_pages(&k, place, pages, cb.at(n)).await?;
         cb.push(&k)?;
         n += 1;
     }
@@ -1288,8 +1276,8 @@ async fn sender_writer(k: Kernel, c: Rc<LaneCtx>, tx: ChannelInterface) -> TaskR
         }
         cb.wait_filled(&k, n).await?;
         if let Some(to) = step.copy_to {
-            let (place, _) = t.at(to, step.slice, 0);
-            write_pages(&k, place, (lo..hi).map(|q| t.at(to, step.slice, q).1), cb.at(n)).await?;
+            let (place, pages) = t.pages(to, step.slice, lo, hi);
+            write_pages(&k, place, pages, cb.at(n)).await?;
         }
         w.send(&k, cb.at(n)).await?;
         if last {
@@ -1321,9 +1309,9 @@ async fn receiver_reader(k: Kernel, c: Rc<LaneCtx>, rx: ChannelInterface) -> Tas
                 .await?;
         }
         for (i, &loc) in step.reduce_with.iter().enumerate() {
-            let (place, _) = t.at(loc, step.slice, 0);
+            let (place, pages) = t.pages(loc, step.slice, lo, hi);
             let at = cb.at(n) + (i as u64 + 1) * bytes;
-            read_pages(&k, place, (lo..hi).map(|q| t.at(loc, step.slice, q).1), at).await?;
+            read_pages(&k, place, pages, at).await?;
         }
         cb.push(&k)?;
         n += 1;
@@ -1367,8 +1355,8 @@ async fn receiver_writer(k: Kernel, c: Rc<LaneCtx>) -> TaskResult {
             k.noc_async_write(at, k.get_noc_addr(core.x, core.y, slot), bytes).await?;
             relayed += 1;
         } else {
-            let (place, _) = t.at(step.to, step.slice, 0);
-            write_pages(&k, place, (lo..hi).map(|q| t.at(step.to, step.slice, q).1), at).await?;
+            let (place, pages) = t.pages(step.to, step.slice, lo, hi);
+            write_pages(&k, place, pages, at).await?;
         }
         k.noc_async_write_barrier().await?;
         if step.signal_join {
