@@ -384,10 +384,10 @@ impl Scenario {
             }
             None => {
                 let topology = topology.unwrap_or(Topology::Ring);
-                let chips =
-                    meshsim_ccl::group::select(&cluster, topology, self.chips, self.chip_ids.as_deref())
-                        .map_err(|e| bad(e.0))?;
-                vec![Communicator::new(&cluster, chips, topology).map_err(|e| bad(e.0))?]
+                vec![
+                    Communicator::choose(&cluster, topology, self.chips, self.chip_ids.as_deref())
+                        .map_err(|e| bad(e.0))?,
+                ]
             }
         };
         // Knobs left out take the library's defaults (Knobs::default).

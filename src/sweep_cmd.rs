@@ -89,9 +89,7 @@ pub(crate) fn run_sweep(
             Some(axis) => Communicator::axis(&c, axis.into(), topology).map_err(|e| bad(e.0))?,
             None => {
                 let t = topology.unwrap_or(Topology::Ring);
-                let group = meshsim_ccl::group::select(&c, t, k.chips, k.chip_ids.as_deref())
-                    .map_err(|e| bad(e.0))?;
-                vec![Communicator::new(&c, group, t).map_err(|e| bad(e.0))?]
+                vec![Communicator::choose(&c, t, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?]
             }
         };
         for d in dtypes {

@@ -53,14 +53,23 @@ impl Communicator {
         topology: Topology,
         count: Option<usize>,
     ) -> Result<Communicator, OpError> {
-        let chips = crate::group::select(cluster, topology, count, None)?;
-        Communicator::new(cluster, chips, topology)
+        Communicator::choose(cluster, topology, count, None)
     }
 
     /// The chips with these file ids, in this order.
     pub fn from_ids(cluster: &Cluster, ids: &[u64], topology: Topology) -> Result<Communicator, OpError> {
-        let chips = crate::group::select(cluster, topology, None, Some(ids))?;
-        Communicator::new(cluster, chips, topology)
+        Communicator::choose(cluster, topology, None, Some(ids))
+    }
+
+    /// The chips named by `ids` in order, or else `count` chips (all by default) forming the
+    /// topology, as [`crate::group::select`] picks them: what `--chip-ids` and `--chips` ask.
+    pub fn choose(
+        cluster: &Cluster,
+        topology: Topology,
+        count: Option<usize>,
+        ids: Option<&[u64]>,
+    ) -> Result<Communicator, OpError> {
+        Communicator::new(cluster, crate::group::select(cluster, topology, count, ids)?, topology)
     }
 
     /// One communicator per column (`axis` 0: groups of R chips of an R x C mesh) or per row
