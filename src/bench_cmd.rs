@@ -62,12 +62,13 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
                 }),
                 || bandwidth::sweep(&setup, &common.sizes, spec),
             )?;
-            let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps)).collect();
+            let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps_per_direction)).collect();
             let what = if *bidir { "bidirectional" } else { "unidirectional" };
+            let slots = slots.map_or("default".to_string(), |n| n.to_string());
             let plot = one_line_plot(
                 format!("ERISC {what} bandwidth, {slots} slots, {label}"),
                 "packet payload (bytes)",
-                "GB/s",
+                "GB/s per direction",
                 label,
                 points,
             );

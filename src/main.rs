@@ -204,16 +204,18 @@ enum Bench {
     Bandwidth {
         #[command(flatten)]
         common: BenchArgs,
-        /// Buffer slots (channels) per direction.
-        #[arg(long, default_value_t = 16)]
-        slots: u64,
+        /// Buffer slots (channels) per direction [default: 16, or as many as fit the ERISC
+        /// kernel window at each size].
+        #[arg(long)]
+        slots: Option<u64>,
         /// Packets sent per direction and point.
         #[arg(long, default_value_t = 256)]
         packets: u64,
-        /// Both directions at once (the figure is their sum).
+        /// Both directions at once (`gbps` is their sum, `gbps_per_direction` their mean).
         #[arg(long)]
         bidir: bool,
-        /// The receiver forwards every slot to a Tensix core over the NoC before acknowledging.
+        /// The receiver forwards every slot to a Tensix core over the NoC (a write tagged with a
+        /// transaction id) and acknowledges it once the write has left its L1.
         #[arg(long)]
         to_worker: bool,
     },

@@ -483,7 +483,7 @@ impl Scenario {
                         &setup,
                         bandwidth::BandwidthSpec {
                             size_bytes: size,
-                            slots: self.slots.unwrap_or(16),
+                            slots: self.slots,
                             packets: self.packets.unwrap_or(256),
                             bidir,
                             to_worker: self.to_worker.unwrap_or(false),

@@ -14,13 +14,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("hw");
     g.sample_size(20);
 
-    let bw = BandwidthSpec { size_bytes: 8192, slots: 8, packets: 4096, bidir: true, to_worker: false };
+    let bw = BandwidthSpec { size_bytes: 8192, slots: Some(8), packets: 4096, bidir: true, to_worker: false };
     g.throughput(Throughput::Elements(bandwidth::bandwidth(&n300, bw).unwrap().stats.events));
     g.bench_function("bandwidth_bidir_8KiB_x4096_events", |b| {
         b.iter(|| bandwidth::bandwidth(&n300, bw).unwrap())
     });
 
-    let small = BandwidthSpec { size_bytes: 256, slots: 16, packets: 8192, bidir: false, to_worker: true };
+    let small =
+        BandwidthSpec { size_bytes: 256, slots: Some(16), packets: 8192, bidir: false, to_worker: true };
     g.throughput(Throughput::Elements(bandwidth::bandwidth(&n300, small).unwrap().stats.events));
     g.bench_function("bandwidth_to_worker_256B_x8192_events", |b| {
         b.iter(|| bandwidth::bandwidth(&n300, small).unwrap())

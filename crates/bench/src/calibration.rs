@@ -2,8 +2,8 @@
 //! measures each in simulation, and the tolerance it must meet.
 //!
 //! Sources (docs/calibration.md): the single-link bandwidth and round-trip curves (N300, one
-//! link, 16 buffer slots, payload and 16 B sync sent as one packet) and the CCL guide's one-way
-//! latency and ring-ping figures.
+//! link, 16 buffer slots, payload and 16 B sync sent as one packet), the same link driven both
+//! ways at once (per direction), and the CCL guide's one-way latency and ring-ping figures.
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -24,6 +24,12 @@ pub const SINGLE_LINK: [(u64, f64, f64); 8] = [
     (4096, 12.04, 1803.0),
     (8192, 12.07, 2451.0),
 ];
+
+/// Published bidirectional points (N300, one link, both directions at once, 16 slots each, the
+/// sender and the acknowledging receiver of each side on one ERISC): (payload bytes, GB/s per
+/// direction). `shared/calibration/erisc_bidir_bandwidth.csv`.
+pub const BIDIR_LINK: [(u64, f64); 7] =
+    [(16, 0.19), (128, 1.59), (256, 3.19), (512, 6.39), (1024, 10.9), (2048, 11.4), (4096, 11.82)];
 
 /// The guide's one-way link latency range in its own formulation, ns.
 pub const GUIDE_ONE_WAY_NS: (f64, f64) = (530.0, 620.0);
@@ -71,14 +77,27 @@ fn row(measure: &str, size_bytes: u64, published: f64, simulated: f64, tolerance
 /// parameters; rows come back in a fixed order.
 pub fn run(n300: &Setup, t3000: &Setup) -> Result<Vec<CalibrationRow>, BenchError> {
     let sizes: Vec<u64> = SINGLE_LINK.iter().map(|p| p.0).collect();
-    let bw = BandwidthSpec { size_bytes: 0, slots: 16, packets: 256, bidir: false, to_worker: false };
+    let bw = BandwidthSpec { size_bytes: 0, slots: Some(16), packets: 256, bidir: false, to_worker: false };
     let lat = LatencySpec { size_bytes: 0, slots: 16, samples: 4, unmerged: false };
-    let (bws, lats) =
-        rayon::join(|| bandwidth::sweep(n300, &sizes, bw), || latency::sweep(n300, &sizes, lat));
-    let (bws, lats) = (bws?, lats?);
+    let bidir_sizes: Vec<u64> = BIDIR_LINK.iter().map(|p| p.0).collect();
+    let bidir = BandwidthSpec { bidir: true, ..bw };
+    let ((bws, lats), bidirs) = rayon::join(
+        || rayon::join(|| bandwidth::sweep(n300, &sizes, bw), || latency::sweep(n300, &sizes, lat)),
+        || bandwidth::sweep(n300, &bidir_sizes, bidir),
+    );
+    let (bws, lats, bidirs) = (bws?, lats?, bidirs?);
     let mut rows = Vec::new();
     for (r, &(size, gbps, _)) in bws.iter().zip(&SINGLE_LINK) {
         rows.push(row("bandwidth GB/s", size, gbps, r.gbps, single_link_tolerance(size)));
+    }
+    for (r, &(size, gbps)) in bidirs.iter().zip(&BIDIR_LINK) {
+        rows.push(row(
+            "bidir GB/s per direction",
+            size,
+            gbps,
+            r.gbps_per_direction,
+            single_link_tolerance(size),
+        ));
     }
     for (r, &(size, _, rtt)) in lats.iter().zip(&SINGLE_LINK) {
         rows.push(row("round trip ns", size, rtt, r.round_trip_ns, single_link_tolerance(size)));

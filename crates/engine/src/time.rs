@@ -56,6 +56,11 @@ impl Time {
     pub const fn saturating_add(self, rhs: Time) -> Time {
         Time(self.0.saturating_add(rhs.0))
     }
+
+    /// `self - rhs`, or zero if `rhs` is later.
+    pub const fn saturating_sub(self, rhs: Time) -> Time {
+        Time(self.0.saturating_sub(rhs.0))
+    }
 }
 
 impl Add for Time {

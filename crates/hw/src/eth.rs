@@ -4,10 +4,11 @@
 //!  ERISC ─send─► txq0/txq1 ─latch─► tx DMA (L1→MAC) ─► serializer ─► wire (latency) ─► rx DMA ─► peer L1
 //! ```
 //!
-//! A kernel submits a command (source, destination, size) to a tx command queue. The queue is
-//! busy until the Ethernet subsystem latches the command, which happens `eth_txq_latch_cycles`
-//! after submission or when the tx DMA engine is free, whichever is later; there is no
-//! completion signal. Commands of one queue complete in order. A latched command is split into
+//! A kernel waits for a tx command queue to be idle, spends `eth_send_initiate_cycles` of its
+//! core's one RISC-V writing the command (source, destination, size) into the queue's
+//! registers, and submits it. Only the submitted command makes the queue busy: until the
+//! Ethernet subsystem latches it, `eth_txq_latch_cycles` after submission or when the tx DMA
+//! engine is free, whichever is later; there is no completion signal. Commands of one queue complete in order. A latched command is split into
 //! packets of at most `eth_mtu_bytes`; each packet flows through three store-and-forward stages
 //! — tx DMA at `eth_dma_bytes_per_cycle`, the serializer at the line rate with
 //! `eth_packet_overhead_bytes` added, and rx DMA into the peer L1 — with the fixed
@@ -37,9 +38,6 @@ pub struct EthCmd {
 pub struct TxQueue {
     /// The submitted command not yet latched: the queue is busy while this is set.
     pub pending: Option<EthCmd>,
-    /// Set while the ERISC writes a command into the queue's registers: the queue is busy to
-    /// any other thread of work on the core.
-    pub claimed: bool,
     /// Raised whenever the queue latches its command and frees up.
     pub free: SignalId,
 }
@@ -48,6 +46,9 @@ pub struct TxQueue {
 pub struct EthPort {
     /// The two tx command queues.
     pub txq: [TxQueue; TXQ_COUNT],
+    /// When the ERISC's one RISC-V is next free: every kernel on the core is a thread of work
+    /// of one loop on hardware, so the cycles they spend issuing commands add up.
+    pub cpu_free: Time,
     /// When the tx DMA engine can start the next packet.
     pub tx_dma_free: Time,
     /// When the serializer can start the next packet.
@@ -80,7 +81,7 @@ pub struct Landing {
 impl TxQueue {
     /// Whether the queue can take no command now.
     pub fn busy(&self) -> bool {
-        self.claimed || self.pending.is_some()
+        self.pending.is_some()
     }
 }
 
@@ -88,7 +89,8 @@ impl EthPort {
     /// A port with idle queues whose free signals are `free`.
     pub fn new(free: [SignalId; TXQ_COUNT]) -> EthPort {
         EthPort {
-            txq: free.map(|free| TxQueue { pending: None, claimed: false, free }),
+            txq: free.map(|free| TxQueue { pending: None, free }),
+            cpu_free: Time::ZERO,
             tx_dma_free: Time::ZERO,
             wire_free: Time::ZERO,
             rx_dma_free: Time::ZERO,

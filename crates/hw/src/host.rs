@@ -345,6 +345,7 @@ impl Machine {
                         args: spec.args.into(),
                         name: name.clone().into(),
                         local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
+                        flushed: Default::default(),
                     };
                     (k, name, core_name)
                 });

@@ -97,7 +97,13 @@ pub struct Kernel {
     /// Where this kernel may touch its own L1, computed once at launch from the parameters
     /// (`check_access` is the rule); local reads and writes check against it without a lookup.
     pub(crate) local: LocalWindow,
+    /// When this kernel's NoC writes have left its L1 ("flushed"): per transaction id, and the
+    /// last entry for every write it issued.
+    pub(crate) flushed: Rc<std::cell::Cell<[Time; NOC_TRIDS + 1]>>,
 }
+
+/// NoC transaction ids a kernel can tag its writes with (`noc_async_write_one_packet_with_trid`).
+pub const NOC_TRIDS: usize = 16;
 
 /// The ranges of its own L1 a kernel may touch: the window, and on an ERISC also `erisc_info`
 /// and the semaphore area.
@@ -278,16 +284,63 @@ impl Kernel {
     /// `noc_async_write(src, dst_noc_addr, size)`: writes `size` bytes of this core's L1 to a
     /// core of this chip, in packets of at most `noc_max_packet_bytes`; returns once issued.
     pub async fn noc_async_write(&self, src: u64, dst_noc_addr: u64, size: u64) -> Result<(), HwError> {
+        self.write_tagged(src, dst_noc_addr, size, None).await
+    }
+
+    /// `noc_async_write_one_packet_with_trid(src, dst_noc_addr, size, trid)`: a write tagged
+    /// with transaction id `trid` (below [`NOC_TRIDS`]), so the issuer can later ask whether the
+    /// writes of that id have left its L1 without waiting for any others.
+    pub async fn noc_async_write_with_trid(
+        &self,
+        src: u64,
+        dst_noc_addr: u64,
+        size: u64,
+        trid: usize,
+    ) -> Result<(), HwError> {
+        assert!(trid < NOC_TRIDS, "transaction id {trid} does not exist");
+        self.write_tagged(src, dst_noc_addr, size, Some(trid)).await
+    }
+
+    /// `ncrisc_noc_nonposted_write_with_transaction_id_flushed(trid)`: whether every write
+    /// tagged `trid` has left this core's L1 (its source may be reused; it may not have landed).
+    pub fn noc_write_trid_flushed(&self, trid: usize) -> bool {
+        self.flushed.get()[trid] <= self.now()
+    }
+
+    /// `noc_async_write_flushed_with_trid(trid)`: waits until every write tagged `trid` has
+    /// left this core's L1.
+    pub async fn noc_async_write_flushed_with_trid(&self, trid: usize) {
+        let at = self.flushed.get()[trid];
+        self.ctx.delay(at.saturating_sub(self.now())).await;
+    }
+
+    /// `noc_async_writes_flushed()`: waits until every write this kernel issued has left its
+    /// L1 (not until it has landed: that is the write barrier).
+    pub async fn noc_async_writes_flushed(&self) {
+        let at = self.flushed.get()[NOC_TRIDS];
+        self.ctx.delay(at.saturating_sub(self.now())).await;
+    }
+
+    async fn write_tagged(
+        &self,
+        src: u64,
+        dst_noc_addr: u64,
+        size: u64,
+        trid: Option<usize>,
+    ) -> Result<(), HwError> {
         self.check_local(src, size)?;
         let (dst_at, dst_mem, dst, dst_kind) = self.target(dst_noc_addr, size)?;
         self.issue().await;
-        self.ctx.with(|hw, s| -> Result<(), HwError> {
+        let left = self.ctx.with(|hw, s| -> Result<Time, HwError> {
             let p = Rc::clone(&hw.params);
             let mut off = 0;
+            let mut left = Time::ZERO;
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
-                let mut arrive =
-                    hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, dst_at, n, s.now());
+                let sent =
+                    hw.chips[self.chip.0 as usize].noc.send_packet(&p, self.noc, self.at, dst_at, n, s.now());
+                left = sent.flushed;
+                let mut arrive = sent.arrive;
                 if let CoreKind::Dram(bank) = dst_kind {
                     arrive = hw.dram_access(self.chip, bank, n, arrive);
                 }
@@ -306,8 +359,15 @@ impl Kernel {
                 )?;
                 off += n.max(1);
             }
-            Ok(())
-        })
+            Ok(left)
+        })?;
+        let mut f = self.flushed.get();
+        if let Some(t) = trid {
+            f[t] = f[t].max(left);
+        }
+        f[NOC_TRIDS] = f[NOC_TRIDS].max(left);
+        self.flushed.set(f);
+        Ok(())
     }
 
     /// `noc_async_read(src_noc_addr, dst, size)`: reads `size` bytes from a core or DRAM bank
@@ -509,35 +569,41 @@ impl Kernel {
                 bytes,
             )
         })?;
-        // Wait for the queue, then claim it while writing the command registers.
-        loop {
-            let free = self.ctx.with(|hw, _| {
-                let t = &mut hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q];
-                if t.busy() {
-                    Some(t.free)
-                } else {
-                    t.claimed = true;
-                    None
-                }
-            });
-            match free {
-                Some(signal) => self.ctx.wait_signal(signal).await,
-                None => break,
-            }
-        }
-        self.delay_cycles(self.ctx.with(|hw, _| hw.params.eth_send_initiate_cycles)).await;
+        // `while (eth_txq_is_busy(q)) {}`, then the core's RISC-V writes the command registers
+        // (shared with any other thread of work on the core), then the command is submitted.
+        self.wait_txq_idle(chan, q).await;
+        let done = self.ctx.with(|hw, s| {
+            let port = &mut hw.chips[self.chip.0 as usize].eth[chan as usize];
+            port.cpu_free = s.now().max(port.cpu_free) + hw.params.cycles(hw.params.eth_send_initiate_cycles);
+            port.cpu_free - s.now()
+        });
+        self.ctx.delay(done).await;
+        // Another thread of work on this core may have submitted while this one wrote.
+        self.wait_txq_idle(chan, q).await;
         self.ctx.with(|hw, s| {
             let p = Rc::clone(&hw.params);
             let port = &mut hw.chips[self.chip.0 as usize].eth[chan as usize];
             let txq = &mut port.txq[q];
-            assert!(txq.claimed && txq.pending.is_none(), "the claimed queue is ours");
-            txq.claimed = false;
             txq.pending = Some(EthCmd { src, dst, bytes });
             s.write_u32(self.regs, reg_txq_busy(q), 1).expect("the register block holds the flags");
             let at = latch_time(&p, s.now(), port.tx_dma_free);
             s.schedule(at, HwEvent::TxLatch { chip: self.chip.0, chan, q: q as u8 });
         });
         Ok(())
+    }
+
+    /// Waits until tx queue `q` of this core's channel `chan` holds no command.
+    async fn wait_txq_idle(&self, chan: u8, q: usize) {
+        loop {
+            let free = self.ctx.with(|hw, _| {
+                let t = &hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q];
+                t.busy().then_some(t.free)
+            });
+            match free {
+                Some(signal) => self.ctx.wait_signal(signal).await,
+                None => return,
+            }
+        }
     }
 
     /// `eth_send_bytes_over_channel(src, dst, num_bytes, channel)`: sends the payload, then

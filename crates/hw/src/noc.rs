@@ -120,6 +120,19 @@ impl Noc {
         bytes: u64,
         ready: Time,
     ) -> Time {
+        self.send_packet(p, noc, src, dst, bytes, ready).arrive
+    }
+
+    /// [`Noc::send`], also telling when the packet's last flit left `src`.
+    pub fn send_packet(
+        &mut self,
+        p: &Params,
+        noc: usize,
+        src: CoreCoord,
+        dst: CoreCoord,
+        bytes: u64,
+        ready: Time,
+    ) -> Sent {
         let flits = 1 + bytes.div_ceil(p.noc_flit_bytes);
         // One clock conversion per packet (exact: a whole-picosecond period multiplies).
         let period = p.cycle_ps();
@@ -132,6 +145,7 @@ impl Noc {
         let inject = &mut self.inject[noc][s];
         let mut t = (ready.0 + cyc(p.noc_inject_cycles)).max(inject.0);
         *inject = Time(t + occupy);
+        let flushed = Time(t + occupy);
         busy[nodes * 2 + s] += occupy;
         let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
         let links = &mut self.links[noc];
@@ -171,8 +185,17 @@ impl Noc {
         let start = t.max(eject.0);
         *eject = Time(start + occupy);
         self.busy[noc][nodes * 3 + d] += occupy;
-        Time(start + occupy + cyc(p.noc_eject_cycles))
+        Sent { arrive: Time(start + occupy + cyc(p.noc_eject_cycles)), flushed }
     }
+}
+
+/// When a NoC packet's last flit left its source and when it was in its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// The source may be overwritten from here on ("flushed").
+    pub flushed: Time,
+    /// The packet is in the destination.
+    pub arrive: Time,
 }
 
 #[cfg(test)]

@@ -238,3 +238,63 @@ fn a_worker_reads_dram_through_the_noc_after_the_bank_latency() {
     let floor = p.cycles(p.dram_latency_cycles + 12288 / p.dram_bank_bytes_per_cycle);
     assert!(at > floor && at < floor + Time::from_us(1), "{at}");
 }
+
+/// A write tagged with a transaction id flushes (leaves the issuer's L1) before it lands, and
+/// waiting for one id does not wait for another's later, larger write.
+#[test]
+fn a_tagged_write_flushes_before_it_lands_and_ids_are_independent() {
+    let mut m = n300(Mode::Timing);
+    let dev = m.device(ChipIdx(0));
+    let dst = dev.noc_coord(CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 5, y: 5 }));
+    let src = CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 0, y: 0 });
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s = seen.clone();
+    let mut prog = Program::new(ChipIdx(0));
+    prog.create_kernel(src, "writer", 0, vec![], move |k| async move {
+        let far = k.get_noc_addr(dst.x, dst.y, 0x10000);
+        k.noc_async_write_with_trid(0x2000, far, 2048, 1).await?;
+        let issued = k.now();
+        assert!(!k.noc_write_trid_flushed(1), "2 KiB cannot leave in no time");
+        k.noc_async_write_with_trid(0x4000, far + 0x4000, 8192, 2).await?;
+        k.noc_async_write_flushed_with_trid(1).await;
+        let one = k.now();
+        k.noc_async_writes_flushed().await;
+        let all = k.now();
+        k.noc_async_write_barrier().await?;
+        s.borrow_mut().extend([issued, one, all, k.now()]);
+        Ok(())
+    });
+    m.launch(vec![prog], |_| Time::ZERO).unwrap();
+    let p = Params::default();
+    let t = seen.borrow().clone();
+    let (issued, one, all, landed) = (t[0], t[1], t[2], t[3]);
+    // Write 1 flushes after its 65 flits have left, before write 2's 257 flits have.
+    assert!(one - issued >= p.cycles(65), "{one} vs {issued}");
+    assert!(all - one >= p.cycles(257) - p.cycles(p.noc_issue_cycles));
+    assert!(landed > all, "a flushed write may still be on its way");
+}
+
+/// Two kernels on one ERISC share its RISC-V: the second's command is written after the
+/// first's, but while the first waits to latch, so the two are one initiation apart, not one
+/// initiation plus a latch.
+#[test]
+fn kernels_on_one_erisc_share_its_riscv_but_not_the_queue_while_it_writes() {
+    let mut m = n300(Mode::Timing);
+    let (tx_chan, _) = user_link(&m);
+    let subs = Rc::new(RefCell::new(Vec::new()));
+    let mut prog = Program::new(ChipIdx(0));
+    for (name, addr) in [("a", BUF), ("b", BUF + 0x100)] {
+        let s = subs.clone();
+        prog.create_kernel(CoreRef::Eth(tx_chan), name, 0, vec![], move |k| async move {
+            k.eth_send_packet(0, addr >> 4, addr >> 4, 1).await?;
+            s.borrow_mut().push(k.now());
+            Ok(())
+        });
+    }
+    m.launch(vec![prog], |_| Time::ZERO).unwrap();
+    let p = Params::default();
+    let t = subs.borrow().clone();
+    assert_eq!(t[0], p.cycles(p.eth_send_initiate_cycles));
+    let latched = t[0] + p.cycles(p.eth_txq_latch_cycles);
+    assert_eq!(t[1], latched.max(p.cycles(2 * p.eth_send_initiate_cycles)));
+}
