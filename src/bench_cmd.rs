@@ -1,10 +1,11 @@
 //! `meshsim bench`: microbenchmark sweeps, their plots and single-point traces.
 
 use meshsim_bench::plot;
-use meshsim_bench::{BenchError, Measured, Setup, bandwidth, latency, report, ring};
+use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
 
 use crate::{
-    BadInput, Bench, bench_error, check_outputs, load_cluster, load_params, one_line_plot, write_trace,
+    BadInput, Bench, FabricArgs, FabricTestArg, NocSendArg, bench_error, check_outputs, load_cluster,
+    load_params, one_line_plot, write_trace,
 };
 
 pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
@@ -12,6 +13,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         Bench::Latency { common, .. } | Bench::Bandwidth { common, .. } | Bench::Ring { common, .. } => {
             common
         }
+        Bench::Fabric(args) => return run_fabric(args),
     };
     check_outputs(common.plot.as_deref(), common.trace.as_deref())?;
     if common.trace.is_some() && common.sizes.len() != 1 {
@@ -74,6 +76,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
             );
             (report::render(&rows, format), plot)
         }
+        Bench::Fabric(_) => unreachable!("handled above"),
         Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
             let spec = ring::RingSpec {
                 size_bytes: 0,
@@ -107,6 +110,37 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
     if let (Some(path), Some(t)) = (&common.trace, &trace) {
         write_trace(path, t, &setup.cluster)?;
     }
+    Ok(())
+}
+
+/// `bench fabric`: one point of tt-metal's fabric bandwidth tests.
+fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
+    let setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
+    let test = match a.test {
+        FabricTestArg::NeighborExchange => fabric::FabricTest::NeighborExchange,
+        FabricTestArg::NeighborExchangeLinear => fabric::FabricTest::NeighborExchangeLinear,
+        FabricTestArg::LinearMulticast => fabric::FabricTest::LinearMulticast,
+        FabricTestArg::UnidirLinearMulticast => fabric::FabricTest::UnidirLinearMulticast,
+        FabricTestArg::SingleSenderLinearUnicast => fabric::FabricTest::SingleSenderLinearUnicast,
+        FabricTestArg::FullRingMulticast => fabric::FabricTest::FullRingMulticast,
+        FabricTestArg::FullRingUnicast => fabric::FabricTest::FullRingUnicast,
+        FabricTestArg::HalfRingMulticast => fabric::FabricTest::HalfRingMulticast,
+    };
+    let noc_send = match a.noc_send {
+        NocSendArg::Write => fabric::NocSend::Write,
+        NocSendArg::FusedAtomicInc => fabric::NocSend::FusedAtomicInc,
+        NocSendArg::ScatterWrite => fabric::NocSend::ScatterWrite,
+    };
+    let spec = fabric::FabricSpec {
+        test,
+        noc_send,
+        packet_bytes: a.packet_size,
+        max_packet_bytes: a.max_packet_size,
+        num_links: a.num_links,
+        packets: a.packets,
+    };
+    let row = fabric::fabric(&setup, spec).map_err(bench_error)?.row;
+    print!("{}", report::render(&[row], a.format.into()));
     Ok(())
 }
 

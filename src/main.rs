@@ -236,6 +236,73 @@ enum Bench {
         #[arg(long, default_value_t = 0, value_name = "NS")]
         skew_ns: u64,
     },
+    /// TT-Fabric bandwidth, as tt-metal's fabric test framework measures it (per link).
+    Fabric(FabricArgs),
+}
+
+/// Arguments of `bench fabric`.
+#[derive(clap::Args)]
+struct FabricArgs {
+    /// A cluster description file or a built-in name; chips are named by their row-major
+    /// position in its mesh.
+    #[arg(long, default_value = "t3000")]
+    cluster: String,
+    /// The test: who sends what to whom.
+    #[arg(long, value_enum)]
+    test: FabricTestArg,
+    /// How the receiving router writes each packet.
+    #[arg(long, value_enum, default_value_t = NocSendArg::Write)]
+    noc_send: NocSendArg,
+    /// Payload bytes per packet (K suffix: 1024).
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    packet_size: u64,
+    /// The router's maximum payload [default: 4352, or the packet size if larger].
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    max_packet_size: Option<u64>,
+    /// Routing planes (links) every sender is cloned onto.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    num_links: usize,
+    /// Packets per flow [default: the framework's, 20000 or 100000].
+    #[arg(long, value_name = "N")]
+    packets: Option<u64>,
+    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
+    #[arg(long, value_name = "FILE")]
+    params: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// `bench fabric --test`.
+#[derive(Clone, Copy, ValueEnum)]
+enum FabricTestArg {
+    /// Every chip unicasts one hop to each neighbour (1D neighbour-exchange fabric).
+    NeighborExchange,
+    /// The same on the 1D line fabric.
+    NeighborExchangeLinear,
+    /// Every chip multicasts to both ends of its row and its column.
+    LinearMulticast,
+    /// Every chip multicasts one way along its row and its column.
+    UnidirLinearMulticast,
+    /// Chip 0 alone unicasts to every chip of its row and to its column neighbour.
+    SingleSenderLinearUnicast,
+    /// Ring fabric: every chip multicasts round the perimeter ring both ways.
+    FullRingMulticast,
+    /// Ring fabric: every chip unicasts n - 1 hops both ways.
+    FullRingUnicast,
+    /// Ring fabric: every chip multicasts half the ring each way.
+    HalfRingMulticast,
+}
+
+/// `bench fabric --noc-send`.
+#[derive(Clone, Copy, ValueEnum)]
+enum NocSendArg {
+    /// The payload to one address.
+    Write,
+    /// The write, then a semaphore increment on the same core.
+    FusedAtomicInc,
+    /// The payload in two chunks to adjacent addresses.
+    ScatterWrite,
 }
 
 /// The CCL ops.

@@ -17,6 +17,7 @@
 pub mod bandwidth;
 pub mod calibration;
 mod common;
+pub mod fabric;
 pub mod latency;
 pub mod plot;
 pub mod report;

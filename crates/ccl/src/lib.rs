@@ -22,6 +22,7 @@ mod build;
 pub mod comm;
 pub mod critical;
 pub mod edm;
+pub mod fabric;
 pub mod group;
 pub mod op;
 pub mod plan;

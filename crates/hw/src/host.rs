@@ -346,6 +346,7 @@ impl Machine {
                         name: name.clone().into(),
                         local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
                         flushed: Default::default(),
+                        tagged: Default::default(),
                     };
                     (k, name, core_name)
                 });

@@ -18,7 +18,8 @@ use meshsim_topology::{ChipIdx, Endpoint};
 
 use crate::eth::{EthCmd, TXQ_COUNT};
 use crate::world::{
-    CoreKind, Delivery, Hw, HwEvent, Mode, Payload, latch_time, reg_reads, reg_txq_busy, reg_writes,
+    CoreKind, Delivery, Hw, HwEvent, Mode, Payload, latch_time, reg_reads, reg_trid_flushed, reg_txq_busy,
+    reg_writes,
 };
 
 /// Bytes of one `erisc_info` channel sync record (`bytes_sent`, `receiver_ack`, `src_id`, reserved).
@@ -100,6 +101,19 @@ pub struct Kernel {
     /// When this kernel's NoC writes have left its L1 ("flushed"): per transaction id, and the
     /// last entry for every write it issued.
     pub(crate) flushed: Rc<std::cell::Cell<[Time; NOC_TRIDS + 1]>>,
+    /// Writes issued per transaction id (the flushed-count register catches up with it).
+    pub(crate) tagged: Rc<std::cell::Cell<[u32; NOC_TRIDS]>>,
+}
+
+/// One of the things a service loop can wait for at once ([`Kernel::wait_for_any`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A word of this core's L1 satisfies a condition.
+    Word(u64, Cond),
+    /// Tx command queue `q` (ERISC) holds no command.
+    TxqFree(usize),
+    /// Every write this kernel tagged with the transaction id has flushed.
+    Flushed(usize),
 }
 
 /// NoC transaction ids a kernel can tag its writes with (`noc_async_write_one_packet_with_trid`).
@@ -364,6 +378,17 @@ impl Kernel {
         let mut f = self.flushed.get();
         if let Some(t) = trid {
             f[t] = f[t].max(left);
+            let mut n = self.tagged.get();
+            n[t] = n[t].wrapping_add(1);
+            self.tagged.set(n);
+            let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
+            self.ctx.with(|hw, s| {
+                hw.post(
+                    s,
+                    left,
+                    Delivery { mem: regs, addr, what: Payload::Add(1), done: None, eth_to: None },
+                )
+            })?;
         }
         f[NOC_TRIDS] = f[NOC_TRIDS].max(left);
         self.flushed.set(f);
@@ -482,6 +507,11 @@ impl Kernel {
         self.ctx.with(|hw, _| hw.mode == Mode::Functional)
     }
 
+    /// A model parameter (say, `k.param(|p| p.noc_issue_cycles)`).
+    pub fn param<T>(&self, f: impl FnOnce(&crate::Params) -> T) -> T {
+        self.ctx.with(|hw, _| f(&hw.params))
+    }
+
     /// `n` core cycles as time.
     pub fn cycles(&self, n: u64) -> Time {
         self.ctx.with(|hw, _| hw.params.cycles(n))
@@ -528,7 +558,7 @@ impl Kernel {
     /// `eth_txq_is_busy(q)`: whether tx command queue `q` holds a command not yet latched.
     pub fn eth_txq_is_busy(&self, q: usize) -> Result<bool, HwError> {
         let chan = self.eth_chan()?;
-        Ok(self.ctx.with(|hw, _| hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q].pending.is_some()))
+        Ok(self.ctx.with(|hw, _| hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q].busy()))
     }
 
     /// Waits until any of `words` of this core's L1 satisfies its condition or tx queue `q`
@@ -537,6 +567,25 @@ impl Kernel {
     pub async fn wait_any_or_txq_free(&self, words: Vec<(u64, Cond)>, q: usize) -> Result<(), HwError> {
         let mut all = self.local_words(words)?;
         all.push((self.regs, reg_txq_busy(q), Cond::Eq(0)));
+        self.ctx.wait_any(all).await?;
+        Ok(())
+    }
+
+    /// Waits until the first of `what` holds (a service loop with several kinds of pending
+    /// work: channel words, a busy tx queue, writes not yet flushed).
+    pub async fn wait_for_any(&self, what: &[Wake]) -> Result<(), HwError> {
+        let tagged = self.tagged.get();
+        let mut all = Vec::with_capacity(what.len());
+        for w in what {
+            all.push(match *w {
+                Wake::Word(addr, cond) => {
+                    self.check_local(addr, 4)?;
+                    (self.mem, addr, cond)
+                }
+                Wake::TxqFree(q) => (self.regs, reg_txq_busy(q), Cond::Eq(0)),
+                Wake::Flushed(t) => (self.regs, reg_trid_flushed(self.noc, t), Cond::Eq(tagged[t])),
+            });
+        }
         self.ctx.wait_any(all).await?;
         Ok(())
     }
@@ -589,6 +638,14 @@ impl Kernel {
             let at = latch_time(&p, s.now(), port.tx_dma_free);
             s.schedule(at, HwEvent::TxLatch { chip: self.chip.0, chan, q: q as u8 });
         });
+        Ok(())
+    }
+
+    /// `while (eth_txq_is_busy(q)) {}`: spins until tx queue `q` holds no command (woken by the
+    /// latch itself, not by a poll of a word).
+    pub async fn eth_txq_wait_idle(&self, q: usize) -> Result<(), HwError> {
+        let chan = self.eth_chan()?;
+        self.wait_txq_idle(chan, q).await;
         Ok(())
     }
 

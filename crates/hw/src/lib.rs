@@ -19,7 +19,7 @@ pub mod trace;
 pub mod world;
 
 pub use host::{CoreRef, Device, Machine, Program};
-pub use kernel::{HwError, Kernel, get_noc_addr};
+pub use kernel::{HwError, Kernel, NOC_TRIDS, Wake, get_noc_addr};
 pub use params::Params;
 pub use trace::{LinkUse, Mark, TraceData};
 pub use world::{Hw, HwEvent, Mode};

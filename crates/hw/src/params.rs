@@ -52,6 +52,11 @@ pub struct Params {
     pub noc_max_packet_bytes: u64,
     /// Core cycles spent issuing one NoC command.
     pub noc_issue_cycles: u64,
+    /// ERISC cycles of one pass of a fabric router's main loop (its channel checks and
+    /// bookkeeping), beyond the sends and NoC commands it issues.
+    pub fabric_router_pass_cycles: u64,
+    /// ERISC L1 a fabric router has for its channels' packet slots, bytes.
+    pub fabric_router_l1_bytes: u64,
     /// Tensix L1 size, bytes.
     pub worker_l1_bytes: u64,
     /// Tensix cycles to reduce (add or max) one 32x32 tile into another.
@@ -86,12 +91,21 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("noc_eject_cycles", "cycles to eject a packet from the NoC"),
     ("noc_max_packet_bytes", "largest NoC packet, bytes; larger transfers are split"),
     ("noc_issue_cycles", "core cycles to issue one NoC command"),
+    (
+        "fabric_router_pass_cycles",
+        "ERISC cycles of one fabric router main-loop pass, beyond its sends and NoC commands",
+    ),
+    ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
     ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),
     ("dram_bank_bytes", "bytes per DRAM bank"),
     ("dram_bank_bytes_per_cycle", "bandwidth of one DRAM bank, bytes/cycle"),
     ("dram_latency_cycles", "DRAM access latency, cycles"),
 ];
+
+/// Bytes at the start of the ERISC window a fabric router keeps for its configuration and
+/// counters, below its packet slots.
+pub const FABRIC_CONFIG_BYTES: u64 = 512;
 
 /// The embedded default parameter file.
 pub const DEFAULT_YAML: &str = include_str!("../../../configs/wormhole_b0.yaml");
@@ -147,6 +161,12 @@ impl Params {
             return Err(format!(
                 "the ERISC kernel window [{:#x}, {window_end:#x}) exceeds erisc_l1_bytes {:#x}",
                 self.erisc_kernel_l1_base, self.erisc_l1_bytes
+            ));
+        }
+        if self.fabric_router_l1_bytes.saturating_add(FABRIC_CONFIG_BYTES) > self.erisc_kernel_l1_bytes {
+            return Err(format!(
+                "fabric_router_l1_bytes {} plus the router's {FABRIC_CONFIG_BYTES} B of configuration exceeds erisc_kernel_l1_bytes {}",
+                self.fabric_router_l1_bytes, self.erisc_kernel_l1_bytes
             ));
         }
         if self.erisc_info_base + 8 * 16 > self.erisc_kernel_l1_base {

@@ -31,7 +31,7 @@ pub enum Mode {
 
 /// Bytes of the per-core register block (outstanding NoC write and read counters per NoC, the
 /// tx command queues' busy flags).
-const REGS_BYTES: u64 = 64;
+const REGS_BYTES: u64 = 64 + 2 * 4 * crate::kernel::NOC_TRIDS as u64;
 /// Offset of NoC `noc`'s outstanding writes counter in the register block. Each RISC-V of a
 /// core issues on its own NoC (a reader on one, a writer on the other), and tt-metal keeps
 /// these counters per NoC, so one kernel's barrier does not wait for the other's traffic.
@@ -41,6 +41,11 @@ pub(crate) fn reg_writes(noc: usize) -> u64 {
 /// Offset of NoC `noc`'s outstanding reads counter in the register block.
 pub(crate) fn reg_reads(noc: usize) -> u64 {
     8 * noc as u64 + 4
+}
+/// Offset of the count of flushed writes tagged `trid` on NoC `noc` (each raised when the
+/// write's last flit has left the issuer's L1).
+pub(crate) fn reg_trid_flushed(noc: usize, trid: usize) -> u64 {
+    64 + 4 * (noc * crate::kernel::NOC_TRIDS + trid) as u64
 }
 /// Offset of tx command queue `q`'s busy flag (1 while a command waits to be latched).
 pub(crate) fn reg_txq_busy(q: usize) -> u64 {

@@ -1,0 +1,556 @@
+//! The fabric benchmarks, after tt-metal's fabric test framework (`shared/fabric.md` §10).
+//!
+//! Chips are named by their row-major position in the cluster's R x C mesh (T3000: 2 x 4,
+//! chip 4·row + col), not by descriptor ids. Every test's flows are split so one sender core
+//! serves one (direction, link); a core holding several flows sends one packet of each in turn.
+//! As on hardware, only the first packets through a slot write a header; later ones only take a
+//! credit and ring the doorbell, and the router re-sends what the slot holds. Receivers neither
+//! poll nor check: each flow ends with a zero-payload increment along its route, which a sync
+//! core on every destination chip counts — the global barrier that stops every sender's timer.
+//!
+//! Bandwidth per link = T · N · S / C_max, packets/s = T · N / C_max: S the payload, N the
+//! packets per flow, C_max the longest sender time (its start to the barrier) and T the largest
+//! number of link-0 flows crossing one (chip, direction) boundary at which that chip also sends
+//! — computed from the flows, as the framework's profiler does.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use meshsim_ccl::fabric::worker::Connection;
+use meshsim_ccl::fabric::{Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
+use meshsim_engine::{Cond, Time};
+use meshsim_hw::{CoreRef, Program};
+use meshsim_topology::ChipIdx;
+use meshsim_topology::soc::CoreCoord;
+use serde::Serialize;
+
+use crate::common::{BenchError, Measured, Setup};
+
+/// The bandwidth tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricTest {
+    /// Every chip unicasts one hop to each neighbour (`FABRIC_1D_NEIGHBOR_EXCHANGE`).
+    NeighborExchange,
+    /// The same on the 1D line fabric.
+    NeighborExchangeLinear,
+    /// Every chip multicasts to both ends of its row and of its column.
+    LinearMulticast,
+    /// Each chip multicasts one way along its row and one way along its column, to the far end.
+    UnidirLinearMulticast,
+    /// Chip 0 alone: one core unicasts to each chip of its row, one to its column neighbour.
+    SingleSenderLinearUnicast,
+    /// Ring fabric: every chip multicasts round the ring both ways.
+    FullRingMulticast,
+    /// Ring fabric: every chip unicasts to the chip n − 1 hops away both ways.
+    FullRingUnicast,
+    /// Ring fabric: every chip multicasts half the ring one way and the rest the other.
+    HalfRingMulticast,
+}
+
+impl FabricTest {
+    /// Every test, as named on the command line.
+    pub const ALL: [(&'static str, FabricTest); 8] = [
+        ("neighbor-exchange", FabricTest::NeighborExchange),
+        ("neighbor-exchange-linear", FabricTest::NeighborExchangeLinear),
+        ("linear-multicast", FabricTest::LinearMulticast),
+        ("unidir-linear-multicast", FabricTest::UnidirLinearMulticast),
+        ("single-sender-linear-unicast", FabricTest::SingleSenderLinearUnicast),
+        ("full-ring-multicast", FabricTest::FullRingMulticast),
+        ("full-ring-unicast", FabricTest::FullRingUnicast),
+        ("half-ring-multicast", FabricTest::HalfRingMulticast),
+    ];
+
+    /// The golden file's test name.
+    pub fn golden_name(self) -> &'static str {
+        match self {
+            FabricTest::NeighborExchange => "NeighborExchangeUnicast",
+            FabricTest::NeighborExchangeLinear => "NeighborExchangeLinear",
+            FabricTest::LinearMulticast => "LinearMulticast",
+            FabricTest::UnidirLinearMulticast => "UnidirLinearMulticast",
+            FabricTest::SingleSenderLinearUnicast => "SingleSenderLinearUnicastAllDevices",
+            FabricTest::FullRingMulticast => "FullRingMulticast",
+            FabricTest::FullRingUnicast => "FullRingUnicast",
+            FabricTest::HalfRingMulticast => "HalfRingMulticast",
+        }
+    }
+
+    /// Packets per flow in the framework's test file.
+    pub fn default_packets(self) -> u64 {
+        match self {
+            FabricTest::NeighborExchange | FabricTest::FullRingMulticast => 100_000,
+            FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => 100_000,
+            _ => 20_000,
+        }
+    }
+
+    fn kind(self) -> FabricKind {
+        match self {
+            FabricTest::NeighborExchange => FabricKind::NeighborExchange,
+            FabricTest::FullRingMulticast | FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => {
+                FabricKind::Ring
+            }
+            _ => FabricKind::Linear,
+        }
+    }
+}
+
+/// How a receiving router writes each packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NocSend {
+    /// The payload to one L1 address.
+    Write,
+    /// The same write, then +1 on a semaphore of the same core.
+    FusedAtomicInc,
+    /// The payload split in two (ceil(S/2) and the rest) to two adjacent addresses.
+    ScatterWrite,
+}
+
+impl NocSend {
+    /// Every mode, as named on the command line.
+    pub const ALL: [(&'static str, NocSend); 3] = [
+        ("write", NocSend::Write),
+        ("fused-atomic-inc", NocSend::FusedAtomicInc),
+        ("scatter-write", NocSend::ScatterWrite),
+    ];
+
+    /// The calibration CSV's name.
+    pub fn golden_name(self) -> &'static str {
+        match self {
+            NocSend::Write => "unicast_write",
+            NocSend::FusedAtomicInc => "fused_atomic_inc",
+            NocSend::ScatterWrite => "unicast_scatter_write",
+        }
+    }
+}
+
+/// One fabric bandwidth point.
+#[derive(Clone, Copy, Debug)]
+pub struct FabricSpec {
+    /// The test.
+    pub test: FabricTest,
+    /// The NoC command at the destinations.
+    pub noc_send: NocSend,
+    /// Payload bytes per packet.
+    pub packet_bytes: u64,
+    /// The router's maximum payload (default: tt-metal's 4352 B, or the packet if larger).
+    pub max_packet_bytes: Option<u64>,
+    /// Routing planes used (every sender cloned onto links 0..k).
+    pub num_links: usize,
+    /// Packets per flow (default: the framework's).
+    pub packets: Option<u64>,
+}
+
+/// One measured point (the golden file's columns).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FabricRow {
+    /// The golden file's test name.
+    pub test: String,
+    /// The golden file's NoC command name.
+    pub noc_send: String,
+    /// Payload bytes per packet.
+    pub packet_bytes: u64,
+    /// Routing planes.
+    pub num_links: usize,
+    /// Flows crossing the busiest boundary (the T of the formula).
+    pub flows_per_link: u64,
+    /// Per-link payload bandwidth, GB/s.
+    pub gbps: f64,
+    /// Per-link packets per second.
+    pub packets_per_s: f64,
+}
+
+/// A flow: packets from one chip along one direction of a line.
+#[derive(Clone, Debug)]
+struct Flow {
+    src: ChipIdx,
+    line: usize,
+    /// The first chip on the way (picks the router).
+    toward: ChipIdx,
+    route: Route,
+    /// Chips that receive it.
+    dests: Vec<ChipIdx>,
+}
+
+/// Where a flow's packets land on each destination chip.
+const DATA_CORE: CoreCoord = CoreCoord { x: 7, y: 7 };
+const DATA_ADDR: u64 = 0x40000;
+/// The core counting barrier increments on each chip.
+const SYNC_CORE: CoreCoord = CoreCoord { x: 7, y: 8 };
+/// Payload source and connection words in each sender's L1.
+const PAYLOAD_SRC: u64 = 0x20000;
+const CONN_BASE: u64 = 0x10000;
+
+/// The fabric's lines: rows then columns of the mesh (line, neighbour exchange), or the
+/// perimeter ring.
+fn lines(setup: &Setup, kind: FabricKind) -> Result<(Vec<Line>, meshsim_topology::Grid), BenchError> {
+    let grid = setup.cluster.grid().cloned().ok_or_else(|| {
+        BenchError::BadArgument(format!(
+            "the fabric benchmarks need a mesh; this cluster is {}",
+            setup.cluster.shape()
+        ))
+    })?;
+    let lines = if kind.is_ring() {
+        let (r, c) = (grid.rows, grid.cols);
+        if r < 2 || c < 2 {
+            return Err(BenchError::BadArgument("a ring fabric needs at least a 2x2 mesh".into()));
+        }
+        let mut ring: Vec<ChipIdx> = (0..c).map(|j| grid.chip(0, j)).collect();
+        ring.extend((1..r).map(|i| grid.chip(i, c - 1)));
+        ring.extend((0..c - 1).rev().map(|j| grid.chip(r - 1, j)));
+        ring.extend((1..r - 1).rev().map(|i| grid.chip(i, 0)));
+        vec![Line { chips: ring, closed: true }]
+    } else {
+        grid.rows_and_columns()
+            .into_iter()
+            .filter(|l| l.len() > 1)
+            .map(|chips| Line { chips, closed: false })
+            .collect()
+    };
+    Ok((lines, grid))
+}
+
+/// The flows of a test on `lines` (rows first, then columns, as [`lines`] builds them).
+fn flows(test: FabricTest, grid: &meshsim_topology::Grid, lines: &[Line]) -> Vec<Flow> {
+    let mut out = Vec::new();
+    let line_of = |chips: &[ChipIdx]| lines.iter().position(|l| l.chips == chips).expect("a line");
+    let mut along = |line: usize, i: usize, forward: bool, start: u32, range: u32, multicast: bool| {
+        let l = &lines[line];
+        let n = l.chips.len();
+        let step = |k: usize| if forward { l.chips[(i + k) % n] } else { l.chips[(i + n * 2 - k) % n] };
+        let route =
+            if multicast { Route::multicast(start, range) } else { Route::unicast(start + range - 1) };
+        let dests = if multicast {
+            (start..start + range).map(|k| step(k as usize)).collect()
+        } else {
+            vec![step((start + range - 1) as usize)]
+        };
+        out.push(Flow { src: l.chips[i], line, toward: step(1), route, dests });
+    };
+    match test {
+        FabricTest::FullRingMulticast | FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => {
+            let n = lines[0].chips.len();
+            for i in 0..n {
+                let (fwd, bwd) = match test {
+                    FabricTest::HalfRingMulticast if i % 2 == 0 => (n / 2, n - 1 - n / 2),
+                    FabricTest::HalfRingMulticast => (n - 1 - n / 2, n / 2),
+                    _ => (n - 1, n - 1),
+                };
+                let multicast = test != FabricTest::FullRingUnicast;
+                for (forward, range) in [(true, fwd), (false, bwd)] {
+                    if range == 0 {
+                        continue;
+                    }
+                    if multicast {
+                        along(0, i, forward, 1, range as u32, true);
+                    } else {
+                        along(0, i, forward, range as u32, 1, false);
+                    }
+                }
+            }
+        }
+        _ => {
+            let rows: Vec<Vec<ChipIdx>> =
+                (0..grid.rows).map(|r| (0..grid.cols).map(|c| grid.chip(r, c)).collect()).collect();
+            let cols: Vec<Vec<ChipIdx>> =
+                (0..grid.cols).map(|c| (0..grid.rows).map(|r| grid.chip(r, c)).collect()).collect();
+            for (r, row) in rows.iter().enumerate() {
+                for (c, col) in cols.iter().enumerate() {
+                    let chip_id = r * grid.cols + c;
+                    // (line, position on it, length) for the row and the column.
+                    let mut dims = Vec::new();
+                    if grid.cols > 1 {
+                        dims.push((line_of(row), c, grid.cols, 0));
+                    }
+                    if grid.rows > 1 {
+                        dims.push((line_of(col), r, grid.rows, 1));
+                    }
+                    for (line, pos, len, dim) in dims {
+                        let ahead = (len - 1 - pos) as u32;
+                        let behind = pos as u32;
+                        match test {
+                            FabricTest::NeighborExchange | FabricTest::NeighborExchangeLinear => {
+                                if ahead > 0 {
+                                    along(line, pos, true, 1, 1, false);
+                                }
+                                if behind > 0 {
+                                    along(line, pos, false, 1, 1, false);
+                                }
+                            }
+                            FabricTest::LinearMulticast => {
+                                if ahead > 0 {
+                                    along(line, pos, true, 1, ahead, true);
+                                }
+                                if behind > 0 {
+                                    along(line, pos, false, 1, behind, true);
+                                }
+                            }
+                            FabricTest::UnidirLinearMulticast => {
+                                if pos < len / 2 {
+                                    along(line, pos, true, 1, ahead, true);
+                                } else {
+                                    along(line, pos, false, 1, behind, true);
+                                }
+                            }
+                            FabricTest::SingleSenderLinearUnicast if chip_id == 0 => {
+                                let far = if dim == 0 { ahead } else { 1.min(ahead) };
+                                for d in 1..=far {
+                                    along(line, pos, true, d, 1, false);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// T: the most flows crossing one (chip, direction) boundary at which that chip also sends.
+fn flows_per_link(flows: &[Flow], lines: &[Line]) -> u64 {
+    use std::collections::BTreeMap;
+    let mut crossing: BTreeMap<(ChipIdx, ChipIdx), u64> = BTreeMap::new();
+    for f in flows {
+        let l = &lines[f.line];
+        let n = l.chips.len();
+        let i = l.chips.iter().position(|&c| c == f.src).expect("flow on its line");
+        let forward = l.chips[(i + 1) % n] == f.toward;
+        for k in 0..f.route.hops() as usize {
+            let at = if forward { l.chips[(i + k) % n] } else { l.chips[(i + n * 2 - k) % n] };
+            let next = if forward { l.chips[(i + k + 1) % n] } else { l.chips[(i + n * 2 - k - 1) % n] };
+            *crossing.entry((at, next)).or_default() += 1;
+        }
+    }
+    let sends: std::collections::BTreeSet<(ChipIdx, ChipIdx)> =
+        flows.iter().map(|f| (f.src, f.toward)).collect();
+    crossing.iter().filter(|(edge, _)| sends.contains(edge)).map(|(_, &n)| n).max().unwrap_or(0)
+}
+
+/// Runs one fabric bandwidth point.
+pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, BenchError> {
+    let size = spec.packet_bytes;
+    if size == 0 || size % 16 != 0 {
+        return Err(BenchError::BadSize(size));
+    }
+    let max = spec.max_packet_bytes.unwrap_or(size.max(meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD));
+    if size > max {
+        return Err(BenchError::BadArgument(format!("--packet-size {size} exceeds --max-packet-size {max}")));
+    }
+    if spec.num_links == 0 {
+        return Err(BenchError::BadArgument("--num-links must be at least 1".into()));
+    }
+    let packets = spec.packets.unwrap_or(spec.test.default_packets());
+    if packets == 0 {
+        return Err(BenchError::BadArgument("at least one packet per flow is needed".into()));
+    }
+    let kind = spec.test.kind();
+    let (lines, grid) = lines(setup, kind)?;
+    let flows = flows(spec.test, &grid, &lines);
+    let t = flows_per_link(&flows, &lines);
+    let mut m = setup.machine();
+    let soc = meshsim_topology::soc::wormhole_b0();
+    let config = FabricConfig { kind, max_payload_bytes: max, planes: spec.num_links };
+    let fabric = Fabric::new(&setup.cluster, &setup.params, soc.eth_cores.clone(), config, lines.clone())
+        .map_err(|e| BenchError::BadArgument(e.to_string()))?;
+    let chips = setup.cluster.chips().len();
+    let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+    for (r, spec_r) in fabric.routers.iter().enumerate() {
+        let f = fabric.clone();
+        programs[spec_r.at.chip.0 as usize].create_kernel(
+            CoreRef::Eth(spec_r.at.chan),
+            "router",
+            1,
+            vec![],
+            move |k| meshsim_ccl::fabric::router::run(k, f, r),
+        );
+    }
+    // Per destination chip: barrier increments expected (one per flow and plane reaching it).
+    let mut expected = vec![0u32; chips];
+    for f in &flows {
+        for d in &f.dests {
+            expected[d.0 as usize] += spec.num_links as u32;
+        }
+    }
+    let dev0 = m.device(ChipIdx(0));
+    let data_at = dev0.noc_coord(CoreRef::Worker(DATA_CORE));
+    let sync_at = dev0.noc_coord(CoreRef::Worker(SYNC_CORE));
+    let sync_sem = dev0.semaphore_addr(CoreRef::Worker(SYNC_CORE), 0);
+    let data_sem = dev0.semaphore_addr(CoreRef::Worker(DATA_CORE), 0);
+    let close = m.new_event("fabric benchmark done");
+    let participants = Rc::new(Cell::new(0usize));
+    let starts = Rc::new(RefCell::new(Vec::new()));
+    let end = Rc::new(Cell::new(Time::ZERO));
+    for (c, &want) in expected.iter().enumerate() {
+        if want == 0 {
+            continue;
+        }
+        participants.set(participants.get() + 1);
+        let (e, left) = (end.clone(), participants.clone());
+        programs[c].create_kernel(CoreRef::Worker(SYNC_CORE), "sync", 0, vec![], move |k| async move {
+            k.wait_until(sync_sem, Cond::Ge(want)).await?;
+            e.set(e.get().max(k.now()));
+            left.set(left.get() - 1);
+            if left.get() == 0 {
+                k.raise_event(close);
+            }
+            Ok(())
+        });
+    }
+    // Sender cores: one per (chip, router), holding its flows.
+    let mut cores: Vec<(usize, Vec<Flow>)> = Vec::new();
+    for plane in 0..spec.num_links {
+        for f in &flows {
+            let r = fabric
+                .router_facing(f.line, plane, f.src, f.toward)
+                .expect("a router toward the flow's first hop");
+            match cores.iter_mut().find(|(cr, _)| *cr == r) {
+                Some((_, list)) => list.push(f.clone()),
+                None => cores.push((r, vec![f.clone()])),
+            }
+        }
+    }
+    let mut used = vec![0u32; chips];
+    for (r, list) in cores {
+        let chip = fabric.routers[r].at.chip;
+        let n = used[chip.0 as usize];
+        used[chip.0 as usize] += 1;
+        let core = CoreCoord { x: n % 7, y: n / 7 };
+        let conn = Connection::new(fabric.clone(), r, CONN_BASE);
+        let headers: Vec<Header> =
+            list.iter().map(|f| data_header(f, spec.noc_send, size, data_at, data_sem, &k_noc)).collect();
+        let syncs: Vec<Header> = list
+            .iter()
+            .map(|f| Header {
+                cmd: NocCmd::AtomicInc { sem: k_noc(sync_at, sync_sem), inc: 1, flush: false },
+                payload: 0,
+                route: f.route,
+                src_ch: 0,
+            })
+            .collect();
+        participants.set(participants.get() + 1);
+        let (st, left) = (starts.clone(), participants.clone());
+        programs[chip.0 as usize].create_kernel(
+            CoreRef::Worker(core),
+            "sender",
+            0,
+            vec![],
+            move |k| async move {
+                conn.open(&k).await?;
+                st.borrow_mut().push(k.now());
+                for _ in 0..packets {
+                    for h in &headers {
+                        if conn.next_slot_filled() {
+                            conn.resend(&k).await?;
+                        } else {
+                            conn.send(&k, *h, PAYLOAD_SRC).await?;
+                        }
+                    }
+                }
+                for h in &syncs {
+                    conn.send(&k, *h, PAYLOAD_SRC).await?;
+                }
+                conn.close(&k).await?;
+                left.set(left.get() - 1);
+                if left.get() == 0 {
+                    k.raise_event(close);
+                }
+                Ok(())
+            },
+        );
+    }
+    // The host closes the fabric once every sender and barrier is done.
+    for (c, prog) in programs.iter_mut().enumerate() {
+        let mine: Vec<CoreCoord> = fabric
+            .routers
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.at.chip.0 as usize == c)
+            .map(|(i, _)| fabric.core_of(i))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let term = fabric.layout.word(meshsim_ccl::fabric::words::TERMINATE);
+        prog.create_kernel(
+            CoreRef::Worker(CoreCoord { x: 7, y: 9 }),
+            "host close",
+            0,
+            vec![],
+            move |k| async move {
+                k.wait_event(close).await;
+                for at in &mine {
+                    k.noc_semaphore_inc(
+                        k.get_noc_addr(at.x, at.y, term),
+                        meshsim_ccl::fabric::router::TERMINATE_NOW,
+                    )
+                    .await?;
+                }
+                Ok(())
+            },
+        );
+    }
+    let stats = m.launch(programs, |_| Time::ZERO)?;
+    let first = starts.borrow().iter().copied().min().unwrap_or(Time::ZERO);
+    let c_max = (end.get() - first).as_ns_f64();
+    let gbps = (t * packets * size) as f64 / c_max;
+    let row = FabricRow {
+        test: spec.test.golden_name().to_owned(),
+        noc_send: spec.noc_send.golden_name().to_owned(),
+        packet_bytes: size,
+        num_links: spec.num_links,
+        flows_per_link: t,
+        gbps,
+        packets_per_s: (t * packets) as f64 / c_max * 1e9,
+    };
+    Ok(Measured::new(row, stats, &mut m))
+}
+
+fn k_noc(at: CoreCoord, addr: u64) -> u64 {
+    meshsim_hw::get_noc_addr(at.x, at.y, addr)
+}
+
+fn data_header(
+    f: &Flow,
+    mode: NocSend,
+    size: u64,
+    data_at: CoreCoord,
+    data_sem: u64,
+    noc: &dyn Fn(CoreCoord, u64) -> u64,
+) -> Header {
+    let dst = noc(data_at, DATA_ADDR);
+    let cmd = match mode {
+        NocSend::Write => NocCmd::Write { dst },
+        NocSend::FusedAtomicInc => NocCmd::FusedWriteInc { dst, sem: noc(data_at, data_sem), inc: 1 },
+        NocSend::ScatterWrite => {
+            let first = size.div_ceil(2).next_multiple_of(16);
+            NocCmd::Scatter { chunks: [(dst, first), (dst + first, size - first), (0, 0), (0, 0)], count: 2 }
+        }
+    };
+    Header { cmd, payload: size, route: f.route, src_ch: 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshsim_hw::Params;
+    use meshsim_topology::builtin;
+
+    /// T from the flows matches the table in `shared/fabric.md` for every 1D test on a T3000.
+    #[test]
+    fn flows_per_link_follow_the_profiler_rule() {
+        let setup = Setup::new(builtin::cluster("t3000").unwrap(), Params::default());
+        for (test, want) in [
+            (FabricTest::NeighborExchange, 1),
+            (FabricTest::LinearMulticast, 3),
+            (FabricTest::UnidirLinearMulticast, 2),
+            (FabricTest::SingleSenderLinearUnicast, 3),
+            (FabricTest::FullRingMulticast, 7),
+            (FabricTest::FullRingUnicast, 7),
+            (FabricTest::HalfRingMulticast, 4),
+        ] {
+            let (lines, grid) = lines(&setup, test.kind()).unwrap();
+            assert_eq!(flows_per_link(&flows(test, &grid, &lines), &lines), want, "{test:?}");
+        }
+    }
+}

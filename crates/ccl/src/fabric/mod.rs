@@ -1,0 +1,510 @@
+//! TT-Fabric: the persistent, packet-switched router tt-metal runs on every active Ethernet
+//! core, and the worker side that injects packets into it (`shared/fabric.md` has the sources).
+//!
+//! ```text
+//!  worker ──NoC: payload, header, doorbell──► router sender ch0 ══Ethernet══► peer receiver
+//!    ▲                                          │  (header + payload, then "packets sent")    │
+//!    └──── NoC: credits (slots read) ◄──────────┘◄── completion once the slot's writes flushed ┤
+//!                                  local NoC write (write, inline, inc, fused, scatter) ◄──────┤
+//!           opposite router's sender ch1 ◄── NoC: whole packet, route shifted (forward) ◄─────┘
+//! ```
+//!
+//! - [`Fabric`]: which routers exist (one per active Ethernet core and routing plane on each
+//!   line of the fabric), their channel slots, and how a chip reaches another on a line.
+//! - [`router`]: the router kernel — sender channels 0 (local worker) and 1 (forwarded
+//!   traffic), one receiver channel, stream-register credits, the main loop and its per-pass
+//!   cost `fabric_router_pass_cycles`.
+//! - [`worker`]: a worker's connection — open, send (every NoC command type of the 1D
+//!   header), close.
+//!
+//! Packet headers travel as bytes (their size is on the wire and in every NoC copy) and, for
+//! the routers to read in timing mode too, as values in a per-slot side table that moves with
+//! the packet: the sender's slot, then the receiver slot it is sent into, then the forwarding
+//! channel's slot. A slot's entry is read only after the counter write that follows its bytes,
+//! so the table obeys the same flow control as the memory.
+
+pub mod router;
+pub mod worker;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use meshsim_hw::Params;
+use meshsim_hw::params::FABRIC_CONFIG_BYTES;
+use meshsim_topology::soc::CoreCoord;
+use meshsim_topology::{ChipIdx, Cluster, Endpoint};
+
+/// Default router payload (`erisc_datamover_builder.hpp @003097f6`): 4 bfp8 or 2 bf16 tiles.
+pub const DEFAULT_MAX_PAYLOAD: u64 = 4352;
+/// Largest router payload on Wormhole (`CCL_Performance_Best_Practices.md @5ebed06b`).
+pub const MAX_PAYLOAD_WH: u64 = 7616;
+/// Bytes of the 1D low-latency header for routes of up to 16 hops, and beyond
+/// (`fabric_edm_packet_header.hpp @01656bf7`).
+pub const HEADER_1D_BYTES: (u64, u64) = (48, 64);
+/// (sender, receiver) slots per channel tried in order for a 1D router; the first whose slots
+/// fit the router's L1 is used (`fabric_static_sized_channels_allocator.cpp @035600b7`).
+pub const SLOT_OPTIONS_1D: [(u64, u64); 8] =
+    [(16, 16), (8, 16), (8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 1)];
+/// NoC transaction ids a receiver channel rotates over: 4 on a line, 8 on a ring
+/// (`fabric_erisc_router_ct_args.hpp @0263ed93`).
+pub const RECEIVER_TRIDS: (u64, u64) = (4, 8);
+/// Free remote slots an injection channel needs on a ring (bubble flow control).
+pub const BUBBLE_SLOTS: u64 = 2;
+
+/// Sender channels of a 1D router: 0 for the local worker, 1 for packets forwarded from the
+/// chip's opposite-facing router.
+pub const SENDER_CHANNELS: usize = 2;
+
+/// The 1D fabric configurations meshsim runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricKind {
+    /// `FABRIC_1D_NEIGHBOR_EXCHANGE`: packets go one hop.
+    NeighborExchange,
+    /// `FABRIC_1D`: every row and every column of the mesh is its own line.
+    Linear,
+    /// `FABRIC_1D_RING`: the lines close into rings where the links wrap; bubble flow control
+    /// and first-level acknowledgements (2026).
+    Ring,
+}
+
+impl FabricKind {
+    /// Whether routers run the ring's flow control.
+    pub fn is_ring(self) -> bool {
+        self == FabricKind::Ring
+    }
+}
+
+/// A fabric configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FabricConfig {
+    /// Line, ring or neighbour exchange.
+    pub kind: FabricKind,
+    /// Largest payload of a packet (global, set at init).
+    pub max_payload_bytes: u64,
+    /// Routing planes: parallel links between neighbours, each an independent fabric.
+    pub planes: usize,
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        FabricConfig { kind: FabricKind::Linear, max_payload_bytes: DEFAULT_MAX_PAYLOAD, planes: 1 }
+    }
+}
+
+/// A fabric that cannot be built as asked.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum FabricError {
+    /// A packet payload the router cannot carry.
+    #[error("fabric max payload {0} B: must be a positive multiple of 16 up to {MAX_PAYLOAD_WH} B")]
+    Payload(u64),
+    /// Slots do not fit the router's L1.
+    #[error("fabric packet slots of {slot} B do not fit the router's {have} B of L1 even one per channel")]
+    DoesNotFit {
+        /// Bytes per slot.
+        slot: u64,
+        /// The router's L1 for slots.
+        have: u64,
+    },
+    /// Fewer parallel usable links than routing planes asked for somewhere.
+    #[error("{planes} routing plane(s) asked for, but chips {a} and {b} have {have} usable link(s)")]
+    Planes {
+        /// Planes asked for.
+        planes: usize,
+        /// One chip (file id).
+        a: u64,
+        /// The other (file id).
+        b: u64,
+        /// Usable links between them.
+        have: usize,
+    },
+    /// The cluster has no mesh grid for the fabric to follow.
+    #[error("the fabric needs a cluster whose chips form a mesh, ring or line (this one is {0})")]
+    NoGrid(String),
+}
+
+/// The 1D route of a packet, one 2-bit code per hop, lowest first: 01 write, 10 forward,
+/// 11 write and forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route(pub u64);
+
+impl Route {
+    /// Unicast to the chip `hops` away: `hops - 1` forwards, then a write.
+    pub fn unicast(hops: u32) -> Route {
+        assert!((1..=32).contains(&hops), "a 1D route spans 1 to 32 hops");
+        Route((0..hops - 1).fold(0, |r, i| r | 0b10 << (2 * i)) | 0b01 << (2 * (hops - 1)))
+    }
+
+    /// Multicast to `range` chips starting `start` hops away: forwards up to the first, then
+    /// write-and-forward, ending with a write.
+    pub fn multicast(start: u32, range: u32) -> Route {
+        assert!(start >= 1 && range >= 1 && start + range - 1 <= 32, "a 1D route spans 1 to 32 hops");
+        let mut r = 0;
+        for i in 0..start - 1 {
+            r |= 0b10 << (2 * i);
+        }
+        for j in 0..range {
+            let hop = start - 1 + j;
+            let code = if j + 1 == range { 0b01 } else { 0b11 };
+            r |= code << (2 * hop);
+        }
+        Route(r)
+    }
+
+    /// Hops the packet travels.
+    pub fn hops(self) -> u32 {
+        (64 - self.0.leading_zeros()).div_ceil(2)
+    }
+
+    /// This hop's code: (write here, forward on).
+    pub fn here(self) -> (bool, bool) {
+        (self.0 & 0b01 != 0, self.0 & 0b10 != 0)
+    }
+
+    /// The route after one hop.
+    pub fn next(self) -> Route {
+        Route(self.0 >> 2)
+    }
+}
+
+/// What the receiving router does with a packet's payload on the destination chip (the
+/// header's NoC command union and `noc_send_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NocCmd {
+    /// Unicast write of the payload to a NoC address.
+    Write {
+        /// Destination NoC address on the receiving chip.
+        dst: u64,
+    },
+    /// A 4-byte value written to a NoC address; no payload.
+    Inline {
+        /// Destination NoC address.
+        dst: u64,
+        /// The value.
+        value: u32,
+    },
+    /// An atomic increment of a semaphore; no payload.
+    AtomicInc {
+        /// The semaphore's NoC address.
+        sem: u64,
+        /// The increment.
+        inc: u32,
+        /// Wait for this channel's earlier writes to flush first.
+        flush: bool,
+    },
+    /// The payload written, then (after it flushed) a semaphore incremented.
+    FusedWriteInc {
+        /// Destination NoC address.
+        dst: u64,
+        /// The semaphore's NoC address.
+        sem: u64,
+        /// The increment.
+        inc: u32,
+    },
+    /// The payload split into 2-4 chunks, each written to its own address.
+    Scatter {
+        /// `(NoC address, bytes)` of each chunk; `count` are used.
+        chunks: [(u64, u64); 4],
+        /// Chunks used, 2 to 4.
+        count: u8,
+    },
+}
+
+impl NocCmd {
+    /// The calibration CSV's name of the command type.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NocCmd::Write { .. } => "unicast_write",
+            NocCmd::Inline { .. } => "unicast_inline_write",
+            NocCmd::AtomicInc { .. } => "atomic_inc",
+            NocCmd::FusedWriteInc { .. } => "fused_atomic_inc",
+            NocCmd::Scatter { .. } => "unicast_scatter_write",
+        }
+    }
+}
+
+/// A packet header, as the side table carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The NoC command at the destination(s).
+    pub cmd: NocCmd,
+    /// Payload bytes (0 for inline writes and increments).
+    pub payload: u64,
+    /// The 1D route, shifted once per hop.
+    pub route: Route,
+    /// The sender channel it was sent from (filled in by the router).
+    pub src_ch: u8,
+}
+
+/// A router's place in the fabric.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouterSpec {
+    /// Its chip and Ethernet channel.
+    pub at: Endpoint,
+    /// The router at the other end of its link.
+    pub peer: Endpoint,
+    /// The router on the same chip, line and plane facing the other way, which forwards into
+    /// this one's sender channel 1 (none at a line's end).
+    pub partner: Option<u8>,
+    /// Index of its line.
+    pub line: usize,
+    /// Its routing plane.
+    pub plane: usize,
+}
+
+/// Where a router keeps things in its ERISC L1 (the peer's layout mirrors it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// First byte of the router's area.
+    pub base: u64,
+    /// Slots per sender channel.
+    pub sender_slots: u64,
+    /// Slots of the receiver channel.
+    pub receiver_slots: u64,
+    /// Bytes per slot: header plus the largest payload, 32 B aligned.
+    pub slot_bytes: u64,
+    /// Header bytes.
+    pub header_bytes: u64,
+}
+
+/// Offsets of the router's words from its base (each 16 B record alone, so remote writes of
+/// one do not cover another).
+pub mod words {
+    /// Connection semaphore of sender channel 0: +1 per open, +[`CLOSE`] per close.
+    pub const CONN: u64 = 0;
+    /// A close request's increment of [`CONN`].
+    pub const CLOSE: u32 = 1 << 16;
+    /// Connection record the worker writes: its credit word's NoC address (low, high), its
+    /// teardown word's NoC address (low, high).
+    pub const CONN_INFO: u64 = 16;
+    /// Doorbells: packets written into sender channel 0 and 1 (NoC increments).
+    pub const DOORBELL: [u64; 2] = [32, 48];
+    /// Packets the peer's sender channels have sent into this receiver (written over Ethernet).
+    pub const RX_SENT: u64 = 64;
+    /// Packets of this router's sender channels the peer acknowledged (first level).
+    pub const ACKED: [u64; 2] = [80, 96];
+    /// Packets of this router's sender channels the peer completed.
+    pub const COMPLETED: [u64; 2] = [112, 128];
+    /// Slots of the partner's sender channel 1 freed so far (NoC increments from the partner).
+    pub const DOWN_FREED: u64 = 144;
+    /// Host termination word: 2 = IMMEDIATELY_TERMINATE.
+    pub const TERMINATE: u64 = 160;
+    /// Staging records for the counter writes this router sends: sent, acked[2], completed[2].
+    pub const STAGE: u64 = 176;
+    /// The Ethernet handshake record.
+    pub const HANDSHAKE: u64 = 272;
+    /// Slots of sender channel 0 returned to its producers so far (a worker reads it at open).
+    pub const CREDITED: u64 = 288;
+}
+
+impl Layout {
+    /// The layout for `max_payload` and `route_hops` (the longest route the fabric carries),
+    /// with the most slots that fit `p.fabric_router_l1_bytes`.
+    pub fn new(p: &Params, max_payload: u64, route_hops: u32) -> Result<Layout, FabricError> {
+        if max_payload == 0 || max_payload % 16 != 0 || max_payload > MAX_PAYLOAD_WH {
+            return Err(FabricError::Payload(max_payload));
+        }
+        let header_bytes = if route_hops <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
+        let slot_bytes = (header_bytes + max_payload).next_multiple_of(32);
+        let have = p.fabric_router_l1_bytes;
+        let fits = |&(s, r): &(u64, u64)| (SENDER_CHANNELS as u64 * s + r) * slot_bytes <= have;
+        let (sender_slots, receiver_slots) = SLOT_OPTIONS_1D
+            .iter()
+            .copied()
+            .find(fits)
+            .ok_or(FabricError::DoesNotFit { slot: slot_bytes, have })?;
+        let base = p.erisc_kernel_l1_base;
+        Ok(Layout { base, sender_slots, receiver_slots, slot_bytes, header_bytes })
+    }
+
+    /// Address of a word (see [`words`]).
+    pub fn word(&self, offset: u64) -> u64 {
+        self.base + offset
+    }
+
+    /// Address of slot `i` of sender channel `ch`.
+    pub fn sender_slot(&self, ch: usize, i: u64) -> u64 {
+        self.base + FABRIC_CONFIG_BYTES + (ch as u64 * self.sender_slots + i) * self.slot_bytes
+    }
+
+    /// Address of receiver slot `i`.
+    pub fn receiver_slot(&self, i: u64) -> u64 {
+        self.base + FABRIC_CONFIG_BYTES + (SENDER_CHANNELS as u64 * self.sender_slots + i) * self.slot_bytes
+    }
+
+    /// Side-table index of sender channel `ch`'s slot `i`.
+    pub fn sender_entry(&self, ch: usize, i: u64) -> usize {
+        (ch as u64 * self.sender_slots + i) as usize
+    }
+
+    /// Side-table index of receiver slot `i`.
+    pub fn receiver_entry(&self, i: u64) -> usize {
+        (SENDER_CHANNELS as u64 * self.sender_slots + i) as usize
+    }
+
+    fn entries(&self) -> usize {
+        (SENDER_CHANNELS as u64 * self.sender_slots + self.receiver_slots) as usize
+    }
+}
+
+/// One line of the fabric: chips in order, closed into a ring or not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    /// The chips, in order.
+    pub chips: Vec<ChipIdx>,
+    /// Whether the last chip links back to the first.
+    pub closed: bool,
+}
+
+/// A built fabric: its routers and what they share during a run.
+pub struct Fabric {
+    /// The configuration.
+    pub config: FabricConfig,
+    /// Every router's L1 layout (the same for all).
+    pub layout: Layout,
+    /// The lines.
+    pub lines: Vec<Line>,
+    /// The routers.
+    pub routers: Vec<RouterSpec>,
+    /// NoC coordinates of the Ethernet cores, by channel.
+    pub eth_cores: Vec<CoreCoord>,
+    /// Per router, per slot: the header of the packet in it.
+    pub(crate) headers: RefCell<Vec<Vec<Option<Header>>>>,
+}
+
+impl Fabric {
+    /// Builds the routers of `lines` on `planes` routing planes: for each neighbouring pair of a
+    /// line, the plane-th usable link carries that plane's pair of routers.
+    pub fn new(
+        cluster: &Cluster,
+        p: &Params,
+        eth_cores: Vec<CoreCoord>,
+        config: FabricConfig,
+        lines: Vec<Line>,
+    ) -> Result<Rc<Fabric>, FabricError> {
+        let longest = lines.iter().map(|l| l.chips.len() as u32).max().unwrap_or(1);
+        let layout = Layout::new(p, config.max_payload_bytes, longest)?;
+        let mut routers: Vec<RouterSpec> = Vec::new();
+        for (li, line) in lines.iter().enumerate() {
+            let n = line.chips.len();
+            let pairs = if line.closed && n > 2 { n } else { n - 1 };
+            // Per chip of the line, per plane: the channel toward the next and the previous chip.
+            let mut next_chan = vec![vec![None; config.planes]; n];
+            let mut prev_chan = vec![vec![None; config.planes]; n];
+            for i in 0..pairs {
+                let (a, b) = (line.chips[i], line.chips[(i + 1) % n]);
+                let usable = cluster.usable_links_between(a, b);
+                if usable.len() < config.planes {
+                    return Err(FabricError::Planes {
+                        planes: config.planes,
+                        a: cluster.chip(a).id,
+                        b: cluster.chip(b).id,
+                        have: usable.len(),
+                    });
+                }
+                for plane in 0..config.planes {
+                    let (ea, eb) = cluster.link(usable[plane]).ends_from(a).expect("a link between a and b");
+                    next_chan[i][plane] = Some(ea);
+                    prev_chan[(i + 1) % n][plane] = Some(eb);
+                }
+            }
+            for i in 0..n {
+                for plane in 0..config.planes {
+                    for (mine, other) in [
+                        (next_chan[i][plane], prev_chan[i][plane]),
+                        (prev_chan[i][plane], next_chan[i][plane]),
+                    ] {
+                        let Some(at) = mine else { continue };
+                        let peer = cluster.connected(at).expect("a usable link has a far end");
+                        routers.push(RouterSpec {
+                            at,
+                            peer,
+                            partner: other.map(|e| e.chan),
+                            line: li,
+                            plane,
+                        });
+                    }
+                }
+            }
+        }
+        let headers = RefCell::new(vec![vec![None; layout.entries()]; routers.len()]);
+        Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers }))
+    }
+
+    /// The index of the router on `at`.
+    pub fn router_on(&self, at: Endpoint) -> Option<usize> {
+        self.routers.iter().position(|r| r.at == at)
+    }
+
+    /// The router on `chip` of line `line` and `plane` facing the chip after it on the line
+    /// (`forward`) or before it, and the hops to `to` that way; `None` if `to` is not reachable
+    /// that way on the line.
+    pub fn toward(&self, line: usize, plane: usize, from: ChipIdx, to: ChipIdx) -> Option<(usize, u32)> {
+        let l = &self.lines[line];
+        let n = l.chips.len();
+        let i = l.chips.iter().position(|&c| c == from)?;
+        let j = l.chips.iter().position(|&c| c == to)?;
+        if i == j {
+            return None;
+        }
+        let (forward, hops) = if l.closed && n > 2 {
+            let fwd = (j + n - i) % n;
+            if fwd <= n - fwd { (true, fwd) } else { (false, n - fwd) }
+        } else if j > i {
+            (true, j - i)
+        } else {
+            (false, i - j)
+        };
+        let neighbour = if forward { l.chips[(i + 1) % n] } else { l.chips[(i + n - 1) % n] };
+        self.router_facing(line, plane, from, neighbour).map(|r| (r, hops as u32))
+    }
+
+    /// The router on `chip` of `line` and `plane` whose link goes to `neighbour`.
+    pub fn router_facing(
+        &self,
+        line: usize,
+        plane: usize,
+        chip: ChipIdx,
+        neighbour: ChipIdx,
+    ) -> Option<usize> {
+        self.routers
+            .iter()
+            .position(|r| r.line == line && r.plane == plane && r.at.chip == chip && r.peer.chip == neighbour)
+    }
+
+    /// The NoC coordinates of router `r`'s Ethernet core.
+    pub fn core_of(&self, r: usize) -> CoreCoord {
+        self.eth_cores[self.routers[r].at.chan as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_encode_forwards_then_writes_lowest_hop_first() {
+        assert_eq!(Route::unicast(1).0, 0b01);
+        assert_eq!(Route::unicast(3).0, 0b01_10_10);
+        assert_eq!(Route::multicast(1, 3).0, 0b01_11_11);
+        assert_eq!(Route::multicast(2, 2).0, 0b01_11_10);
+        let r = Route::multicast(2, 2);
+        assert_eq!(r.hops(), 3);
+        assert_eq!(r.here(), (false, true));
+        assert_eq!(r.next().here(), (true, true));
+        assert_eq!(r.next().next().here(), (true, false));
+        assert_eq!(r.next().next().next().0, 0);
+    }
+
+    #[test]
+    fn the_default_packet_gets_8_sender_and_16_receiver_slots() {
+        let l = Layout::new(&Params::default(), DEFAULT_MAX_PAYLOAD, 8).unwrap();
+        assert_eq!((l.sender_slots, l.receiver_slots), (8, 16));
+        assert_eq!(l.header_bytes, 48);
+        assert_eq!(l.slot_bytes, 4416);
+        let big = Layout::new(&Params::default(), MAX_PAYLOAD_WH, 8).unwrap();
+        assert!(big.sender_slots * 2 + big.receiver_slots <= 20);
+        assert!(Layout::new(&Params::default(), 8000, 8).is_err());
+        let p = Params::default();
+        assert!(l.receiver_slot(l.receiver_slots) <= p.erisc_kernel_l1_base + p.erisc_kernel_l1_bytes);
+    }
+}

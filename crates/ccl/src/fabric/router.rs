@@ -1,0 +1,443 @@
+//! The fabric router kernel: one per active Ethernet core and routing plane, persistent from
+//! the session's start to the host's termination write.
+//!
+//! Main loop, one inner pass (`shared/fabric.md` §3, 1D line and 2026 ring):
+//!
+//! 1. **sender channel 0** (the local worker): at most one packet — if one is queued, the peer's
+//!    receiver has a free slot (two on a ring's injection channel: bubble flow control) and the
+//!    tx queue is idle: send header + payload into the peer's receiver slot, spin until the
+//!    queue is idle, send the new "packets sent" count;
+//! 2. **receiver channel**: the oldest landed packet — on a ring first acknowledge it (first
+//!    level); then by its route code forward it (the whole packet, route shifted, into the
+//!    opposite router's sender channel 1, which needs a downstream credit, plus its doorbell)
+//!    and/or write it locally (per NoC command; an increment after a write waits for the write
+//!    to flush), every write tagged with the slot's transaction id;
+//! 3. **sender channel 1** (forwarded traffic), as channel 0;
+//! 4. **completions**: the oldest processed receiver slot whose writes have flushed is
+//!    completed to the peer, which frees the remote slot;
+//! 5. **credits**: completions (line) or acknowledgements (ring) from the peer return slots to
+//!    the channel's producer — a NoC increment of the worker's credit word (channel 0) or of
+//!    the upstream router's downstream-credit word (channel 1); the connection semaphore is
+//!    checked (open, close, a second worker is a protocol error); the termination word.
+//!
+//! A pass that moved something costs `fabric_router_pass_cycles` on top of the sends and NoC
+//! commands it issued; a pass that found nothing to do waits for whatever would unblock it (a
+//! doorbell, a landed packet, a counter from the peer, a credit, the tx queue, a flush), so an
+//! idle router costs no events.
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, TaskResult, Time};
+use meshsim_hw::{Kernel, Wake};
+
+use super::words::{
+    ACKED, CLOSE, COMPLETED, CONN, CONN_INFO, CREDITED, DOORBELL, DOWN_FREED, HANDSHAKE, RX_SENT, STAGE,
+    TERMINATE,
+};
+use super::{BUBBLE_SLOTS, Fabric, Header, NocCmd, RECEIVER_TRIDS, SENDER_CHANNELS};
+
+/// The host's termination value (IMMEDIATELY_TERMINATE).
+pub const TERMINATE_NOW: u32 = 2;
+
+/// A router's protocol broken by a worker or the host.
+#[derive(Debug, thiserror::Error)]
+#[error("fabric router {router}: {what}")]
+pub struct RouterError {
+    /// The router (`chip3/eth8`).
+    pub router: String,
+    /// What happened.
+    pub what: String,
+}
+
+/// What blocks a step, so an idle pass knows what to wait for.
+struct Waits(Vec<Wake>);
+
+/// The router's running state.
+struct State {
+    /// Packets sent per sender channel.
+    sent: [u64; SENDER_CHANNELS],
+    /// Packets sent over both channels (the peer's receiver slots fill in this order).
+    total_sent: u64,
+    /// Slots returned to each channel's producer.
+    credited: [u64; SENDER_CHANNELS],
+    /// Packets forwarded into the partner's channel 1.
+    forwarded: u64,
+    /// Receiver packets taken.
+    taken: u64,
+    /// Packets acknowledged (first level) and completed per source channel of the peer.
+    acked: [u64; SENDER_CHANNELS],
+    completed: [u64; SENDER_CHANNELS],
+    /// Whether the oldest untaken receiver slot has been acknowledged.
+    head_acked: bool,
+    /// Processed receiver slots awaiting completion: (transaction id, source channel).
+    pending: VecDeque<(usize, u8)>,
+    /// Opens and closes of channel 0 seen, and the connected worker's credit and teardown words.
+    conn_seen: u32,
+    worker: Option<(u64, u64)>,
+}
+
+/// Runs router `me` of `fabric` until the host terminates it.
+pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
+    let spec = fabric.routers[me].clone();
+    let lay = fabric.layout;
+    let ring = fabric.config.kind.is_ring();
+    let peer = fabric.router_on(spec.peer).expect("every router's peer is a router");
+    let partner = spec.partner.map(|chan| {
+        fabric
+            .router_on(meshsim_topology::Endpoint { chip: spec.at.chip, chan })
+            .expect("partners are routers")
+    });
+    let partner_at = partner.map(|p| fabric.core_of(p));
+    let trids = if ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as usize;
+    let pass = k.cycles(k_params_pass(&k));
+    let w = |o: u64| lay.word(o);
+    for o in [CONN, DOORBELL[0], DOORBELL[1], RX_SENT, DOWN_FREED, TERMINATE, CREDITED] {
+        k.write_u32(w(o), 0)?;
+    }
+    for ch in 0..SENDER_CHANNELS {
+        k.write_u32(w(ACKED[ch]), 0)?;
+        k.write_u32(w(COMPLETED[ch]), 0)?;
+    }
+    let master = k.chip() < spec.peer.chip;
+    k.eth_setup_handshake(w(HANDSHAKE), master).await?;
+    k.mark(crate::edm::HANDSHAKE_DONE);
+    let mut st = State {
+        sent: [0; 2],
+        total_sent: 0,
+        credited: [0; 2],
+        forwarded: 0,
+        taken: 0,
+        acked: [0; 2],
+        completed: [0; 2],
+        head_acked: false,
+        pending: VecDeque::new(),
+        conn_seen: 0,
+        worker: None,
+    };
+    let name = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
+    let err = |what: String| -> TaskResult { Err(Box::new(RouterError { router: name.clone(), what })) };
+    // The loop spins: its steps come round every pass, so a change is noticed by whichever
+    // step's turn comes next. `first` is the step a pass starts with, set by the moment an idle
+    // router notices a change; `origin` is when a pass at step 0 began.
+    let mut first = 0;
+    let mut origin = k.now();
+    loop {
+        if k.read_u32(w(TERMINATE))? == TERMINATE_NOW {
+            return Ok(());
+        }
+        let mut waits = Waits(Vec::new());
+        let mut moved = false;
+        for j in 0..STEPS {
+            match (first + j) % STEPS {
+                0 => moved |= send_step(&k, &fabric, me, peer, 0, ring, &mut st, &mut waits).await?,
+                1 => {
+                    moved |=
+                        receive_step(&k, &fabric, me, partner, partner_at, trids, ring, &mut st, &mut waits)
+                            .await?;
+                    moved |= complete_step(&k, &fabric, &mut st, &mut waits).await?;
+                }
+                _ => {
+                    moved |= send_step(&k, &fabric, me, peer, 1, ring, &mut st, &mut waits).await?;
+                    moved |= credit_step(&k, &fabric, partner_at, ring, &mut st, &mut waits).await?;
+                    match connection_step(&k, &fabric, &mut st, &mut waits).await? {
+                        Ok(m) => moved |= m,
+                        Err(what) => return err(what),
+                    }
+                }
+            }
+        }
+        if moved {
+            k.delay(pass).await;
+            origin = k.now() - pass_offset(pass, first);
+        } else {
+            waits.0.push(Wake::Word(w(TERMINATE), Cond::Eq(TERMINATE_NOW)));
+            k.wait_for_any(&waits.0).await?;
+            // The step whose turn comes next notices the change.
+            let phase = Time((k.now() - origin).0 % pass.0.max(1));
+            first = (0..STEPS).find(|&s| pass_offset(pass, s) >= phase).unwrap_or(0);
+            let at = if pass_offset(pass, first) >= phase {
+                pass_offset(pass, first) - phase
+            } else {
+                pass - phase
+            };
+            k.delay(at).await;
+            origin = k.now() - pass_offset(pass, first);
+        }
+    }
+}
+
+/// Steps of a pass: sender channel 0; the receiver channel and its completions; sender
+/// channel 1 with credits and the connection check.
+const STEPS: usize = 3;
+
+/// When step `s` comes round within a pass of length `pass`.
+fn pass_offset(pass: Time, s: usize) -> Time {
+    Time(pass.0 * s as u64 / STEPS as u64)
+}
+
+fn k_params_pass(k: &Kernel) -> u64 {
+    k.param(|p| p.fabric_router_pass_cycles)
+}
+
+/// Sender channel `ch`: at most one packet.
+#[allow(clippy::too_many_arguments)]
+async fn send_step(
+    k: &Kernel,
+    fabric: &Fabric,
+    me: usize,
+    peer: usize,
+    ch: usize,
+    ring: bool,
+    st: &mut State,
+    waits: &mut Waits,
+) -> Result<bool, meshsim_hw::HwError> {
+    let lay = fabric.layout;
+    let written = k.read_u32(lay.word(DOORBELL[ch]))? as u64;
+    if written == st.sent[ch] {
+        waits.0.push(Wake::Word(lay.word(DOORBELL[ch]), Cond::Ne(written as u32)));
+        return Ok(false);
+    }
+    let completed = k.read_u32(lay.word(COMPLETED[0]))? as u64 + k.read_u32(lay.word(COMPLETED[1]))? as u64;
+    let free = lay.receiver_slots - (st.total_sent - completed);
+    let need = if ring && ch == 0 { BUBBLE_SLOTS } else { 1 };
+    if free < need {
+        for c in COMPLETED {
+            waits.0.push(Wake::Word(lay.word(c), Cond::Ne(k.read_u32(lay.word(c))?)));
+        }
+        return Ok(false);
+    }
+    if k.eth_txq_is_busy(0)? {
+        waits.0.push(Wake::TxqFree(0));
+        return Ok(false);
+    }
+    let slot = st.sent[ch] % lay.sender_slots;
+    let rx = st.total_sent % lay.receiver_slots;
+    let header = {
+        let mut h = fabric.headers.borrow_mut();
+        let mut header: Header = h[me][lay.sender_entry(ch, slot)].expect("a doorbell follows its header");
+        header.src_ch = ch as u8;
+        h[peer][lay.receiver_entry(rx)] = Some(header);
+        header
+    };
+    let bytes = (lay.header_bytes + header.payload).next_multiple_of(16);
+    k.eth_send_packet(0, lay.sender_slot(ch, slot) >> 4, lay.receiver_slot(rx) >> 4, bytes >> 4).await?;
+    k.eth_txq_wait_idle(0).await?;
+    st.sent[ch] += 1;
+    st.total_sent += 1;
+    let stage = lay.word(STAGE);
+    k.write_u32(stage, st.total_sent as u32)?;
+    k.eth_send_packet(0, stage >> 4, lay.word(RX_SENT) >> 4, 1).await?;
+    Ok(true)
+}
+
+/// The receiver channel: the oldest landed packet.
+#[allow(clippy::too_many_arguments)]
+async fn receive_step(
+    k: &Kernel,
+    fabric: &Fabric,
+    me: usize,
+    partner: Option<usize>,
+    partner_at: Option<meshsim_topology::soc::CoreCoord>,
+    trids: usize,
+    ring: bool,
+    st: &mut State,
+    waits: &mut Waits,
+) -> Result<bool, meshsim_hw::HwError> {
+    let lay = fabric.layout;
+    let landed = k.read_u32(lay.word(RX_SENT))? as u64;
+    if landed == st.taken {
+        waits.0.push(Wake::Word(lay.word(RX_SENT), Cond::Ne(landed as u32)));
+        return Ok(false);
+    }
+    let idx = st.taken % lay.receiver_slots;
+    let header = fabric.headers.borrow()[me][lay.receiver_entry(idx)].expect("a landed packet has a header");
+    let src = header.src_ch as usize;
+    let mut moved = false;
+    if ring && !st.head_acked {
+        if k.eth_txq_is_busy(0)? {
+            waits.0.push(Wake::TxqFree(0));
+            return Ok(false);
+        }
+        st.acked[src] += 1;
+        let stage = lay.word(STAGE + 16 + 16 * src as u64);
+        k.write_u32(stage, st.acked[src] as u32)?;
+        k.eth_send_packet(0, stage >> 4, lay.word(ACKED[src]) >> 4, 1).await?;
+        st.head_acked = true;
+        moved = true;
+    }
+    let (write_here, forward) = header.route.here();
+    if forward {
+        let freed = k.read_u32(lay.word(DOWN_FREED))? as u64;
+        if st.forwarded - freed >= lay.sender_slots {
+            waits.0.push(Wake::Word(lay.word(DOWN_FREED), Cond::Ne(freed as u32)));
+            return Ok(moved);
+        }
+    }
+    let trid = (st.taken % trids as u64) as usize;
+    let slot = lay.receiver_slot(idx);
+    if forward {
+        let (p, at) =
+            (partner.expect("a forwarding route has a next router"), partner_at.expect("partner core"));
+        let into = st.forwarded % lay.sender_slots;
+        let mut next = header;
+        next.route = header.route.next();
+        fabric.headers.borrow_mut()[p][lay.sender_entry(1, into)] = Some(next);
+        let bytes = (lay.header_bytes + header.payload).next_multiple_of(16);
+        let dst = k.get_noc_addr(at.x, at.y, lay.sender_slot(1, into));
+        k.noc_async_write_with_trid(slot, dst, bytes, trid).await?;
+        k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, lay.word(DOORBELL[1])), 1).await?;
+        st.forwarded += 1;
+    }
+    if write_here {
+        local_write(k, slot + lay.header_bytes, &header, trid).await?;
+    }
+    st.pending.push_back((trid, header.src_ch));
+    st.taken += 1;
+    st.head_acked = false;
+    Ok(true)
+}
+
+/// The local NoC command of a packet whose payload sits at `payload`.
+async fn local_write(
+    k: &Kernel,
+    payload: u64,
+    header: &Header,
+    trid: usize,
+) -> Result<(), meshsim_hw::HwError> {
+    match header.cmd {
+        NocCmd::Write { dst } => k.noc_async_write_with_trid(payload, dst, header.payload, trid).await,
+        NocCmd::Inline { dst, value } => {
+            k.write_u32(payload, value)?;
+            k.noc_async_write_with_trid(payload, dst, 4, trid).await
+        }
+        NocCmd::AtomicInc { sem, inc, flush } => {
+            if flush {
+                k.noc_async_writes_flushed().await;
+            }
+            k.noc_semaphore_inc(sem, inc).await
+        }
+        NocCmd::FusedWriteInc { dst, sem, inc } => {
+            k.noc_async_write_with_trid(payload, dst, header.payload, trid).await?;
+            k.noc_async_write_flushed_with_trid(trid).await;
+            k.noc_semaphore_inc(sem, inc).await
+        }
+        NocCmd::Scatter { chunks, count } => {
+            let mut off = 0;
+            for &(dst, len) in &chunks[..count as usize] {
+                k.noc_async_write_with_trid(payload + off, dst, len, trid).await?;
+                off += len;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Completes the oldest processed receiver slot once its writes have flushed.
+async fn complete_step(
+    k: &Kernel,
+    fabric: &Fabric,
+    st: &mut State,
+    waits: &mut Waits,
+) -> Result<bool, meshsim_hw::HwError> {
+    let Some(&(trid, src)) = st.pending.front() else {
+        return Ok(false);
+    };
+    if !k.noc_write_trid_flushed(trid) {
+        waits.0.push(Wake::Flushed(trid));
+        return Ok(false);
+    }
+    if k.eth_txq_is_busy(0)? {
+        waits.0.push(Wake::TxqFree(0));
+        return Ok(false);
+    }
+    let lay = fabric.layout;
+    let src = src as usize;
+    st.completed[src] += 1;
+    let stage = lay.word(STAGE + 48 + 16 * src as u64);
+    k.write_u32(stage, st.completed[src] as u32)?;
+    k.eth_send_packet(0, stage >> 4, lay.word(COMPLETED[src]) >> 4, 1).await?;
+    st.pending.pop_front();
+    Ok(true)
+}
+
+/// Returns freed slots to each sender channel's producer.
+async fn credit_step(
+    k: &Kernel,
+    fabric: &Fabric,
+    partner_at: Option<meshsim_topology::soc::CoreCoord>,
+    ring: bool,
+    st: &mut State,
+    waits: &mut Waits,
+) -> Result<bool, meshsim_hw::HwError> {
+    let lay = fabric.layout;
+    let mut moved = false;
+    for ch in 0..SENDER_CHANNELS {
+        let word = lay.word(if ring { ACKED[ch] } else { COMPLETED[ch] });
+        let done = k.read_u32(word)? as u64;
+        waits.0.push(Wake::Word(word, Cond::Ne(done as u32)));
+        if done == st.credited[ch] {
+            continue;
+        }
+        let delta = (done - st.credited[ch]) as u32;
+        let to = match ch {
+            0 => st.worker.map(|(credit, _)| credit),
+            _ => partner_at.map(|at| k.get_noc_addr(at.x, at.y, lay.word(DOWN_FREED))),
+        };
+        let Some(to) = to else {
+            // No producer to tell (a worker closed): the slots are simply free.
+            st.credited[ch] = done;
+            if ch == 0 {
+                k.write_u32(lay.word(CREDITED), done as u32)?;
+            }
+            continue;
+        };
+        k.noc_semaphore_inc(to, delta).await?;
+        st.credited[ch] = done;
+        if ch == 0 {
+            k.write_u32(lay.word(CREDITED), done as u32)?;
+        }
+        moved = true;
+    }
+    Ok(moved)
+}
+
+/// Channel 0's connection semaphore: opens, closes, and a second worker.
+async fn connection_step(
+    k: &Kernel,
+    fabric: &Fabric,
+    st: &mut State,
+    waits: &mut Waits,
+) -> Result<Result<bool, String>, meshsim_hw::HwError> {
+    let lay = fabric.layout;
+    let conn = k.read_u32(lay.word(CONN))?;
+    waits.0.push(Wake::Word(lay.word(CONN), Cond::Ne(conn)));
+    if conn == st.conn_seen {
+        return Ok(Ok(false));
+    }
+    let (opens, closes) = (conn & (CLOSE - 1), conn >> 16);
+    if opens > closes + 1 {
+        return Ok(Err(format!(
+            "a second worker connected to sender channel 0 while one was connected ({opens} opens, {closes} closes): one worker per sender channel"
+        )));
+    }
+    let (was_opens, was_closes) = (st.conn_seen & (CLOSE - 1), st.conn_seen >> 16);
+    if opens > was_opens {
+        let info = lay.word(CONN_INFO);
+        let word = |i: u64| k.read_u32(info + 4 * i).map(u64::from);
+        let credit = word(0)? | word(1)? << 32;
+        let teardown = word(2)? | word(3)? << 32;
+        st.worker = Some((credit, teardown));
+    }
+    if closes > was_closes {
+        // The worker's packets are all queued; it may leave once they have been sent.
+        if st.sent[0] < k.read_u32(lay.word(DOORBELL[0]))? as u64 {
+            return Ok(Ok(false));
+        }
+        if let Some((_, teardown)) = st.worker.take() {
+            k.noc_semaphore_inc(teardown, 1).await?;
+        }
+    }
+    st.conn_seen = conn;
+    Ok(Ok(true))
+}

@@ -1,0 +1,136 @@
+//! The worker side of the fabric: a connection to a router's sender channel 0.
+//!
+//! - `open`: NoC-read the router's write index and returned-slot counter, write the worker's
+//!   credit and teardown addresses into the router's connection record, barrier, then
+//!   increment the connection semaphore;
+//! - `send`: wait for a free slot (packets written − slots returned < slots), NoC-write the
+//!   payload at slot + header, the header, then ring the doorbell — all on one NoC, so the
+//!   router sees the doorbell only after the bytes;
+//! - `close`: a close request on the connection semaphore, then wait until the router, at its
+//!   next connection check, writes the teardown word.
+//!
+//! One worker per sender channel: a second `open` while one is connected makes the router
+//! stop with a protocol error.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use meshsim_engine::Cond;
+use meshsim_hw::{HwError, Kernel};
+use meshsim_topology::soc::CoreCoord;
+
+use super::words::{CLOSE, CONN, CONN_INFO, CREDITED, DOORBELL};
+use super::{Fabric, Header};
+
+/// Bytes of worker L1 a connection needs for its own words and header staging.
+pub const CONNECTION_L1_BYTES: u64 = 256;
+
+/// A worker's connection to one router.
+pub struct Connection {
+    fabric: Rc<Fabric>,
+    router: usize,
+    at: CoreCoord,
+    /// Worker L1: credit word at +0, teardown word at +16, staging from +32.
+    base: u64,
+    written: Cell<u64>,
+    read_base: Cell<u64>,
+}
+
+impl Connection {
+    /// A connection to router `router` using `CONNECTION_L1_BYTES` of the worker's L1 at `base`.
+    pub fn new(fabric: Rc<Fabric>, router: usize, base: u64) -> Connection {
+        let at = fabric.core_of(router);
+        Connection { fabric, router, at, base, written: Cell::new(0), read_base: Cell::new(0) }
+    }
+
+    /// The router this connection injects into.
+    pub fn router(&self) -> usize {
+        self.router
+    }
+
+    /// Largest payload a packet may carry.
+    pub fn max_payload(&self) -> u64 {
+        self.fabric.config.max_payload_bytes
+    }
+
+    fn router_word(&self, k: &Kernel, offset: u64) -> u64 {
+        k.get_noc_addr(self.at.x, self.at.y, self.fabric.layout.word(offset))
+    }
+
+    /// Opens the connection.
+    pub async fn open(&self, k: &Kernel) -> Result<(), HwError> {
+        let (credit, teardown, stage) = (self.base, self.base + 16, self.base + 32);
+        k.write_u32(credit, 0)?;
+        k.write_u32(teardown, 0)?;
+        k.noc_async_read(self.router_word(k, DOORBELL[0]), stage, 16).await?;
+        k.noc_async_read(self.router_word(k, CREDITED), stage + 16, 16).await?;
+        k.noc_async_read_barrier().await?;
+        self.written.set(k.read_u32(stage)? as u64);
+        self.read_base.set(k.read_u32(stage + 16)? as u64);
+        let me = k.my_core();
+        let record = [k.get_noc_addr(me.x, me.y, credit), k.get_noc_addr(me.x, me.y, teardown)];
+        for (i, a) in record.iter().enumerate() {
+            k.write_u32(stage + 32 + 8 * i as u64, *a as u32)?;
+            k.write_u32(stage + 36 + 8 * i as u64, (*a >> 32) as u32)?;
+        }
+        k.noc_async_write(stage + 32, self.router_word(k, CONN_INFO), 16).await?;
+        k.noc_semaphore_inc(self.router_word(k, CONN), 1).await
+    }
+
+    /// Waits for a free slot and returns its index.
+    async fn slot(&self, k: &Kernel) -> Result<u64, HwError> {
+        let slots = self.fabric.layout.sender_slots;
+        let written = self.written.get();
+        if written >= slots + self.read_base.get() {
+            let need = written + 1 - slots - self.read_base.get();
+            k.wait_until(self.base, Cond::Ge(need as u32)).await?;
+        }
+        Ok(written % slots)
+    }
+
+    /// Sends one packet: `header`, and `header.payload` bytes from `payload` in the worker's L1.
+    pub async fn send(&self, k: &Kernel, header: Header, payload: u64) -> Result<(), HwError> {
+        assert!(header.payload <= self.max_payload(), "payload over the fabric's maximum");
+        let lay = self.fabric.layout;
+        let slot = self.slot(k).await?;
+        let at = lay.sender_slot(0, slot);
+        if header.payload > 0 {
+            k.noc_async_write(
+                payload,
+                k.get_noc_addr(self.at.x, self.at.y, at + lay.header_bytes),
+                header.payload,
+            )
+            .await?;
+        }
+        self.fabric.headers.borrow_mut()[self.router][lay.sender_entry(0, slot)] = Some(header);
+        k.noc_async_write(self.base + 32, k.get_noc_addr(self.at.x, self.at.y, at), lay.header_bytes).await?;
+        self.ring(k).await
+    }
+
+    /// Sends the packet already in the next slot again (the fabric benchmarks' sender, which
+    /// writes each slot's header once and then only returns credits).
+    pub async fn resend(&self, k: &Kernel) -> Result<(), HwError> {
+        self.slot(k).await?;
+        self.ring(k).await
+    }
+
+    /// Whether the next slot already holds a packet to resend.
+    pub fn next_slot_filled(&self) -> bool {
+        let lay = self.fabric.layout;
+        let slot = self.written.get() % lay.sender_slots;
+        self.fabric.headers.borrow()[self.router][lay.sender_entry(0, slot)].is_some()
+    }
+
+    async fn ring(&self, k: &Kernel) -> Result<(), HwError> {
+        k.noc_semaphore_inc(self.router_word(k, DOORBELL[0]), 1).await?;
+        self.written.set(self.written.get() + 1);
+        Ok(())
+    }
+
+    /// Closes the connection: asks, then waits for the router's teardown write.
+    pub async fn close(&self, k: &Kernel) -> Result<(), HwError> {
+        k.noc_semaphore_inc(self.router_word(k, CONN), CLOSE).await?;
+        k.wait_until(self.base + 16, Cond::Ge(1)).await?;
+        Ok(())
+    }
+}
