@@ -372,6 +372,10 @@ struct OpArgs {
     /// Move real bytes and check every chip's output (exit 1 on a mismatch).
     #[arg(long)]
     verify: bool,
+    /// The transport: edm (the ERISC Data Mover launched per op) or fabric (persistent
+    /// TT-Fabric routers; all-gather only so far).
+    #[arg(long, default_value = "edm")]
+    stack: String,
     /// Program start skew: the k-th chip starts k x this many ns after the first.
     #[arg(long, default_value_t = 0, value_name = "NS")]
     skew_ns: u64,

@@ -39,6 +39,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         memory: Some(a.memory.clone()),
         skew_ns: Some(a.skew_ns),
         verify: Some(a.verify),
+        stack: Some(a.stack.clone()),
         size: None,
         slots: None,
         samples: None,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{Bidir, Collective, Knobs, OpRun, RedOp, Topology};
+use meshsim_ccl::op::{Bidir, Collective, Knobs, OpRun, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpRequest, OpResult, Session};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::{Stats, Time};
@@ -142,6 +142,8 @@ pub struct Scenario {
     pub skew_ns: Option<u64>,
     /// Op: move real bytes and check the outputs.
     pub verify: Option<bool>,
+    /// Op: the transport, `edm` or `fabric`.
+    pub stack: Option<String>,
     /// Benchmark: payload bytes per packet or ping.
     pub size: Option<Size>,
     /// Latency, bandwidth: buffer slots.
@@ -400,7 +402,9 @@ impl Scenario {
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };
+        let stack: Stack = self.stack.as_deref().unwrap_or("edm").parse().map_err(bad)?;
         let mut session = Session::new(&cluster, params);
+        session.set_stack(stack);
         session.set_verify(self.verify.unwrap_or(false));
         session.set_trace(trace);
         let all: Vec<ChipIdx> = comms.iter().flat_map(|c| c.chips().iter().copied()).collect();

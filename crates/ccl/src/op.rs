@@ -48,6 +48,17 @@ pub enum Bidir {
 }
 named!(Bidir, "bidirectional mode", None => "none", Split => "split", Full => "full");
 
+/// The transport under the collectives: the legacy ERISC Data Mover launched per op, or the
+/// persistent TT-Fabric routers tt-metal runs since 2025.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// The ERISC Data Mover of the CCL guide.
+    Edm,
+    /// TT-Fabric routers and worker kernels that inject packets into them.
+    Fabric,
+}
+named!(Stack, "stack", Edm => "edm", Fabric => "fabric");
+
 /// How a communicator's chips connect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topology {

@@ -28,7 +28,9 @@ use meshsim_topology::{ChipIdx, Cluster, LinkId};
 use crate::build::{host_read, host_write, read_pages, write_pages};
 use crate::comm::Communicator;
 use crate::edm::{ChannelInterface, EdmConfig, EdmLink, Termination, WorkerSlot};
-use crate::op::{Bidir, CclError, Collective, DEFAULT_WORKERS, Knobs, OpError, OpRun, RedOp, Topology};
+use crate::op::{
+    Bidir, CclError, Collective, DEFAULT_WORKERS, Knobs, OpError, OpRun, RedOp, Stack, Topology,
+};
 use crate::plan::{self, Loc, Plan, Recv, Send};
 use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
@@ -163,38 +165,39 @@ impl SessionRun {
 
 /// One machine and the ops to run on it.
 pub struct Session<'c> {
-    cluster: &'c Cluster,
-    params: Params,
-    verify: bool,
-    trace: bool,
-    skew: Option<(Vec<ChipIdx>, u64)>,
-    ops: Vec<OpRequest>,
+    pub(crate) cluster: &'c Cluster,
+    pub(crate) params: Params,
+    pub(crate) verify: bool,
+    pub(crate) trace: bool,
+    pub(crate) skew: Option<(Vec<ChipIdx>, u64)>,
+    pub(crate) ops: Vec<OpRequest>,
+    pub(crate) stack: Stack,
 }
 
 /// A plan of one op (an all-reduce has two) with what lowering needs.
-struct Phase {
-    op: usize,
-    kind: &'static str,
-    plan: Plan,
+pub(crate) struct Phase {
+    pub(crate) op: usize,
+    pub(crate) kind: &'static str,
+    pub(crate) plan: Plan,
     /// The bidirectional mode the plan runs (resolved; `None` for reductions).
-    bidir: Bidir,
-    slice: TensorSpec,
+    pub(crate) bidir: Bidir,
+    pub(crate) slice: TensorSpec,
     /// Pages per packet the staging area allows (reductions), before the EDM buffers cap it.
     staging_ppp: u64,
-    tensors: Option<Tensors>,
+    pub(crate) tensors: Option<Tensors>,
     /// Phases that must end first.
-    deps: Vec<usize>,
+    pub(crate) deps: Vec<usize>,
 }
 
 /// Where a phase's tensors live, and how a plan's locations map to pages.
 #[derive(Clone, Copy, Debug)]
-struct Tensors {
-    input: Placement,
-    output: Placement,
+pub(crate) struct Tensors {
+    pub(crate) input: Placement,
+    pub(crate) output: Placement,
     scratch: Option<Placement>,
-    slice: TensorSpec,
-    dim: usize,
-    n: u64,
+    pub(crate) slice: TensorSpec,
+    pub(crate) dim: usize,
+    pub(crate) n: u64,
 }
 
 impl Tensors {
@@ -310,27 +313,27 @@ fn bump(k: &Kernel, addr: u64) -> TaskResult {
 }
 
 /// `(phase, chip, start, end)` of every finished worker kernel.
-type KernelTimes = Rc<RefCell<Vec<(usize, ChipIdx, Time, Time)>>>;
+pub(crate) type KernelTimes = Rc<RefCell<Vec<(usize, ChipIdx, Time, Time)>>>;
 
 /// When a phase's kernels may start, and what they report when they finish.
 #[derive(Clone)]
-struct Gate {
-    phase: usize,
-    deps: Rc<[SignalId]>,
-    done: SignalId,
-    remaining: Rc<Cell<usize>>,
-    times: KernelTimes,
+pub(crate) struct Gate {
+    pub(crate) phase: usize,
+    pub(crate) deps: Rc<[SignalId]>,
+    pub(crate) done: SignalId,
+    pub(crate) remaining: Rc<Cell<usize>>,
+    pub(crate) times: KernelTimes,
 }
 
 impl Gate {
-    async fn enter(&self, k: &Kernel) -> Time {
+    pub(crate) async fn enter(&self, k: &Kernel) -> Time {
         for &d in self.deps.iter() {
             k.wait_event(d).await;
         }
         k.now()
     }
 
-    fn leave(&self, k: &Kernel, start: Time) {
+    pub(crate) fn leave(&self, k: &Kernel, start: Time) {
         self.times.borrow_mut().push((self.phase, k.chip(), start, k.now()));
         self.remaining.set(self.remaining.get() - 1);
         if self.remaining.get() == 0 {
@@ -342,7 +345,21 @@ impl Gate {
 impl<'c> Session<'c> {
     /// An empty session on `cluster` with `params`, in timing mode, without a trace.
     pub fn new(cluster: &'c Cluster, params: &Params) -> Session<'c> {
-        Session { cluster, params: params.clone(), verify: false, trace: false, skew: None, ops: Vec::new() }
+        Session {
+            cluster,
+            params: params.clone(),
+            verify: false,
+            trace: false,
+            skew: None,
+            ops: Vec::new(),
+            stack: Stack::Edm,
+        }
+    }
+
+    /// Which transport carries every op: the EDM or the fabric (one per machine: an Ethernet
+    /// core runs either an EDM or a router).
+    pub fn set_stack(&mut self, stack: Stack) {
+        self.stack = stack;
     }
 
     /// Moves real bytes and checks every op's outputs.
@@ -383,7 +400,7 @@ impl<'c> Session<'c> {
     }
 
     /// The phases of every op, in submission order.
-    fn phases(&self) -> Vec<Phase> {
+    pub(crate) fn phases(&self) -> Vec<Phase> {
         let mut phases: Vec<Phase> = Vec::new();
         let mut last_of: Vec<usize> = Vec::new();
         for (i, req) in self.ops.iter().enumerate() {
@@ -436,6 +453,9 @@ impl<'c> Session<'c> {
         }
         let mut phases = self.phases();
         self.place_tensors(&mut phases)?;
+        if self.stack == Stack::Fabric {
+            return crate::fabric::lower::run(&self, m, phases);
+        }
         let mut b = Builder {
             cluster: self.cluster,
             programs: (0..self.cluster.chips().len()).map(|c| Program::new(ChipIdx(c as u32))).collect(),
@@ -571,7 +591,7 @@ impl<'c> Session<'c> {
     }
 
     /// Gives every phase its tensors, in submission order, each after the last in its memory.
-    fn place_tensors(&self, phases: &mut [Phase]) -> Result<(), CclError> {
+    pub(crate) fn place_tensors(&self, phases: &mut [Phase]) -> Result<(), CclError> {
         let mut next: BTreeMap<bool, u64> = BTreeMap::new();
         let mut alloc = |memory: Memory, page: u64, pages: u64| -> Placement {
             let first = Placement::first(memory, page);
@@ -630,7 +650,7 @@ impl<'c> Session<'c> {
     }
 
     /// Host writes of every op's input (functional mode).
-    fn write_inputs(&self, m: &Machine, phases: &[Phase]) -> Result<(), CclError> {
+    pub(crate) fn write_inputs(&self, m: &Machine, phases: &[Phase]) -> Result<(), CclError> {
         for (i, req) in self.ops.iter().enumerate() {
             let p = phases.iter().find(|p| p.op == i).expect("every op has a phase");
             let t = p.tensors.expect("placed");
@@ -650,7 +670,7 @@ impl<'c> Session<'c> {
         Ok(())
     }
 
-    fn result(
+    pub(crate) fn result(
         &self,
         i: usize,
         m: &Machine,

@@ -507,11 +507,6 @@ impl Kernel {
         self.ctx.with(|hw, _| hw.mode == Mode::Functional)
     }
 
-    /// A model parameter (say, `k.param(|p| p.noc_issue_cycles)`).
-    pub fn param<T>(&self, f: impl FnOnce(&crate::Params) -> T) -> T {
-        self.ctx.with(|hw, _| f(&hw.params))
-    }
-
     /// `n` core cycles as time.
     pub fn cycles(&self, n: u64) -> Time {
         self.ctx.with(|hw, _| hw.params.cycles(n))

@@ -23,6 +23,7 @@
 //! channel's slot. A slot's entry is read only after the counter write that follows its bytes,
 //! so the table obeys the same flow control as the memory.
 
+pub(crate) mod lower;
 pub mod router;
 pub mod worker;
 

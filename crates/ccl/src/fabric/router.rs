@@ -68,8 +68,8 @@ struct State {
     /// Packets acknowledged (first level) and completed per source channel of the peer.
     acked: [u64; SENDER_CHANNELS],
     completed: [u64; SENDER_CHANNELS],
-    /// Whether the oldest untaken receiver slot has been acknowledged.
-    head_acked: bool,
+    /// Landed receiver packets acknowledged (first level, rings).
+    acks_sent: u64,
     /// Processed receiver slots awaiting completion: (transaction id, source channel).
     pending: VecDeque<(usize, u8)>,
     /// Opens and closes of channel 0 seen, and the connected worker's credit and teardown words.
@@ -92,13 +92,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let trids = if ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as usize;
     let pass = k.cycles(k_params_pass(&k));
     let w = |o: u64| lay.word(o);
-    for o in [CONN, DOORBELL[0], DOORBELL[1], RX_SENT, DOWN_FREED, TERMINATE, CREDITED] {
-        k.write_u32(w(o), 0)?;
-    }
-    for ch in 0..SENDER_CHANNELS {
-        k.write_u32(w(ACKED[ch]), 0)?;
-        k.write_u32(w(COMPLETED[ch]), 0)?;
-    }
+    // Memory starts zeroed: every counter and semaphore begins at 0.
     let master = k.chip() < spec.peer.chip;
     k.eth_setup_handshake(w(HANDSHAKE), master).await?;
     k.mark(crate::edm::HANDSHAKE_DONE);
@@ -110,7 +104,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         taken: 0,
         acked: [0; 2],
         completed: [0; 2],
-        head_acked: false,
+        acks_sent: 0,
         pending: VecDeque::new(),
         conn_seen: 0,
         worker: None,
@@ -177,7 +171,7 @@ fn pass_offset(pass: Time, s: usize) -> Time {
 }
 
 fn k_params_pass(k: &Kernel) -> u64 {
-    k.param(|p| p.fabric_router_pass_cycles)
+    k.params().fabric_router_pass_cycles
 }
 
 /// Sender channel `ch`: at most one packet.
@@ -246,26 +240,32 @@ async fn receive_step(
 ) -> Result<bool, meshsim_hw::HwError> {
     let lay = fabric.layout;
     let landed = k.read_u32(lay.word(RX_SENT))? as u64;
+    waits.0.push(Wake::Word(lay.word(RX_SENT), Cond::Ne(landed as u32)));
+    let mut moved = false;
+    // First-level acknowledgement (ring): every landed packet, on arrival, one per pass, ahead
+    // of processing — so a head blocked on a downstream credit does not hold back the acks
+    // that free the upstream's slots.
+    if ring && st.acks_sent < landed {
+        if k.eth_txq_is_busy(0)? {
+            waits.0.push(Wake::TxqFree(0));
+        } else {
+            let i = st.acks_sent % lay.receiver_slots;
+            let src = fabric.headers.borrow()[me][lay.receiver_entry(i)]
+                .expect("a landed packet has a header")
+                .src_ch as usize;
+            st.acked[src] += 1;
+            let stage = lay.word(STAGE + 16 + 16 * src as u64);
+            k.write_u32(stage, st.acked[src] as u32)?;
+            k.eth_send_packet(0, stage >> 4, lay.word(ACKED[src]) >> 4, 1).await?;
+            st.acks_sent += 1;
+            moved = true;
+        }
+    }
     if landed == st.taken {
-        waits.0.push(Wake::Word(lay.word(RX_SENT), Cond::Ne(landed as u32)));
-        return Ok(false);
+        return Ok(moved);
     }
     let idx = st.taken % lay.receiver_slots;
     let header = fabric.headers.borrow()[me][lay.receiver_entry(idx)].expect("a landed packet has a header");
-    let src = header.src_ch as usize;
-    let mut moved = false;
-    if ring && !st.head_acked {
-        if k.eth_txq_is_busy(0)? {
-            waits.0.push(Wake::TxqFree(0));
-            return Ok(false);
-        }
-        st.acked[src] += 1;
-        let stage = lay.word(STAGE + 16 + 16 * src as u64);
-        k.write_u32(stage, st.acked[src] as u32)?;
-        k.eth_send_packet(0, stage >> 4, lay.word(ACKED[src]) >> 4, 1).await?;
-        st.head_acked = true;
-        moved = true;
-    }
     let (write_here, forward) = header.route.here();
     if forward {
         let freed = k.read_u32(lay.word(DOWN_FREED))? as u64;
@@ -294,7 +294,6 @@ async fn receive_step(
     }
     st.pending.push_back((trid, header.src_ch));
     st.taken += 1;
-    st.head_acked = false;
     Ok(true)
 }
 

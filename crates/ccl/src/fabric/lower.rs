@@ -1,0 +1,418 @@
+//! A session's ops on the fabric stack: one persistent fabric over the lines of every op's
+//! communicator, and each op's worker kernels injecting packets into it.
+//!
+//! All-gather follows tt-metal's 2026 multicast factory (`ccl/all_gather @01c8afed`): per chip
+//! and link one core whose reader kernel covers the forward direction and whose writer covers
+//! the backward one. Each reads its slice's pages and sends them in packets of up to 4 pages
+//! (scatter writes straight into the output pages of every chip on the way) along a 1D
+//! multicast route to the line's end — on a ring half-way round each way, an even ring
+//! alternating the two half ranges packet by packet — and the routers forward them. A
+//! multicast increment after the last packet (flushed behind the writes) tells every chip on
+//! the route; a chip's op ends when its semaphore has counted every source.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, SignalId, Time};
+use meshsim_hw::{CoreRef, Kernel, Machine, Program};
+use meshsim_topology::soc::CoreCoord;
+use meshsim_topology::{ChipIdx, LinkId};
+
+use super::worker::{CONNECTION_L1_BYTES, Connection};
+use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
+use crate::op::{CclError, Collective, Topology};
+use crate::session::{Gate, KernelTimes, Phase, STAGING, Session, SessionRun};
+use crate::tensor::{Memory, Placement};
+
+/// Pages a fabric packet carries at most (`min(4, payload / page)`, tt-metal's CCL ops).
+pub const MAX_PAGES_PER_PACKET: u64 = 4;
+/// Worker cores a chip hands out (the 8 x 10 Tensix grid).
+const WORKER_CORES: usize = 80;
+
+/// Runs every op of `s` on the fabric.
+pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<SessionRun, CclError> {
+    for p in &phases {
+        let req = &s.ops[p.op];
+        if req.collective != Collective::AllGather {
+            return Err(CclError::Invalid(format!(
+                "op '{}': {} on the fabric stack is not modelled yet (use --stack edm)",
+                req.name,
+                req.collective.name()
+            )));
+        }
+    }
+    let fabric = build_fabric(s)?;
+    let chips = s.cluster.chips().len();
+    let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+    for (r, spec) in fabric.routers.iter().enumerate() {
+        let f = fabric.clone();
+        programs[spec.at.chip.0 as usize].create_kernel(
+            CoreRef::Eth(spec.at.chan),
+            "router",
+            1,
+            vec![],
+            move |k| super::router::run(k, f, r),
+        );
+    }
+    let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
+    let done: Vec<SignalId> =
+        phases.iter().map(|p| m.new_event(&format!("op '{}' {} done", s.ops[p.op].name, p.kind))).collect();
+    let mut next_core = vec![0usize; chips];
+    let mut ppp = vec![0u64; s.ops.len()];
+    for (pi, p) in phases.iter().enumerate() {
+        ppp[p.op] = all_gather(s, &fabric, &mut m, &mut programs, &mut next_core, pi, p, &times, &done)?;
+    }
+    close_fabric(&fabric, &mut programs, &mut next_core, &done)?;
+    if s.verify {
+        s.write_inputs(&m, &phases)?;
+    }
+    let skew = s.skew.clone();
+    let start_of = move |c: ChipIdx| match &skew {
+        Some((chips, ns)) => {
+            chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
+        }
+        None => Time::ZERO,
+    };
+    let stats =
+        m.launch(programs, &start_of).map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
+    let times = times.borrow();
+    let workers = vec![1; s.ops.len()];
+    let ops: Vec<_> =
+        (0..s.ops.len()).map(|i| s.result(i, &m, &phases, &times, &start_of, (&workers, &ppp))).collect();
+    let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
+        - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
+    let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
+    let trace = m.take_trace();
+    Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+}
+
+/// One fabric for the session: a line per distinct communicator (rank order; closed on a ring
+/// of more than two chips), ring flow control if any line is closed, as many routing planes as
+/// the op asking for the most links. Two lines may not share a link: an Ethernet core runs one
+/// router per plane.
+fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
+    let mut lines: Vec<Line> = Vec::new();
+    for req in &s.ops {
+        let chips = req.comm.chips().to_vec();
+        let closed = req.comm.topology() == Topology::Ring && chips.len() > 2;
+        let line = Line { chips, closed };
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    let mut owner: BTreeMap<LinkId, usize> = BTreeMap::new();
+    for (li, line) in lines.iter().enumerate() {
+        let n = line.chips.len();
+        let pairs = if line.closed { n } else { n - 1 };
+        for i in 0..pairs {
+            for l in s.cluster.usable_links_between(line.chips[i], line.chips[(i + 1) % n]) {
+                if let Some(&other) = owner.get(&l)
+                    && other != li
+                {
+                    let id = |c: ChipIdx| s.cluster.chip(c).id;
+                    return Err(CclError::Invalid(format!(
+                        "the fabric stack runs one line per link: ops on chips {:?} and {:?} share the link between chips {} and {}",
+                        lines[other].chips.iter().map(|&c| id(c)).collect::<Vec<_>>(),
+                        line.chips.iter().map(|&c| id(c)).collect::<Vec<_>>(),
+                        id(line.chips[i]),
+                        id(line.chips[(i + 1) % n])
+                    )));
+                }
+                owner.insert(l, li);
+            }
+        }
+    }
+    let kind = if lines.iter().any(|l| l.closed) { FabricKind::Ring } else { FabricKind::Linear };
+    let planes = s.ops.iter().map(|o| o.knobs.links).max().unwrap_or(1);
+    let config = FabricConfig { kind, max_payload_bytes: DEFAULT_MAX_PAYLOAD, planes };
+    let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
+    Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
+}
+
+/// The next free worker core of `chip`.
+fn take_core(s_chips: &mut [usize], chip: ChipIdx) -> Result<CoreRef, CclError> {
+    let k = s_chips[chip.0 as usize];
+    if k >= WORKER_CORES {
+        return Err(CclError::Invalid(format!("chip index {} has no worker core left", chip.0)));
+    }
+    s_chips[chip.0 as usize] += 1;
+    Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
+}
+
+/// What one direction kernel of an all-gather sends.
+struct Direction {
+    /// The router toward the direction, `None` when no chip lies that way.
+    router: Option<usize>,
+    /// The multicast range of each packet, by packet index (alternating on even rings).
+    ranges: Vec<u32>,
+    /// Packets of this kernel: (first page, pages).
+    packets: Vec<(u64, u64)>,
+    /// Also copies the slice into this chip's own output.
+    local_copy: bool,
+}
+
+/// Lowers all-gather phase `pi`; returns its pages per packet.
+#[allow(clippy::too_many_arguments)]
+fn all_gather(
+    s: &Session,
+    fabric: &Rc<Fabric>,
+    m: &mut Machine,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    times: &KernelTimes,
+    done: &[SignalId],
+) -> Result<u64, CclError> {
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let n = req.comm.size();
+    let page = t.slice.page_bytes();
+    let max = fabric.config.max_payload_bytes;
+    if page > max {
+        return Err(CclError::Invalid(format!(
+            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
+            req.name
+        )));
+    }
+    let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
+    let planes = req.knobs.links;
+    let line = fabric
+        .lines
+        .iter()
+        .position(|l| l.chips == req.comm.chips())
+        .expect("the fabric has a line per communicator");
+    let closed = fabric.lines[line].closed;
+    // Semaphore counting sources on a sync core of every chip (one core per chip and op).
+    let mut sync_cores = Vec::with_capacity(n);
+    for &chip in req.comm.chips() {
+        sync_cores.push(take_core(next_core, chip)?);
+    }
+    let dev = m.device(ChipIdx(0));
+    let sync_at = dev.noc_coord(sync_cores[0]);
+    let sync_sem = STAGING;
+    // Every (rank, plane, direction) and the chips its final increment reaches.
+    let mut expected = vec![0u32; n];
+    let mut kernels = 0;
+    let mut plans: Vec<(usize, usize, [Direction; 2])> = Vec::new();
+    let slice_packets: Vec<(u64, u64)> =
+        (0..t.slice.pages()).step_by(ppp as usize).map(|lo| (lo, ppp.min(t.slice.pages() - lo))).collect();
+    for k in 0..n {
+        for plane in 0..planes {
+            let mine: Vec<(u64, u64)> = slice_packets
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(j, _)| j % planes == plane)
+                .map(|x| x.1)
+                .collect();
+            let dirs = [true, false].map(|forward| {
+                let ranges: Vec<u32> = (0..mine.len()).map(|j| range(n, k, forward, closed, j)).collect();
+                let reach = ranges.iter().copied().max().unwrap_or(0);
+                let router = (reach > 0).then(|| {
+                    let chip = req.comm.chips()[k];
+                    let next = if forward {
+                        req.comm.chips()[(k + 1) % n]
+                    } else {
+                        req.comm.chips()[(k + n - 1) % n]
+                    };
+                    fabric.router_facing(line, plane, chip, next).expect("a router toward each neighbour")
+                });
+                for h in 1..=reach as usize {
+                    let j = if forward { (k + h) % n } else { (k + n - h) % n };
+                    expected[j] += 1;
+                }
+                Direction { router, ranges, packets: mine.clone(), local_copy: forward && plane == 0 }
+            });
+            kernels += 2;
+            plans.push((k, plane, dirs));
+        }
+    }
+    kernels += n;
+    let gate = Gate {
+        phase: pi,
+        deps: p.deps.iter().map(|&d| done[d]).collect(),
+        done: done[pi],
+        remaining: Rc::new(Cell::new(kernels)),
+        times: times.clone(),
+    };
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        let (g, want) = (gate.clone(), expected[k]);
+        programs[chip.0 as usize].create_kernel(sync_cores[k], "ag sync", 0, vec![], move |kn| async move {
+            let start = g.enter(&kn).await;
+            kn.wait_until(sync_sem, Cond::Ge(want)).await?;
+            g.leave(&kn, start);
+            Ok(())
+        });
+    }
+    let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
+    for (k, plane, dirs) in plans {
+        let chip = req.comm.chips()[k];
+        let core = take_core(next_core, chip)?;
+        for (d, dir) in dirs.into_iter().enumerate() {
+            let name = format!("{prefix}ag {} plane{plane}", if d == 0 { "forward" } else { "backward" });
+            let ctx = Rc::new(SendCtx {
+                fabric: fabric.clone(),
+                dir,
+                t_in: t.input,
+                t_out: t.output,
+                slice: (k as u64, t.slice, t.dim, t.n),
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * max),
+                max,
+                sync: (sync_at, sync_sem),
+                gate: gate.clone(),
+            });
+            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
+        }
+    }
+    Ok(ppp)
+}
+
+/// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,
+/// or half-way round a ring (an even ring alternates the two halves packet by packet).
+fn range(n: usize, k: usize, forward: bool, closed: bool, j: usize) -> u32 {
+    if !closed {
+        return if forward { (n - 1 - k) as u32 } else { k as u32 };
+    }
+    let half = (n - 1) / 2;
+    if n % 2 == 1 {
+        return half as u32;
+    }
+    // n even: one side takes n/2, the other n/2 - 1, swapping every packet.
+    let long = (j % 2 == 0) == forward;
+    if long { (n / 2) as u32 } else { (n / 2 - 1) as u32 }
+}
+
+/// What a direction kernel needs.
+struct SendCtx {
+    fabric: Rc<Fabric>,
+    dir: Direction,
+    t_in: Placement,
+    t_out: Placement,
+    /// (rank, slice spec, dim, ranks): where slice pages sit in the gathered output.
+    slice: (u64, crate::tensor::TensorSpec, usize, u64),
+    /// Worker L1: connection words, then two packet buffers.
+    base: u64,
+    max: u64,
+    sync: (CoreCoord, u64),
+    gate: Gate,
+}
+
+/// NoC address of page `q` of `place` (the same on every chip).
+fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
+    let (bank, addr) = place.page(q);
+    let at = match place.memory {
+        Memory::Dram => k.dram_endpoint(bank as usize),
+        Memory::L1 => k.worker_noc_coord(bank as usize),
+    };
+    k.get_noc_addr(at.x, at.y, addr)
+}
+
+/// A direction kernel: reads its packets' pages, multicasts them, copies them locally if asked,
+/// then the final increment and close.
+async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let conn = c.dir.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
+    if let Some(conn) = &conn {
+        conn.open(&k).await?;
+    }
+    let (rank, slice, dim, n) = c.slice;
+    let page = slice.page_bytes();
+    let buf = |j: usize| c.base + CONNECTION_L1_BYTES + (j as u64 % 2) * c.max;
+    let active = conn.is_some() || c.dir.local_copy;
+    // Reads run one packet ahead of sends: packet j + 1's pages are on their way while packet
+    // j goes out (two packet buffers).
+    if active && let Some(&(lo, pages)) = c.dir.packets.first() {
+        issue_reads(&k, &c.t_in, lo..lo + pages, buf(0), page).await?;
+    }
+    for (j, &(lo, pages)) in c.dir.packets.iter().enumerate() {
+        if !active {
+            break;
+        }
+        k.noc_async_read_barrier().await?;
+        let out: Vec<u64> =
+            (lo..lo + pages).map(|q| page_addr(&k, &c.t_out, slice.page_in_whole(dim, n, rank, q))).collect();
+        if c.dir.local_copy {
+            for (i, &dst) in out.iter().enumerate() {
+                k.noc_async_write(buf(j) + i as u64 * page, dst, page).await?;
+            }
+        }
+        if let Some(conn) = &conn {
+            let cmd = if pages == 1 {
+                NocCmd::Write { dst: out[0] }
+            } else {
+                let mut chunks = [(0, 0); 4];
+                for (i, &dst) in out.iter().enumerate() {
+                    chunks[i] = (dst, page);
+                }
+                NocCmd::Scatter { chunks, count: pages as u8 }
+            };
+            let route = Route::multicast(1, c.dir.ranges[j]);
+            conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(j)).await?;
+        }
+        if let Some(&(lo, pages)) = c.dir.packets.get(j + 1) {
+            // The buffer packet j + 1 reuses held packet j - 1: its writes must have left.
+            k.noc_async_writes_flushed().await;
+            issue_reads(&k, &c.t_in, lo..lo + pages, buf(j + 1), page).await?;
+        }
+    }
+    if let Some(conn) = &conn {
+        let reach = c.dir.ranges.iter().copied().max().unwrap_or(1);
+        let (at, sem) = c.sync;
+        let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
+        conn.send(&k, Header { cmd: inc, payload: 0, route: Route::multicast(1, reach), src_ch: 0 }, 0)
+            .await?;
+        conn.close(&k).await?;
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// Issues NoC reads of `pages` of `place` into consecutive L1 pages at `at` (no barrier).
+async fn issue_reads(
+    k: &Kernel,
+    place: &Placement,
+    pages: std::ops::Range<u64>,
+    at: u64,
+    page: u64,
+) -> meshsim_engine::TaskResult {
+    for (i, q) in pages.enumerate() {
+        k.noc_async_read(page_addr(k, place, q), at + i as u64 * page, page).await?;
+    }
+    Ok(())
+}
+
+/// The host closes the fabric once every op has ended: a write of IMMEDIATELY_TERMINATE into
+/// every router, from a core of each chip.
+fn close_fabric(
+    fabric: &Rc<Fabric>,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    done: &[SignalId],
+) -> Result<(), CclError> {
+    let all: Rc<[SignalId]> = done.into();
+    for (c, prog) in programs.iter_mut().enumerate() {
+        let mine: Vec<CoreCoord> = (0..fabric.routers.len())
+            .filter(|&r| fabric.routers[r].at.chip.0 as usize == c)
+            .map(|r| fabric.core_of(r))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let core = take_core(next_core, ChipIdx(c as u32))?;
+        let term = fabric.layout.word(super::words::TERMINATE);
+        let all = all.clone();
+        prog.create_kernel(core, "fabric close", 0, vec![], move |k| async move {
+            for &d in all.iter() {
+                k.wait_event(d).await;
+            }
+            for at in &mine {
+                k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, term), super::router::TERMINATE_NOW).await?;
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
