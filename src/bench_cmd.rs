@@ -4,8 +4,8 @@ use meshsim_bench::plot;
 use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
 
 use crate::{
-    BadInput, Bench, FabricArgs, FabricTestArg, NocSendArg, bench_error, check_outputs, load_cluster,
-    load_params, one_line_plot, write_trace,
+    BadInput, Bench, FabricArgs, FabricLatencyArgs, FabricTestArg, LatencyTopologyArg, NocSendArg,
+    bench_error, check_outputs, load_cluster, load_params, one_line_plot, write_trace,
 };
 
 pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
@@ -14,6 +14,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
             common
         }
         Bench::Fabric(args) => return run_fabric(args),
+        Bench::FabricLatency(args) => return run_fabric_latency(args),
     };
     check_outputs(common.plot.as_deref(), common.trace.as_deref())?;
     if common.trace.is_some() && common.sizes.len() != 1 {
@@ -76,7 +77,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
             );
             (report::render(&rows, format), plot)
         }
-        Bench::Fabric(_) => unreachable!("handled above"),
+        Bench::Fabric(_) | Bench::FabricLatency(_) => unreachable!("handled above"),
         Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
             let spec = ring::RingSpec {
                 size_bytes: 0,
@@ -140,6 +141,34 @@ fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
         packets: a.packets,
     };
     let row = fabric::fabric(&setup, spec).map_err(bench_error)?.row;
+    print!("{}", report::render(&[row], a.format.into()));
+    Ok(())
+}
+
+/// `bench fabric-latency`: tt-metal's one-hop fabric ping.
+fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
+    let topology = match a.topology {
+        LatencyTopologyArg::Line => fabric::LatencyTopology::Line,
+        LatencyTopologyArg::Ring => fabric::LatencyTopology::Ring,
+        LatencyTopologyArg::Mesh => {
+            return Err(BadInput(
+                "--topology mesh needs the 2D fabric, which meshsim does not model yet".into(),
+            )
+            .into());
+        }
+    };
+    let noc_send = match a.noc_send {
+        NocSendArg::Write => fabric::NocSend::Write,
+        NocSendArg::FusedAtomicInc => fabric::NocSend::FusedAtomicInc,
+        NocSendArg::ScatterWrite => {
+            return Err(
+                BadInput("--noc-send for the latency test is write or fused-atomic-inc".into()).into()
+            );
+        }
+    };
+    let setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
+    let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };
+    let row = fabric::fabric_latency(&setup, spec).map_err(bench_error)?.row;
     print!("{}", report::render(&[row], a.format.into()));
     Ok(())
 }

@@ -238,6 +238,46 @@ enum Bench {
     },
     /// TT-Fabric bandwidth, as tt-metal's fabric test framework measures it (per link).
     Fabric(FabricArgs),
+    /// TT-Fabric round-trip latency over one hop, as tt-metal's fabric latency test measures it.
+    FabricLatency(FabricLatencyArgs),
+}
+
+/// Arguments of `bench fabric-latency`.
+#[derive(clap::Args)]
+struct FabricLatencyArgs {
+    /// A cluster description file or a built-in name; the ping goes from the mesh's first chip
+    /// to the next one in its row.
+    #[arg(long, default_value = "galaxy")]
+    cluster: String,
+    /// The fabric: line (every row and column a line) or ring (the mesh's perimeter).
+    #[arg(long, value_enum, default_value_t = LatencyTopologyArg::Line)]
+    topology: LatencyTopologyArg,
+    /// How the receiving router writes each ping: write, or write then a semaphore increment.
+    #[arg(long, value_enum, default_value_t = NocSendArg::Write)]
+    noc_send: NocSendArg,
+    /// Payload bytes of a ping (K suffix: 1024).
+    #[arg(long, value_parser = parse_size, value_name = "B", default_value = "16")]
+    payload: u64,
+    /// Pings measured.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    samples: u64,
+    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
+    #[arg(long, value_name = "FILE")]
+    params: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// `bench fabric-latency --topology`.
+#[derive(Clone, Copy, ValueEnum)]
+enum LatencyTopologyArg {
+    /// The 1D line fabric.
+    Line,
+    /// The 1D ring fabric.
+    Ring,
+    /// The 2D mesh fabric (not modelled yet).
+    Mesh,
 }
 
 /// Arguments of `bench fabric`.

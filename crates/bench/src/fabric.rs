@@ -554,3 +554,203 @@ mod tests {
         }
     }
 }
+
+/// The fabric latency test's topology.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatencyTopology {
+    /// The 1D line fabric (every row and column a line).
+    Line,
+    /// The 1D ring fabric on the mesh's perimeter.
+    Ring,
+}
+
+/// One fabric latency point.
+#[derive(Clone, Copy, Debug)]
+pub struct FabricLatencySpec {
+    /// Line or ring fabric.
+    pub topology: LatencyTopology,
+    /// Write, or write then increment (fused).
+    pub noc_send: NocSend,
+    /// Payload bytes of a ping.
+    pub payload_bytes: u64,
+    /// Pings measured.
+    pub samples: u64,
+}
+
+/// One fabric latency point (the golden file's columns).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FabricLatencyRow {
+    /// The golden file's test name.
+    pub test: String,
+    /// The golden file's NoC command name.
+    pub noc_send: String,
+    /// Payload bytes.
+    pub payload_bytes: u64,
+    /// Fastest round trip minus the responder's time, ns.
+    pub net_min_ns: f64,
+    /// Mean of the same, ns.
+    pub net_avg_ns: f64,
+    /// Its 99th percentile (`sorted[floor(0.99 n)]`), ns.
+    pub net_p99_ns: f64,
+    /// The responder's mean detect-to-issue time, ns.
+    pub responder_avg_ns: f64,
+}
+
+/// Where pings and echoes land, and their semaphore, on both chips' core (0, 0).
+const PING_BUF: u64 = 0x30000;
+const PING_SRC: u64 = 0x38000;
+
+/// Runs the fabric latency test: a sender on chip 0 (the mesh's first position) core (0, 0)
+/// pings a responder on chip 1, one hop away over link 0; the responder echoes each ping.
+pub fn fabric_latency(
+    setup: &Setup,
+    spec: FabricLatencySpec,
+) -> Result<Measured<FabricLatencyRow>, BenchError> {
+    let size = spec.payload_bytes;
+    if size == 0 || size % 16 != 0 || size > meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD {
+        return Err(BenchError::BadArgument(format!(
+            "--payload {size}: must be a positive multiple of 16 up to {} B",
+            meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD
+        )));
+    }
+    if spec.samples == 0 {
+        return Err(BenchError::BadArgument("at least one sample is needed".into()));
+    }
+    let kind = match spec.topology {
+        LatencyTopology::Line => FabricKind::Linear,
+        LatencyTopology::Ring => FabricKind::Ring,
+    };
+    let (lines, grid) = lines(setup, kind)?;
+    let (a, b) = (grid.chip(0, 0), grid.chip(0, 1));
+    let line =
+        lines.iter().position(|l| l.chips.contains(&a) && l.chips.contains(&b)).expect("a line holds row 0");
+    let mut m = setup.machine();
+    let soc = meshsim_topology::soc::wormhole_b0();
+    let config =
+        FabricConfig { kind, max_payload_bytes: meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD, planes: 1 };
+    let fabric = Fabric::new(&setup.cluster, &setup.params, soc.eth_cores.clone(), config, lines)
+        .map_err(|e| BenchError::BadArgument(e.to_string()))?;
+    let chips = setup.cluster.chips().len();
+    let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+    for (r, spec_r) in fabric.routers.iter().enumerate() {
+        let f = fabric.clone();
+        programs[spec_r.at.chip.0 as usize].create_kernel(
+            CoreRef::Eth(spec_r.at.chan),
+            "router",
+            1,
+            vec![],
+            move |k| meshsim_ccl::fabric::router::run(k, f, r),
+        );
+    }
+    let core = CoreRef::Worker(CoreCoord { x: 0, y: 0 });
+    let dev = m.device(a);
+    let at = dev.noc_coord(core);
+    let sem = dev.semaphore_addr(core, 0);
+    let fused = spec.noc_send == NocSend::FusedAtomicInc;
+    let header = move |route: Route| {
+        let dst = k_noc(at, PING_BUF);
+        let cmd = if fused {
+            NocCmd::FusedWriteInc { dst, sem: k_noc(at, sem), inc: 1 }
+        } else {
+            NocCmd::Write { dst }
+        };
+        Header { cmd, payload: size, route, src_ch: 0 }
+    };
+    let close = m.new_event("fabric latency done");
+    let raw = Rc::new(RefCell::new(Vec::new()));
+    let resp = Rc::new(RefCell::new(Vec::new()));
+    let samples = spec.samples;
+    let stamp = PING_SRC + size - 4;
+    let landed = PING_BUF + size - 4;
+    let arrived = move |k: &meshsim_hw::Kernel, i: u64| {
+        let k = k.clone();
+        async move {
+            if fused {
+                k.wait_until(sem, Cond::Ge(i as u32 + 1)).await
+            } else {
+                k.wait_until(landed, Cond::Eq(i as u32 + 1)).await
+            }
+        }
+    };
+    for (me, other, times) in [(a, b, raw.clone()), (b, a, resp.clone())] {
+        let r = fabric.router_facing(line, 0, me, other).expect("a router between chips 0 and 1");
+        let conn = Connection::new(fabric.clone(), r, CONN_BASE);
+        let pinger = me == a;
+        programs[me.0 as usize].create_kernel(
+            core,
+            if pinger { "ping" } else { "echo" },
+            0,
+            vec![],
+            move |k| async move {
+                conn.open(&k).await?;
+                for i in 0..samples {
+                    if pinger {
+                        k.write_u32(stamp, i as u32 + 1)?;
+                        conn.send(&k, header(Route::unicast(1)), PING_SRC).await?;
+                        let t0 = k.now();
+                        k.noc_async_writes_flushed().await;
+                        arrived(&k, i).await?;
+                        times.borrow_mut().push(k.now() - t0);
+                    } else {
+                        arrived(&k, i).await?;
+                        let t0 = k.now();
+                        k.write_u32(stamp, i as u32 + 1)?;
+                        conn.send(&k, header(Route::unicast(1)), PING_SRC).await?;
+                        times.borrow_mut().push(k.now() - t0);
+                    }
+                }
+                conn.close(&k).await?;
+                if pinger {
+                    k.raise_event(close);
+                }
+                Ok(())
+            },
+        );
+    }
+    for (c, prog) in programs.iter_mut().enumerate() {
+        let mine: Vec<CoreCoord> = (0..fabric.routers.len())
+            .filter(|&r| fabric.routers[r].at.chip.0 as usize == c)
+            .map(|r| fabric.core_of(r))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let term = fabric.layout.word(meshsim_ccl::fabric::words::TERMINATE);
+        prog.create_kernel(
+            CoreRef::Worker(CoreCoord { x: 7, y: 9 }),
+            "host close",
+            0,
+            vec![],
+            move |k| async move {
+                k.wait_event(close).await;
+                for at in &mine {
+                    k.noc_semaphore_inc(
+                        k.get_noc_addr(at.x, at.y, term),
+                        meshsim_ccl::fabric::router::TERMINATE_NOW,
+                    )
+                    .await?;
+                }
+                Ok(())
+            },
+        );
+    }
+    let stats = m.launch(programs, |_| Time::ZERO)?;
+    let (raw, resp) = (raw.borrow(), resp.borrow());
+    let mut net: Vec<f64> = raw.iter().zip(resp.iter()).map(|(r, s)| (*r - *s).as_ns_f64()).collect();
+    net.sort_by(f64::total_cmp);
+    let n = net.len();
+    let name = match spec.topology {
+        LatencyTopology::Line => "LatencyLinearUnicast",
+        LatencyTopology::Ring => "LatencyRingUnicast",
+    };
+    let row = FabricLatencyRow {
+        test: name.to_owned(),
+        noc_send: spec.noc_send.golden_name().to_owned(),
+        payload_bytes: size,
+        net_min_ns: net[0],
+        net_avg_ns: net.iter().sum::<f64>() / n as f64,
+        net_p99_ns: net[(n as f64 * 0.99).floor() as usize],
+        responder_avg_ns: resp.iter().map(|t| t.as_ns_f64()).sum::<f64>() / n as f64,
+    };
+    Ok(Measured::new(row, stats, &mut m))
+}
