@@ -50,6 +50,9 @@ pub struct RouterError {
     pub what: String,
 }
 
+/// A step's failure: a hardware error or a broken protocol.
+type StepError = Box<dyn std::error::Error>;
+
 /// What blocks a step, so an idle pass knows what to wait for.
 struct Waits(Vec<Wake>);
 
@@ -124,7 +127,13 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         let mut moved = false;
         for j in 0..STEPS {
             match (first + j) % STEPS {
-                0 => moved |= send_step(&k, &fabric, me, peer, 0, ring, &mut st, &mut waits).await?,
+                0 => {
+                    match connection_step(&k, &fabric, &mut st, &mut waits).await? {
+                        Ok(m) => moved |= m,
+                        Err(what) => return err(what),
+                    }
+                    moved |= send_step(&k, &fabric, me, peer, 0, ring, &mut st, &mut waits).await?;
+                }
                 1 => {
                     moved |=
                         receive_step(&k, &fabric, me, partner, partner_at, trids, ring, &mut st, &mut waits)
@@ -134,10 +143,6 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
                 _ => {
                     moved |= send_step(&k, &fabric, me, peer, 1, ring, &mut st, &mut waits).await?;
                     moved |= credit_step(&k, &fabric, partner_at, ring, &mut st, &mut waits).await?;
-                    match connection_step(&k, &fabric, &mut st, &mut waits).await? {
-                        Ok(m) => moved |= m,
-                        Err(what) => return err(what),
-                    }
                 }
             }
         }
@@ -170,6 +175,12 @@ fn pass_offset(pass: Time, s: usize) -> Time {
     Time(pass.0 * s as u64 / STEPS as u64)
 }
 
+/// A protocol error of the router running `k`.
+fn protocol(k: &Kernel, what: String) -> StepError {
+    let router = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
+    Box::new(RouterError { router, what })
+}
+
 fn k_params_pass(k: &Kernel) -> u64 {
     k.params().fabric_router_pass_cycles
 }
@@ -185,7 +196,7 @@ async fn send_step(
     ring: bool,
     st: &mut State,
     waits: &mut Waits,
-) -> Result<bool, meshsim_hw::HwError> {
+) -> Result<bool, StepError> {
     let lay = fabric.layout;
     let written = k.read_u32(lay.word(DOORBELL[ch]))? as u64;
     if written == st.sent[ch] {
@@ -209,7 +220,14 @@ async fn send_step(
     let rx = st.total_sent % lay.receiver_slots;
     let header = {
         let mut h = fabric.headers.borrow_mut();
-        let mut header: Header = h[me][lay.sender_entry(ch, slot)].expect("a doorbell follows its header");
+        let Some(mut header) = h[me][lay.sender_entry(ch, slot)] else {
+            return Err(protocol(
+                k,
+                format!(
+                    "doorbell of sender channel {ch} rang for slot {slot}, which holds no packet (two workers on the channel, or a doorbell without a packet): one worker per sender channel"
+                ),
+            ));
+        };
         header.src_ch = ch as u8;
         h[peer][lay.receiver_entry(rx)] = Some(header);
         header
@@ -237,7 +255,7 @@ async fn receive_step(
     ring: bool,
     st: &mut State,
     waits: &mut Waits,
-) -> Result<bool, meshsim_hw::HwError> {
+) -> Result<bool, StepError> {
     let lay = fabric.layout;
     let landed = k.read_u32(lay.word(RX_SENT))? as u64;
     waits.0.push(Wake::Word(lay.word(RX_SENT), Cond::Ne(landed as u32)));
@@ -265,7 +283,9 @@ async fn receive_step(
         return Ok(moved);
     }
     let idx = st.taken % lay.receiver_slots;
-    let header = fabric.headers.borrow()[me][lay.receiver_entry(idx)].expect("a landed packet has a header");
+    let Some(header) = fabric.headers.borrow()[me][lay.receiver_entry(idx)] else {
+        return Err(protocol(k, format!("receiver slot {idx} was counted as landed but holds no packet")));
+    };
     let (write_here, forward) = header.route.here();
     if forward {
         let freed = k.read_u32(lay.word(DOWN_FREED))? as u64;
@@ -338,7 +358,7 @@ async fn complete_step(
     fabric: &Fabric,
     st: &mut State,
     waits: &mut Waits,
-) -> Result<bool, meshsim_hw::HwError> {
+) -> Result<bool, StepError> {
     let Some(&(trid, src)) = st.pending.front() else {
         return Ok(false);
     };
@@ -368,7 +388,7 @@ async fn credit_step(
     ring: bool,
     st: &mut State,
     waits: &mut Waits,
-) -> Result<bool, meshsim_hw::HwError> {
+) -> Result<bool, StepError> {
     let lay = fabric.layout;
     let mut moved = false;
     for ch in 0..SENDER_CHANNELS {
@@ -407,7 +427,7 @@ async fn connection_step(
     fabric: &Fabric,
     st: &mut State,
     waits: &mut Waits,
-) -> Result<Result<bool, String>, meshsim_hw::HwError> {
+) -> Result<Result<bool, String>, StepError> {
     let lay = fabric.layout;
     let conn = k.read_u32(lay.word(CONN))?;
     waits.0.push(Wake::Word(lay.word(CONN), Cond::Ne(conn)));
