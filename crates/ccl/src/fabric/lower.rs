@@ -258,7 +258,7 @@ fn all_gather(
                 t_in: t.input,
                 t_out: t.output,
                 slice: (k as u64, t.slice, t.dim, t.n),
-                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * max),
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * BATCH as u64 * max),
                 max,
                 sync: (sync_at, sync_sem),
                 gate: gate.clone(),
@@ -299,6 +299,14 @@ struct SendCtx {
     gate: Gate,
 }
 
+/// Packets a direction kernel reads per batch; it holds two batches.
+const BATCH: usize = 4;
+
+/// Address of packet `i` of batch `b` in a direction kernel's buffer.
+fn buffer(c: &SendCtx, b: usize, i: usize) -> u64 {
+    c.base + CONNECTION_L1_BYTES + ((b % 2) * BATCH + i) as u64 * c.max
+}
+
 /// NoC address of page `q` of `place` (the same on every chip).
 fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
     let (bank, addr) = place.page(q);
@@ -319,42 +327,58 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     }
     let (rank, slice, dim, n) = c.slice;
     let page = slice.page_bytes();
-    let buf = |j: usize| c.base + CONNECTION_L1_BYTES + (j as u64 % 2) * c.max;
     let active = conn.is_some() || c.dir.local_copy;
-    // Reads run one packet ahead of sends: packet j + 1's pages are on their way while packet
-    // j goes out (two packet buffers).
-    if active && let Some(&(lo, pages)) = c.dir.packets.first() {
-        issue_reads(&k, &c.t_in, lo..lo + pages, buf(0), page).await?;
+    // Reads run a batch ahead of sends: batch b + 1's pages are on their way while batch b
+    // goes out (two halves of the packet buffer, BATCH packets each).
+    let batches: Vec<&[(u64, u64)]> = c.dir.packets.chunks(BATCH).collect();
+    let issue = |b: usize| {
+        let k = k.clone();
+        let c = c.clone();
+        let batch: Vec<(u64, u64)> = batches.get(b).map(|x| x.to_vec()).unwrap_or_default();
+        async move {
+            for (i, &(lo, pages)) in batch.iter().enumerate() {
+                issue_reads(&k, &c.t_in, lo..lo + pages, buffer(&c, b, i), page).await?;
+            }
+            Ok::<(), meshsim_engine::TaskError>(())
+        }
+    };
+    if active {
+        issue(0).await?;
     }
-    for (j, &(lo, pages)) in c.dir.packets.iter().enumerate() {
+    for (b, batch) in batches.iter().enumerate() {
         if !active {
             break;
         }
         k.noc_async_read_barrier().await?;
-        let out: Vec<u64> =
-            (lo..lo + pages).map(|q| page_addr(&k, &c.t_out, slice.page_in_whole(dim, n, rank, q))).collect();
-        if c.dir.local_copy {
-            for (i, &dst) in out.iter().enumerate() {
-                k.noc_async_write(buf(j) + i as u64 * page, dst, page).await?;
-            }
-        }
-        if let Some(conn) = &conn {
-            let cmd = if pages == 1 {
-                NocCmd::Write { dst: out[0] }
-            } else {
-                let mut chunks = [(0, 0); 4];
-                for (i, &dst) in out.iter().enumerate() {
-                    chunks[i] = (dst, page);
-                }
-                NocCmd::Scatter { chunks, count: pages as u8 }
-            };
-            let route = Route::multicast(1, c.dir.ranges[j]);
-            conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(j)).await?;
-        }
-        if let Some(&(lo, pages)) = c.dir.packets.get(j + 1) {
-            // The buffer packet j + 1 reuses held packet j - 1: its writes must have left.
+        if b + 1 < batches.len() {
+            // The half batch b + 1 reuses held batch b - 1: its writes must have left.
             k.noc_async_writes_flushed().await;
-            issue_reads(&k, &c.t_in, lo..lo + pages, buf(j + 1), page).await?;
+            issue(b + 1).await?;
+        }
+        for (i, &(lo, pages)) in batch.iter().enumerate() {
+            let j = b * BATCH + i;
+            let buf = buffer(&c, b, i);
+            let out: Vec<u64> = (lo..lo + pages)
+                .map(|q| page_addr(&k, &c.t_out, slice.page_in_whole(dim, n, rank, q)))
+                .collect();
+            if c.dir.local_copy {
+                for (x, &dst) in out.iter().enumerate() {
+                    k.noc_async_write(buf + x as u64 * page, dst, page).await?;
+                }
+            }
+            if let Some(conn) = &conn {
+                let cmd = if pages == 1 {
+                    NocCmd::Write { dst: out[0] }
+                } else {
+                    let mut chunks = [(0, 0); 4];
+                    for (x, &dst) in out.iter().enumerate() {
+                        chunks[x] = (dst, page);
+                    }
+                    NocCmd::Scatter { chunks, count: pages as u8 }
+                };
+                let route = Route::multicast(1, c.dir.ranges[j]);
+                conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf).await?;
+            }
         }
     }
     if let Some(conn) = &conn {
