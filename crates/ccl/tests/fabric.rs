@@ -7,7 +7,7 @@ use std::rc::Rc;
 use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::fabric::worker::Connection;
 use meshsim_ccl::fabric::{Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
-use meshsim_ccl::op::{CclError, Collective, Knobs, Stack, Topology};
+use meshsim_ccl::op::{CclError, Collective, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpRequest, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
 use meshsim_engine::Time;
@@ -91,13 +91,43 @@ fn bandwidth_stays_under_the_links_and_a_ring_beats_a_line() {
     assert!(line > 0.7 * link, "a large line all-gather is link-bound: {line}");
 }
 
+/// Reduce-scatter and all-reduce verify on lines and rings, sum and max, bf16 and bfp8.
 #[test]
-fn other_collectives_and_shared_links_are_refused_by_name() {
+fn reductions_verify_on_lines_and_rings() {
+    let n300 = builtin::cluster("n300").unwrap();
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let galaxy = builtin::cluster("galaxy").unwrap();
+    for (red, dtype) in [(RedOp::Sum, DType::Bf16), (RedOp::Max, DType::Bfp8)] {
+        for collective in [Collective::ReduceScatter(red), Collective::AllReduce(red)] {
+            let mut cases: Vec<(&Cluster, Communicator)> = vec![
+                (&n300, Communicator::world(&n300, Topology::Line, None).unwrap()),
+                (&t3000, Communicator::choose(&t3000, Topology::Line, Some(4), None).unwrap()),
+                (&t3000, Communicator::world(&t3000, Topology::Ring, None).unwrap()),
+            ];
+            for c in Communicator::axis(&galaxy, 1, Some(Topology::Line)).unwrap().into_iter().take(1) {
+                cases.push((&galaxy, c));
+            }
+            for (cluster, comm) in cases {
+                let n = comm.size() as u64;
+                let t = TensorSpec::new([1, 1, 64, 64 * n * 3], dtype, Layout::Tile).unwrap();
+                let req = OpRequest::new("red", comm, collective, t, 3);
+                verified(&fabric_run(cluster, true, vec![req]).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn shared_links_and_missing_planes_are_refused_by_name() {
     let t3000 = builtin::cluster("t3000").unwrap();
     let comm = Communicator::world(&t3000, Topology::Ring, None).unwrap();
     let t = TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap();
-    let rs = OpRequest::new("rs", comm.clone(), Collective::ReduceScatter(meshsim_ccl::op::RedOp::Sum), t, 3);
-    let err = fabric_run(&t3000, false, vec![rs]).unwrap_err();
+    let galaxy = builtin::cluster("galaxy").unwrap();
+    let row = Communicator::axis(&galaxy, 1, Some(Topology::Line)).unwrap().remove(0);
+    let wide = TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap();
+    let mut rs = OpRequest::new("rs", row, Collective::ReduceScatter(RedOp::Sum), wide, 3);
+    rs.knobs.links = 2;
+    let err = fabric_run(&galaxy, false, vec![rs]).unwrap_err();
     assert!(err.is_bad_input() && err.to_string().contains("'rs'"), "{err}");
     // A line of four and the 8-chip ring share links: one line per link on the fabric.
     let line = Communicator::choose(&t3000, Topology::Line, Some(4), None).unwrap();

@@ -21,7 +21,7 @@ use meshsim_topology::{ChipIdx, LinkId};
 
 use super::worker::{CONNECTION_L1_BYTES, Connection};
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
-use crate::op::{CclError, Collective, Topology};
+use crate::op::{CclError, Topology};
 use crate::session::{Gate, KernelTimes, Phase, STAGING, Session, SessionRun};
 use crate::tensor::{Memory, Placement};
 
@@ -34,9 +34,9 @@ const WORKER_CORES: usize = 80;
 pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<SessionRun, CclError> {
     for p in &phases {
         let req = &s.ops[p.op];
-        if req.collective != Collective::AllGather {
+        if p.kind == "rs" && req.knobs.links > 1 {
             return Err(CclError::Invalid(format!(
-                "op '{}': {} on the fabric stack is not modelled yet (use --stack edm)",
+                "op '{}': {} on the fabric stack runs on one link so far (num_links 1)",
                 req.name,
                 req.collective.name()
             )));
@@ -59,9 +59,18 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let done: Vec<SignalId> =
         phases.iter().map(|p| m.new_event(&format!("op '{}' {} done", s.ops[p.op].name, p.kind))).collect();
     let mut next_core = vec![0usize; chips];
-    let mut ppp = vec![0u64; s.ops.len()];
+    // Pages per packet of every phase.
+    let mut ppp = vec![0u64; phases.len()];
+    // The reductions' intermediate buffers go above every tensor in DRAM.
+    let mut scratch_base = dram_end(&phases);
     for (pi, p) in phases.iter().enumerate() {
-        ppp[p.op] = all_gather(s, &fabric, &mut m, &mut programs, &mut next_core, pi, p, &times, &done)?;
+        let cx = Lowering { s, fabric: &fabric, times: &times, done: &done };
+        let got = if p.kind == "rs" {
+            reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?
+        } else {
+            all_gather(s, &fabric, &mut m, &mut programs, &mut next_core, pi, p, &times, &done)?
+        };
+        ppp[pi] = got;
     }
     close_fabric(&fabric, &mut programs, &mut next_core, &done)?;
     if s.verify {
@@ -85,6 +94,174 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
     let trace = m.take_trace();
     Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+}
+
+/// What every phase's lowering shares.
+struct Lowering<'a, 'c> {
+    s: &'a Session<'c>,
+    fabric: &'a Rc<Fabric>,
+    times: &'a KernelTimes,
+    done: &'a [SignalId],
+}
+
+/// The first DRAM byte (per bank) above every phase's tensors.
+fn dram_end(phases: &[Phase]) -> u64 {
+    let mut end = 0;
+    for p in phases {
+        let t = p.tensors.expect("placed");
+        for (place, pages) in [(t.input, t.slice.pages() * t.n), (t.output, t.slice.pages() * t.n)] {
+            if place.memory == Memory::Dram {
+                end = end.max(place.base + place.bank_bytes(pages));
+            }
+        }
+    }
+    end.div_ceil(4096) * 4096
+}
+
+/// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
+fn reduce_scatter(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    scratch_base: &mut u64,
+) -> Result<u64, CclError> {
+    use super::reduce::{self, OwnerCtx, RsCtx, Side};
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let red = req.collective.redop().expect("a reduction");
+    let n = req.comm.size();
+    let page = t.slice.page_bytes();
+    let max = fabric.config.max_payload_bytes;
+    if page > max {
+        return Err(CclError::Invalid(format!(
+            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
+            req.name
+        )));
+    }
+    // tt-metal's reduce-scatter puts at most 2 pages in a packet on a ring; 4 otherwise.
+    let line =
+        fabric.lines.iter().position(|l| l.chips == req.comm.chips()).expect("a line per communicator");
+    let closed = fabric.lines[line].closed;
+    let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
+    let ppp = (max / page).clamp(1, cap);
+    let slice_packets = reduce::packets(t.slice.pages(), ppp).len() as u64;
+    let per_sync = if closed { reduce::CHUNKS_PER_SYNC.0 } else { reduce::CHUNKS_PER_SYNC.1 }
+        .min((slice_packets / 2).max(1));
+    // Twice the input, one whole tensor per direction, above everything else.
+    let whole = t.slice.pages() * t.n;
+    let first = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
+    let second = first.after(whole);
+    *scratch_base = second.after(whole).base;
+    let partial = [first, second];
+    let cores: Vec<CoreRef> =
+        req.comm.chips().iter().map(|&c| take_core(next_core, c)).collect::<Result<_, _>>()?;
+    let dev = meshsim_topology::soc::wormhole_b0();
+    let core_at = |c: CoreRef| match c {
+        CoreRef::Worker(l) => dev.workers[(l.y * 8 + l.x) as usize],
+        CoreRef::Eth(ch) => dev.eth_cores[ch as usize],
+    };
+    let sems = [STAGING, STAGING + 16];
+    let mut kernels = 0;
+    let gate = |count: usize| Gate {
+        phase: pi,
+        deps: p.deps.iter().map(|&d| cx.done[d]).collect(),
+        done: cx.done[pi],
+        remaining: Rc::new(Cell::new(count)),
+        times: cx.times.clone(),
+    };
+    // Every rank's slices per direction, in the order it takes them (by position on the side).
+    let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
+        .map(|k| {
+            [true, false].map(|forward| {
+                let mut v: Vec<(usize, usize)> = (0..n)
+                    .filter_map(|j| reduce::position(n, k, j, forward, closed).map(|pos| (j, pos)))
+                    .collect();
+                v.sort_by_key(|&(_, pos)| pos);
+                v
+            })
+        })
+        .collect();
+    let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
+    // Packets of partials rank k has received from direction d before slice j's: its upstream
+    // sends them in its own order.
+    let before = |k: usize, d: usize, j: usize| -> u64 {
+        let u = upstream(k, d == 0);
+        let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
+        i as u64 * slice_packets
+    };
+    let mut plans = Vec::new();
+    for (k, mine) in order.iter().enumerate() {
+        for (d, forward) in [true, false].into_iter().enumerate() {
+            let slices = mine[d].clone();
+            let received_before =
+                slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
+            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+            let router = (!slices.is_empty()).then(|| {
+                fabric
+                    .router_facing(line, 0, req.comm.chips()[k], req.comm.chips()[next])
+                    .expect("a router toward each neighbour")
+            });
+            plans.push((k, d, forward, next, Side { router, slices, received_before }));
+            kernels += 1;
+        }
+        kernels += 1;
+    }
+    let gate = gate(kernels);
+    let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
+    let stride = CONNECTION_L1_BYTES + 4 * reduce::BATCH as u64 * max;
+    for (k, d, forward, next, side) in plans {
+        let _ = k;
+        let chip = req.comm.chips()[k];
+        let ctx = Rc::new(RsCtx {
+            fabric: fabric.clone(),
+            side,
+            n: t.n,
+            dim: t.dim,
+            slice: t.slice,
+            input: t.input,
+            partial: partial[d],
+            red,
+            ppp,
+            per_sync,
+            sync: (core_at(cores[next]), sems[d]),
+            my_sem: sems[d],
+            base: STAGING + 0x100 + d as u64 * stride,
+            max,
+            gate: gate.clone(),
+        });
+        let name = format!("{prefix}rs {}", if forward { "forward" } else { "backward" });
+        programs[chip.0 as usize].create_kernel(cores[k], &name, d, vec![], move |kn| reduce::side(kn, ctx));
+    }
+    for (k, &core) in cores.iter().enumerate() {
+        let chip = req.comm.chips()[k];
+        let (f, b) = reduce::sides(n, k, closed);
+        // Each side's partial of this rank's slice: through it, the side has delivered.
+        let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
+            .into_iter()
+            .filter(|&(len, _)| len > 0)
+            .map(|(_, d)| (partial[d], sems[d], before(k, d, k) + slice_packets))
+            .collect();
+        let ctx = Rc::new(OwnerCtx {
+            rank: k,
+            n: t.n,
+            dim: t.dim,
+            slice: t.slice,
+            input: t.input,
+            output: t.output,
+            sides,
+            red,
+            ppp,
+            base: STAGING + 0x100 + 2 * stride,
+            max,
+            gate: gate.clone(),
+        });
+        programs[chip.0 as usize]
+            .create_kernel(core, &format!("{prefix}rs owner"), 0, vec![], move |kn| reduce::owner(kn, ctx));
+    }
+    Ok(ppp)
 }
 
 /// One fabric for the session: a line per distinct communicator (rank order; closed on a ring
@@ -308,7 +485,7 @@ fn buffer(c: &SendCtx, b: usize, i: usize) -> u64 {
 }
 
 /// NoC address of page `q` of `place` (the same on every chip).
-fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
+pub(super) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
     let (bank, addr) = place.page(q);
     let at = match place.memory {
         Memory::Dram => k.dram_endpoint(bank as usize),
@@ -395,14 +572,14 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
 }
 
 /// Issues NoC reads of `pages` of `place` into consecutive L1 pages at `at` (no barrier).
-async fn issue_reads(
+pub(super) async fn issue_reads(
     k: &Kernel,
     place: &Placement,
-    pages: std::ops::Range<u64>,
+    pages: impl IntoIterator<Item = u64>,
     at: u64,
     page: u64,
 ) -> meshsim_engine::TaskResult {
-    for (i, q) in pages.enumerate() {
+    for (i, q) in pages.into_iter().enumerate() {
         k.noc_async_read(page_addr(k, place, q), at + i as u64 * page, page).await?;
     }
     Ok(())

@@ -330,16 +330,18 @@ async fn local_write(
             k.write_u32(payload, value)?;
             k.noc_async_write_with_trid(payload, dst, 4, trid).await
         }
+        // An increment that follows writes waits until they have landed: a flushed write may
+        // still be on its way to a DRAM bank the increment's route does not pass.
         NocCmd::AtomicInc { sem, inc, flush } => {
             if flush {
-                k.noc_async_writes_flushed().await;
+                k.noc_async_write_barrier().await?;
             }
-            k.noc_semaphore_inc(sem, inc).await
+            Ok(k.noc_semaphore_inc(sem, inc).await?)
         }
         NocCmd::FusedWriteInc { dst, sem, inc } => {
             k.noc_async_write_with_trid(payload, dst, header.payload, trid).await?;
-            k.noc_async_write_flushed_with_trid(trid).await;
-            k.noc_semaphore_inc(sem, inc).await
+            k.noc_async_write_barrier().await?;
+            Ok(k.noc_semaphore_inc(sem, inc).await?)
         }
         NocCmd::Scatter { chunks, count } => {
             let mut off = 0;

@@ -1,0 +1,313 @@
+//! Reduce-scatter on the fabric (`reduce_scatter_minimal_async`; `shared/fabric.md` §7).
+//!
+//! Slice j is reduced on its way to its owner, rank j, from both sides at once: on a line each
+//! side runs from the line's end to the owner, on a ring each side covers half the ring (since
+//! PR #41522 each full slice travels half the ring). Along a side the first rank sends its own
+//! pages of slice j; every next rank adds its own pages to the partial that arrived (the sum
+//! runs on the worker's own Tensix, `tile_reduce_cycles` per tile) and sends the result on;
+//! the owner adds both sides' partials to its own pages and writes its output slice.
+//!
+//! Per chip and link a core runs one kernel per direction, each with its own router
+//! connection; partials land, by scatter writes, in an intermediate buffer of twice the input
+//! in the receiving chip's DRAM (one half per direction), and an increment every
+//! `chunks_per_sync` packets (flushed behind the writes) on the receiving chip's sync core
+//! tells it how far they have come. A rank takes the slices of a direction in the order their
+//! chains reach it, so every side is a pipeline.
+
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, TaskResult, Time};
+use meshsim_hw::Kernel;
+use meshsim_topology::soc::CoreCoord;
+
+use super::lower::{issue_reads, page_addr};
+use super::worker::{CONNECTION_L1_BYTES, Connection};
+use super::{Fabric, Header, NocCmd, Route};
+use crate::op::RedOp;
+use crate::session::Gate;
+use crate::tensor::{Placement, TensorSpec};
+
+/// `chunks_per_sync` of tt-metal's reduce-scatter: a ring's and a line's (each capped at half
+/// a slice's packets).
+pub const CHUNKS_PER_SYNC: (u64, u64) = (80, 20);
+
+/// The two sides of slice `j` on `n` ranks: how many ranks precede the owner going forward
+/// and going backward.
+pub(crate) fn sides(n: usize, j: usize, closed: bool) -> (usize, usize) {
+    if closed {
+        let fwd = n / 2;
+        (fwd, n - 1 - fwd)
+    } else {
+        (j, n - 1 - j)
+    }
+}
+
+/// Rank `k`'s place in the `forward` side of slice `j`: its position from the side's start
+/// (0 = the rank that starts it), or `None` if it is not on that side.
+pub(crate) fn position(n: usize, k: usize, j: usize, forward: bool, closed: bool) -> Option<usize> {
+    if k == j {
+        return None;
+    }
+    let (f, b) = sides(n, j, closed);
+    // Hops from k to j going the side's way.
+    let d = if forward { (j + n - k) % n } else { (k + n - j) % n };
+    let len = if forward { f } else { b };
+    if !closed && (forward && k > j || !forward && k < j) {
+        return None;
+    }
+    (d >= 1 && d <= len).then(|| len - d)
+}
+
+/// One direction kernel of a rank: the slices it handles, in order.
+pub(crate) struct Side {
+    /// The router it injects into (none if no slice needs it).
+    pub router: Option<usize>,
+    /// `(slice, position)`, in the order the kernel takes them.
+    pub slices: Vec<(usize, usize)>,
+    /// Packets of partials it receives before each of its slices (cumulative, per slice).
+    pub received_before: Vec<u64>,
+}
+
+/// What a reduce-scatter direction kernel needs.
+pub(crate) struct RsCtx {
+    pub fabric: Rc<Fabric>,
+    pub side: Side,
+    pub n: u64,
+    pub dim: usize,
+    pub slice: TensorSpec,
+    pub input: Placement,
+    /// This direction's half of the intermediate buffer (the same address on every chip).
+    pub partial: Placement,
+    pub red: RedOp,
+    /// Pages per packet, packets per sync.
+    pub ppp: u64,
+    pub per_sync: u64,
+    /// The receiving side's semaphore on the sync core of every chip (the same address).
+    pub sync: (CoreCoord, u64),
+    /// This rank's own semaphore for partials arriving from this direction's upstream.
+    pub my_sem: u64,
+    /// Worker L1 for the connection and two packet-sized operand buffers.
+    pub base: u64,
+    pub max: u64,
+    pub gate: Gate,
+}
+
+/// The packets of one slice: (first page, pages).
+pub(crate) fn packets(pages: u64, ppp: u64) -> Vec<(u64, u64)> {
+    (0..pages).step_by(ppp as usize).map(|lo| (lo, ppp.min(pages - lo))).collect()
+}
+
+/// One packet a direction kernel sends: its slice, its place on the side, its pages, the
+/// partial packets that must have arrived first, and whether a sync increment follows it.
+struct Item {
+    slice: usize,
+    pos: usize,
+    lo: u64,
+    pages: u64,
+    need: u64,
+    sync_after: Option<u32>,
+}
+
+/// Packets a direction kernel reads per batch; it holds two batches.
+pub(crate) const BATCH: usize = 4;
+
+/// A reduce-scatter direction kernel: a pipeline over its packets, reading a batch ahead when
+/// that batch's partials are already there.
+pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
+    let start = c.gate.enter(&k).await;
+    let conn = c.side.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
+    if let Some(conn) = &conn {
+        conn.open(&k).await?;
+    }
+    let page = c.slice.page_bytes();
+    let reduce = k.cycles(k.params().tile_reduce_cycles);
+    let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
+    let mut items = Vec::new();
+    for (si, &(j, pos)) in c.side.slices.iter().enumerate() {
+        let mut got = c.side.received_before[si];
+        for group in packets(c.slice.pages(), c.ppp).chunks(c.per_sync as usize) {
+            if pos > 0 {
+                got += group.len() as u64;
+            }
+            for (i, &(lo, pages)) in group.iter().enumerate() {
+                let last = i + 1 == group.len();
+                let sync_after = last.then_some(group.len() as u32);
+                items.push(Item {
+                    slice: j,
+                    pos,
+                    lo,
+                    pages,
+                    need: if pos > 0 { got } else { 0 },
+                    sync_after,
+                });
+            }
+        }
+    }
+    // Buffer of item i: two halves of BATCH packets, each packet its pages then the partial's.
+    let at =
+        |i: usize| c.base + CONNECTION_L1_BYTES + ((i / BATCH % 2) * BATCH + i % BATCH) as u64 * 2 * c.max;
+    let batches: Vec<std::ops::Range<usize>> =
+        (0..items.len()).step_by(BATCH).map(|lo| lo..(lo + BATCH).min(items.len())).collect();
+    let ready = |b: usize| items[batches[b].clone()].iter().map(|x| x.need).max().unwrap_or(0);
+    let issue = |b: usize| {
+        let (k, c) = (k.clone(), c.clone());
+        let list: Vec<(usize, &Item)> = batches[b].clone().map(|i| (i, &items[i])).collect();
+        let jobs: Vec<(u64, Vec<u64>, bool)> = list
+            .iter()
+            .map(|&(i, x)| (at(i), (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q)).collect(), x.pos > 0))
+            .collect();
+        async move {
+            for (buf, pages, partial) in jobs {
+                issue_reads(&k, &c.input, pages.iter().copied(), buf, page).await?;
+                if partial {
+                    issue_reads(&k, &c.partial, pages, buf + c.max, page).await?;
+                }
+            }
+            Ok::<(), meshsim_engine::TaskError>(())
+        }
+    };
+    let (sem_at, sem) = c.sync;
+    let mut issued = 0;
+    for b in 0..batches.len() {
+        if issued == b {
+            k.wait_until(c.my_sem, Cond::Ge(ready(b) as u32)).await?;
+            k.noc_async_writes_flushed().await;
+            issue(b).await?;
+            issued += 1;
+        }
+        k.noc_async_read_barrier().await?;
+        // Read the next batch now if its partials are already here.
+        if b + 1 < batches.len() && k.read_u32(c.my_sem)? as u64 >= ready(b + 1) {
+            k.noc_async_writes_flushed().await;
+            issue(b + 1).await?;
+            issued += 1;
+        }
+        let conn = conn.as_ref().expect("a rank on a side sends");
+        for i in batches[b].clone() {
+            let x = &items[i];
+            let buf = at(i);
+            if x.pos > 0 {
+                if k.is_functional() {
+                    let bytes = x.pages * page;
+                    let mut a = k.read_bytes(buf, bytes)?;
+                    c.red.reduce_words(&mut a, &k.read_bytes(buf + c.max, bytes)?);
+                    k.write_bytes(buf, &a)?;
+                }
+                k.delay(Time(reduce.0 * x.pages)).await;
+            }
+            let out: Vec<u64> =
+                (x.lo..x.lo + x.pages).map(|q| page_addr(&k, &c.partial, whole(x.slice, q))).collect();
+            let cmd = if x.pages == 1 {
+                NocCmd::Write { dst: out[0] }
+            } else {
+                let mut chunks = [(0, 0); 4];
+                for (y, &dst) in out.iter().enumerate() {
+                    chunks[y] = (dst, page);
+                }
+                NocCmd::Scatter { chunks, count: x.pages as u8 }
+            };
+            conn.send(&k, Header { cmd, payload: x.pages * page, route: Route::unicast(1), src_ch: 0 }, buf)
+                .await?;
+            if let Some(inc) = x.sync_after {
+                let cmd =
+                    NocCmd::AtomicInc { sem: k.get_noc_addr(sem_at.x, sem_at.y, sem), inc, flush: true };
+                conn.send(&k, Header { cmd, payload: 0, route: Route::unicast(1), src_ch: 0 }, 0).await?;
+            }
+        }
+    }
+    if let Some(conn) = &conn {
+        conn.close(&k).await?;
+    }
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// What the owner's kernel needs: its slice, both sides' partials and how many packets each
+/// side delivers in all.
+pub(crate) struct OwnerCtx {
+    pub rank: usize,
+    pub n: u64,
+    pub dim: usize,
+    pub slice: TensorSpec,
+    pub input: Placement,
+    pub output: Placement,
+    /// (partial buffer, semaphore, packets expected) per side that has ranks.
+    pub sides: Vec<(Placement, u64, u64)>,
+    pub red: RedOp,
+    pub ppp: u64,
+    pub base: u64,
+    pub max: u64,
+    pub gate: Gate,
+}
+
+/// The owner: waits for both sides, adds their partials to its own pages, writes its slice.
+pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
+    let start = c.gate.enter(&k).await;
+    for &(_, sem, want) in &c.sides {
+        k.wait_until(sem, Cond::Ge(want as u32)).await?;
+    }
+    let page = c.slice.page_bytes();
+    let reduce = k.cycles(k.params().tile_reduce_cycles);
+    let whole = |q: u64| c.slice.page_in_whole(c.dim, c.n, c.rank as u64, q);
+    let acc = c.base;
+    for (lo, pages) in packets(c.slice.pages(), c.ppp) {
+        issue_reads(&k, &c.input, (lo..lo + pages).map(whole), acc, page).await?;
+        for (i, (partial, _, _)) in c.sides.iter().enumerate() {
+            let at = acc + (i as u64 + 1) * c.max;
+            issue_reads(&k, partial, (lo..lo + pages).map(whole), at, page).await?;
+        }
+        k.noc_async_read_barrier().await?;
+        if k.is_functional() {
+            let bytes = pages * page;
+            let mut a = k.read_bytes(acc, bytes)?;
+            for i in 0..c.sides.len() {
+                c.red.reduce_words(&mut a, &k.read_bytes(acc + (i as u64 + 1) * c.max, bytes)?);
+            }
+            k.write_bytes(acc, &a)?;
+        }
+        k.delay(Time(reduce.0 * pages * c.sides.len() as u64)).await;
+        for (x, q) in (lo..lo + pages).enumerate() {
+            k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.output, q), page).await?;
+        }
+        k.noc_async_writes_flushed().await;
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every slice's two sides cover every other rank exactly once, and a side's positions run
+    /// 0.. up to the owner.
+    #[test]
+    fn the_sides_of_every_slice_cover_every_other_rank_once() {
+        for closed in [false, true] {
+            for n in 2..=9 {
+                for j in 0..n {
+                    let mut seen = vec![0; n];
+                    for forward in [true, false] {
+                        let mut pos: Vec<usize> =
+                            (0..n).filter_map(|k| position(n, k, j, forward, closed)).collect();
+                        for k in 0..n {
+                            if position(n, k, j, forward, closed).is_some() {
+                                seen[k] += 1;
+                            }
+                        }
+                        pos.sort();
+                        assert_eq!(
+                            pos,
+                            (0..pos.len()).collect::<Vec<_>>(),
+                            "n {n} j {j} fwd {forward} ring {closed}"
+                        );
+                    }
+                    for k in 0..n {
+                        assert_eq!(seen[k], usize::from(k != j), "n {n} j {j} k {k} ring {closed}");
+                    }
+                }
+            }
+        }
+    }
+}
