@@ -54,6 +54,10 @@ enum Command {
         /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
         #[arg(long, value_name = "FILE")]
         params: Option<PathBuf>,
+        /// The TT-Fabric set instead: tt-metal's fabric bandwidth tests on a T3000 and its
+        /// one-hop latency on a Galaxy.
+        #[arg(long)]
+        fabric: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
@@ -112,6 +116,9 @@ enum Command {
         /// the makespan.
         #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
         axis: Option<u8>,
+        /// The transport: fabric or edm [default: fabric].
+        #[arg(long)]
+        stack: Option<String>,
         /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
         #[arg(long, value_name = "FILE")]
         params: Option<PathBuf>,
@@ -403,19 +410,19 @@ struct OpArgs {
     /// Pages per EDM packet [default: as many as the EDM buffer holds].
     #[arg(long)]
     pages_per_packet: Option<u64>,
-    /// EDM buffers per channel.
-    #[arg(long, default_value_t = 2)]
-    buffers: u64,
+    /// EDM buffers per channel [default: 2] (edm stack).
+    #[arg(long)]
+    buffers: Option<u64>,
     /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1).
     #[arg(long, default_value = "dram")]
     memory: String,
     /// Move real bytes and check every chip's output (exit 1 on a mismatch).
     #[arg(long)]
     verify: bool,
-    /// The transport: edm (the ERISC Data Mover launched per op) or fabric (persistent
-    /// TT-Fabric routers; all-gather only so far).
-    #[arg(long, default_value = "edm")]
-    stack: String,
+    /// The transport: fabric (persistent TT-Fabric routers, what tt-metal runs) or edm (the
+    /// ERISC Data Mover launched per op) [default: fabric].
+    #[arg(long)]
+    stack: Option<String>,
     /// Program start skew: the k-th chip starts k x this many ns after the first.
     #[arg(long, default_value_t = 0, value_name = "NS")]
     skew_ns: u64,
@@ -631,12 +638,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             chips,
             chip_ids,
             axis,
+            stack,
             params,
             format,
             plot: plot_path,
         } => {
             check_outputs(plot_path.as_deref(), None)?;
-            let knobs = SweepKnobs { op, topology, axis, bidir, redop, chips, chip_ids, min, max, factor };
+            let stack = match stack {
+                Some(s) => s.parse().map_err(BadInput)?,
+                None => meshsim_ccl::op::Stack::DEFAULT,
+            };
+            let knobs =
+                SweepKnobs { op, topology, axis, bidir, stack, redop, chips, chip_ids, min, max, factor };
             let p = load_params(params.as_deref())?;
             let workers: Vec<Option<usize>> = match workers {
                 Some(w) => w.into_iter().map(Some).collect(),
@@ -669,11 +682,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 format,
             );
         }
-        Command::Calibrate { params, format } => {
+        Command::Calibrate { params, fabric, format } => {
             let params = load_params(params.as_deref())?;
             let n300 = Setup::new(load_cluster("n300")?, params.clone());
+            let galaxy = Setup::new(load_cluster("galaxy")?, params.clone());
             let t3000 = Setup::new(load_cluster("t3000")?, params);
-            let rows = calibration::run(&n300, &t3000).map_err(bench_error)?;
+            let rows = if fabric {
+                calibration::run_fabric(&t3000, &galaxy).map_err(bench_error)?
+            } else {
+                calibration::run(&n300, &t3000).map_err(bench_error)?
+            };
             print!("{}", report::render(&rows, format.into()));
             if rows.iter().any(|r| !r.ok) {
                 eprintln!(

@@ -35,11 +35,11 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         axis: a.axis.map(usize::from),
         workload: None,
         pages_per_packet: a.pages_per_packet,
-        buffers: Some(a.buffers),
+        buffers: a.buffers,
         memory: Some(a.memory.clone()),
         skew_ns: Some(a.skew_ns),
         verify: Some(a.verify),
-        stack: Some(a.stack.clone()),
+        stack: a.stack.clone(),
         size: None,
         slots: None,
         samples: None,
@@ -81,7 +81,12 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "chips": done.chips.len(),
                 "chip_ids": ids(cluster, &done.chips),
                 "topology": format!("{:?}", done.topology).to_lowercase(),
-                "bidir": done.ops[0].bidir.as_str(),
+                "stack": done.ops[0].stack.as_str(),
+                "bidir": if done.ops[0].stack == meshsim_ccl::op::Stack::Fabric {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!(done.ops[0].bidir.as_str())
+                },
                 "redop": if kind == Kind::AllGather { serde_json::Value::Null } else { serde_json::json!(a.redop) },
                 "links": a.num_links,
                 "workers": done.ops[0].workers,

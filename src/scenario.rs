@@ -402,7 +402,8 @@ impl Scenario {
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };
-        let stack: Stack = self.stack.as_deref().unwrap_or("edm").parse().map_err(bad)?;
+        let stack: Stack =
+            self.stack.as_deref().map(str::parse).transpose().map_err(bad)?.unwrap_or(Stack::DEFAULT);
         let mut session = Session::new(&cluster, params);
         session.set_stack(stack);
         session.set_verify(self.verify.unwrap_or(false));
@@ -416,6 +417,14 @@ impl Scenario {
             req.knobs = knobs;
             session.submit(req).map_err(ccl_error)?;
         }
+        stack
+            .check_knobs(&[
+                (self.workers.is_some(), "workers"),
+                (self.bidir.is_some(), "bidir"),
+                (self.pages_per_packet.is_some(), "pages_per_packet"),
+                (self.buffers.is_some(), "buffers"),
+            ])
+            .map_err(bad)?;
         let mut all_run = session.run().map_err(ccl_error)?;
         let mut run = all_run.op_run(0);
         if many {

@@ -14,6 +14,7 @@ pub(crate) struct SweepKnobs {
     pub(crate) topology: Option<TopologyArg>,
     pub(crate) axis: Option<u8>,
     pub(crate) bidir: Option<BidirArg>,
+    pub(crate) stack: meshsim_ccl::op::Stack,
     pub(crate) redop: String,
     pub(crate) chips: Option<usize>,
     pub(crate) chip_ids: Option<Vec<u64>>,
@@ -80,6 +81,9 @@ pub(crate) fn run_sweep(
     if matches!(op, SweepOp::ReduceScatter(_)) && k.bidir.is_some_and(|b| !matches!(b, BidirArg::None)) {
         return Err(bad(format!("--bidir applies to all-gather and all-reduce, not {}", k.op_name())));
     }
+    k.stack
+        .check_knobs(&[(workers.iter().any(Option::is_some), "--workers"), (k.bidir.is_some(), "--bidir")])
+        .map_err(bad)?;
     let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.
     let mut jobs = Vec::new();
@@ -96,7 +100,8 @@ pub(crate) fn run_sweep(
             let dtype: meshsim_ccl::tensor::DType = d.parse().map_err(bad)?;
             for &links in num_links {
                 for &w in workers {
-                    let spec = SweepSpec { op, comms: comms.clone(), links, workers: w, dtype };
+                    let spec =
+                        SweepSpec { op, comms: comms.clone(), links, workers: w, dtype, stack: k.stack };
                     // A series is named by the knobs that vary; a lone series by cluster and dtype.
                     let plural =
                         |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
@@ -313,6 +318,7 @@ mod tests {
             topology: Some(TopologyArg::Ring),
             axis: None,
             bidir: None,
+            stack: meshsim_ccl::op::Stack::Edm,
             redop: "sum".into(),
             chips: None,
             chip_ids: None,

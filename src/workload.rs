@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Topology};
+use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_hw::Params;
@@ -38,6 +38,8 @@ const MAX_FILE_BYTES: u64 = 4 << 20;
 struct WorkloadFile {
     cluster: String,
     params: Option<PathBuf>,
+    /// `fabric` (the default) or `edm`: one stack per machine.
+    stack: Option<String>,
     ops: Vec<WorkloadOp>,
 }
 
@@ -83,6 +85,8 @@ pub struct Workload {
     pub cluster: String,
     /// The parameter file (relative to the workload file), if any.
     pub params: Option<PathBuf>,
+    /// The transport every op runs on.
+    pub stack: Stack,
     ops: Vec<WorkloadOp>,
 }
 
@@ -144,8 +148,12 @@ impl Workload {
                 }
             }
         }
+        let stack: Stack = match file.stack.as_deref() {
+            Some(s) => s.parse().map_err(|e| format!("{here}: {e}"))?,
+            None => Stack::DEFAULT,
+        };
         let ops = order.into_iter().map(|i| file.ops[i].clone()).collect();
-        Ok(Workload { path: path.to_owned(), cluster: file.cluster, params: file.params, ops })
+        Ok(Workload { path: path.to_owned(), cluster: file.cluster, params: file.params, stack, ops })
     }
 
     /// The cluster as `load_cluster` takes it: a built-in name, or a path relative to the file.
@@ -171,6 +179,7 @@ impl Workload {
         trace: bool,
     ) -> Result<SessionRun, CclError> {
         let mut s = Session::new(cluster, params);
+        s.set_stack(self.stack);
         s.set_verify(verify);
         s.set_trace(trace);
         let mut handles: BTreeMap<&str, Vec<OpHandle>> = BTreeMap::new();
@@ -178,6 +187,7 @@ impl Workload {
             let named =
                 |m: String| CclError::Invalid(format!("{}: op '{}': {m}", self.path.display(), o.name));
             let (collective, tensor, dim, knobs) = o.request(cluster).map_err(named)?;
+            self.stack.check_knobs(&o.edm_knobs()).map_err(named)?;
             let comms = o.comm.communicators(cluster).map_err(named)?;
             let after: Vec<OpHandle> = o.after.iter().flat_map(|d| handles[d.as_str()].clone()).collect();
             let many = comms.len() > 1;
@@ -201,6 +211,16 @@ impl Workload {
 }
 
 impl WorkloadOp {
+    /// The EDM-only knobs, each with whether this op gives it.
+    fn edm_knobs(&self) -> [(bool, &'static str); 4] {
+        [
+            (self.workers.is_some(), "workers"),
+            (self.bidir.is_some(), "bidir"),
+            (self.pages_per_packet.is_some(), "pages_per_packet"),
+            (self.buffers.is_some(), "buffers"),
+        ]
+    }
+
     fn request(&self, _cluster: &Cluster) -> Result<(Collective, TensorSpec, usize, Knobs), String> {
         let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse()?;
         let collective = match self.op.as_str() {

@@ -279,7 +279,7 @@ mod bench {
         ]);
         assert_eq!(code, 0);
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines[0], "size_bytes,slots,directions,gbps");
+        assert_eq!(lines[0], "size_bytes,slots,directions,gbps,gbps_per_direction");
         assert!(lines[1].starts_with("4096,4,2,") && lines[2].starts_with("256,4,2,"), "{out}");
     }
 
@@ -350,7 +350,7 @@ mod calibrate {
         let (code, out, err) = meshsim(&["calibrate", "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let rows = json(&out);
-        assert_eq!(rows.as_array().unwrap().len(), 18);
+        assert_eq!(rows.as_array().unwrap().len(), 25);
         assert!(rows.as_array().unwrap().iter().all(|r| r["ok"] == true));
         let slow =
             include_str!("../configs/wormhole_b0.yaml").replace("eth_link_gbps: 100", "eth_link_gbps: 40");
@@ -529,7 +529,8 @@ mod collective {
     #[test]
     fn knob_lists_make_one_series_each_in_every_format() {
         let base = ["sweep", "all-gather", "--cluster", "t3000", "-b", "256K", "-e", "1M", "-f", "4"];
-        let (code, out, err) = meshsim(&[&base[..], &["--workers", "1,4", "--format", "json"]].concat());
+        let (code, out, err) =
+            meshsim(&[&base[..], &["--stack", "edm", "--workers", "1,4", "--format", "json"]].concat());
         assert_eq!(code, 0, "{err}");
         let rows = json(&out);
         let rows = rows.as_array().unwrap();
@@ -616,11 +617,29 @@ fn check_trace(path: &std::path::Path) -> Vec<serde_json::Value> {
 mod trace {
     use super::*;
 
+    /// On the fabric stack the trace shows the routers' kernels and every link's packets too.
+    #[test]
+    fn a_fabric_all_gather_trace_is_valid_and_shows_its_routers() {
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-fabric.json", std::process::id()));
+        let p = path.to_str().unwrap();
+        let args = ["op", "all-gather", "--cluster", "t3000", "--shape", "1,1,32,2048", "--stack", "fabric"];
+        let (code, out, err) = meshsim(&[&args[..], &["--links", "--format", "json", "--trace", p]].concat());
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(json(&out)["stack"], "fabric");
+        let events = check_trace(&path);
+        assert!(events.iter().any(|e| e["cat"] == "kernel" && e["name"] == "router"));
+        assert!(
+            events.iter().any(|e| e["ph"] == "X" && e["args"]["bytes"].as_u64().is_some_and(|b| b >= 1000))
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn a_galaxy_all_gather_trace_is_valid_and_shows_every_links_packets() {
         let path = std::env::temp_dir().join(format!("meshsim-cli-{}-galaxy.json", std::process::id()));
         let p = path.to_str().unwrap();
-        let args = ["op", "all-gather", "--cluster", "galaxy_torus", "--shape", "1,1,32,1024"];
+        let args =
+            ["op", "all-gather", "--cluster", "galaxy_torus", "--shape", "1,1,32,1024", "--stack", "edm"];
         let (code, out, err) = meshsim(&[&args[..], &["--links", "--format", "json", "--trace", p]].concat());
         assert_eq!(code, 0, "{err}");
         let report = json(&out);
@@ -994,6 +1013,7 @@ mod collectives {
     }
 
     const WORKLOAD: &str = "cluster: galaxy
+stack: edm
 ops:
   - name: ag_rows
     op: all-gather

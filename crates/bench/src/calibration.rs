@@ -127,3 +127,92 @@ pub fn run(n300: &Setup, t3000: &Setup) -> Result<Vec<CalibrationRow>, BenchErro
     rows.push(row("ring ping ns/hop (8 hops)", 16, GUIDE_RING_NS_PER_HOP, per_hop, 10.0));
     Ok(rows)
 }
+
+/// Published TT-Fabric bandwidth points on a T3000 (`shared/calibration/
+/// fabric_line_bandwidth_t3k.csv`): (test, NoC command, packet bytes, router max payload,
+/// GB/s per link).
+pub const FABRIC_BANDWIDTH: [(crate::fabric::FabricTest, crate::fabric::NocSend, u64, Option<u64>, f64); 30] = {
+    use crate::fabric::FabricTest::*;
+    use crate::fabric::NocSend::*;
+    [
+        (NeighborExchange, Write, 2048, None, 7.877),
+        (NeighborExchange, FusedAtomicInc, 2048, None, 3.338),
+        (NeighborExchange, ScatterWrite, 2048, None, 6.485),
+        (NeighborExchange, Write, 4096, None, 9.578),
+        (NeighborExchange, FusedAtomicInc, 4096, None, 5.934),
+        (NeighborExchange, ScatterWrite, 4096, None, 9.858),
+        (LinearMulticast, Write, 2048, None, 6.619),
+        (LinearMulticast, FusedAtomicInc, 2048, None, 3.386),
+        (LinearMulticast, ScatterWrite, 2048, None, 5.502),
+        (LinearMulticast, Write, 4096, None, 10.893),
+        (LinearMulticast, FusedAtomicInc, 4096, None, 5.723),
+        (LinearMulticast, ScatterWrite, 4096, None, 10.315),
+        (UnidirLinearMulticast, Write, 2048, None, 4.838),
+        (UnidirLinearMulticast, FusedAtomicInc, 2048, None, 2.620),
+        (UnidirLinearMulticast, ScatterWrite, 2048, None, 4.250),
+        (UnidirLinearMulticast, Write, 4096, None, 9.615),
+        (UnidirLinearMulticast, FusedAtomicInc, 4096, None, 4.326),
+        (UnidirLinearMulticast, ScatterWrite, 4096, None, 8.509),
+        (SingleSenderLinearUnicast, Write, 2048, None, 7.908),
+        (SingleSenderLinearUnicast, FusedAtomicInc, 2048, None, 6.720),
+        (SingleSenderLinearUnicast, ScatterWrite, 2048, None, 7.728),
+        (SingleSenderLinearUnicast, Write, 4096, None, 11.736),
+        (SingleSenderLinearUnicast, FusedAtomicInc, 4096, None, 11.718),
+        (SingleSenderLinearUnicast, ScatterWrite, 4096, None, 11.736),
+        (NeighborExchangeLinear, Write, 4096, None, 9.534),
+        (NeighborExchangeLinear, FusedAtomicInc, 4096, None, 5.311),
+        (NeighborExchangeLinear, ScatterWrite, 4096, None, 9.948),
+        (LinearMulticast, Write, 3264, Some(3264), 9.798),
+        (LinearMulticast, Write, 5440, Some(5440), 11.528),
+        (LinearMulticast, Write, 7616, Some(7616), 10.623),
+    ]
+};
+
+/// Published TT-Fabric one-hop latency on a Wormhole Galaxy (`shared/calibration/
+/// fabric_line_latency_wh_galaxy.csv`): (NoC command, payload bytes, mean net round trip ns).
+pub const FABRIC_LATENCY: [(crate::fabric::NocSend, u64, f64); 4] = [
+    (crate::fabric::NocSend::Write, 16, 1787.83),
+    (crate::fabric::NocSend::Write, 4096, 3026.71),
+    (crate::fabric::NocSend::FusedAtomicInc, 16, 1718.54),
+    (crate::fabric::NocSend::FusedAtomicInc, 4096, 2911.26),
+];
+
+/// Packets per flow the fabric calibration runs: enough for a steady state (the published runs
+/// use 20 000-100 000; the start-up costs well under 1 % beyond a few hundred).
+pub const FABRIC_CALIBRATION_PACKETS: u64 = 1000;
+
+/// Runs the fabric calibration set: bandwidth on `t3000`, latency on `galaxy`, every point
+/// within 10 % to pass.
+pub fn run_fabric(t3000: &Setup, galaxy: &Setup) -> Result<Vec<CalibrationRow>, BenchError> {
+    use crate::fabric::{self, FabricLatencySpec, FabricSpec, LatencyTopology};
+    let bw: Vec<Result<CalibrationRow, BenchError>> = FABRIC_BANDWIDTH
+        .par_iter()
+        .map(|&(test, noc_send, size, max, gbps)| {
+            let spec = FabricSpec {
+                test,
+                noc_send,
+                packet_bytes: size,
+                max_packet_bytes: max,
+                num_links: 1,
+                packets: Some(FABRIC_CALIBRATION_PACKETS),
+            };
+            let r = fabric::fabric(t3000, spec)?.row;
+            let what = format!("fabric {} {} GB/s", r.test, r.noc_send);
+            Ok(row(&what, size, gbps, r.gbps, 10.0))
+        })
+        .collect();
+    let lat: Vec<Result<CalibrationRow, BenchError>> = FABRIC_LATENCY
+        .par_iter()
+        .map(|&(noc_send, size, ns)| {
+            let spec = FabricLatencySpec {
+                topology: LatencyTopology::Line,
+                noc_send,
+                payload_bytes: size,
+                samples: 256,
+            };
+            let r = fabric::fabric_latency(galaxy, spec)?.row;
+            Ok(row(&format!("fabric latency {} net avg ns", r.noc_send), size, ns, r.net_avg_ns, 10.0))
+        })
+        .collect();
+    bw.into_iter().chain(lat).collect()
+}

@@ -59,6 +59,23 @@ pub enum Stack {
 }
 named!(Stack, "stack", Edm => "edm", Fabric => "fabric");
 
+impl Stack {
+    /// The stack tt-metal runs today, and meshsim's default: the fabric.
+    pub const DEFAULT: Stack = Stack::Fabric;
+
+    /// Refuses knobs of the other stack: `edm_knobs` are the EDM-only knobs (workers,
+    /// bidirectional mode, pages per packet, buffers per channel), each with whether it was
+    /// given and its name as the caller spells it.
+    pub fn check_knobs(self, edm_knobs: &[(bool, &str)]) -> Result<(), String> {
+        match (self, edm_knobs.iter().find(|k| k.0)) {
+            (Stack::Fabric, Some((_, k))) => {
+                Err(format!("{k} applies to the edm stack, not the fabric (add --stack edm, or stack: edm)"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// How a communicator's chips connect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topology {

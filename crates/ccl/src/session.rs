@@ -123,8 +123,11 @@ pub struct OpResult {
     pub workers: usize,
     /// The bidirectional mode its all-gather ran with.
     pub bidir: Bidir,
-    /// Pages per EDM packet it ran with (its first phase's).
+    /// Pages per packet it ran with (its first phase's): of an EDM buffer, or of a fabric
+    /// packet.
     pub pages_per_packet: u64,
+    /// The transport it ran on.
+    pub stack: Stack,
 }
 
 /// What a session's run measured.
@@ -718,6 +721,7 @@ impl<'c> Session<'c> {
             workers: workers[i],
             bidir: phases[last].bidir,
             pages_per_packet: ppp[first],
+            stack: self.stack,
         }
     }
 
@@ -866,7 +870,7 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
 }
 
 /// `after[p][q]`: phase `p` starts only after phase `q` has ended (directly or through others).
-fn after_matrix(phases: &[Phase]) -> Vec<Vec<bool>> {
+pub(crate) fn after_matrix(phases: &[Phase]) -> Vec<Vec<bool>> {
     let n = phases.len();
     let mut after = vec![vec![false; n]; n];
     // Dependencies point to earlier phases, so one pass in order closes them transitively.

@@ -80,6 +80,8 @@ pub struct SweepSpec {
     pub workers: Option<usize>,
     /// Element type.
     pub dtype: DType,
+    /// The transport.
+    pub stack: crate::op::Stack,
 }
 
 impl SweepSpec {
@@ -108,7 +110,7 @@ pub fn sweep(
     sizes: &[u64],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let SweepSpec { op, ref comms, links, workers, dtype } = *spec;
+    let SweepSpec { op, ref comms, links, workers, dtype, stack } = *spec;
     let n = spec.ranks();
     let (collective, redop) = match op {
         SweepOp::AllGather(_) => (Collective::AllGather, "none".to_owned()),
@@ -129,6 +131,7 @@ pub fn sweep(
             let shape = [1, 1, 32, 32 * tiles];
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
             let mut s = Session::new(cluster, params);
+            s.set_stack(stack);
             for (i, comm) in comms.iter().enumerate() {
                 let mut req = OpRequest::new(
                     &format!("{}[{i}]", collective.name()),

@@ -63,15 +63,18 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let mut ppp = vec![0u64; phases.len()];
     // The reductions' intermediate buffers go above every tensor in DRAM.
     let mut scratch_base = dram_end(&phases);
+    let mut injects: Vec<Vec<usize>> = Vec::with_capacity(phases.len());
     for (pi, p) in phases.iter().enumerate() {
         let cx = Lowering { s, fabric: &fabric, times: &times, done: &done };
-        let got = if p.kind == "rs" {
+        let (got, routers) = if p.kind == "rs" {
             reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?
         } else {
             all_gather(s, &fabric, &mut m, &mut programs, &mut next_core, pi, p, &times, &done)?
         };
         ppp[pi] = got;
+        injects.push(routers);
     }
+    one_worker_per_channel(s, &fabric, &phases, &injects)?;
     close_fabric(&fabric, &mut programs, &mut next_core, &done)?;
     if s.verify {
         s.write_inputs(&m, &phases)?;
@@ -94,6 +97,36 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
     let trace = m.take_trace();
     Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+}
+
+/// Refuses two phases that may run at once and inject into the same router: a sender channel
+/// takes one worker (tt-metal shares one through a Tensix mux, which meshsim does not model
+/// yet); phases ordered by `after` take turns.
+fn one_worker_per_channel(
+    s: &Session,
+    fabric: &Fabric,
+    phases: &[Phase],
+    injects: &[Vec<usize>],
+) -> Result<(), CclError> {
+    let after = crate::session::after_matrix(phases);
+    for p in 0..phases.len() {
+        for q in 0..p {
+            if after[p][q] || after[q][p] || phases[p].op == phases[q].op {
+                continue;
+            }
+            if let Some(&r) = injects[p].iter().find(|r| injects[q].contains(r)) {
+                let at = fabric.routers[r].at;
+                return Err(CclError::Invalid(format!(
+                    "ops '{}' and '{}' would both inject into the fabric router on chip {} eth{} at once: a sender channel takes one worker (the Tensix mux that shares one is not modelled yet); order them with after, or use --stack edm",
+                    s.ops[phases[q].op].name,
+                    s.ops[phases[p].op].name,
+                    s.cluster.chip(at.chip).id,
+                    at.chan
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What every phase's lowering shares.
@@ -126,7 +159,7 @@ fn reduce_scatter(
     pi: usize,
     p: &Phase,
     scratch_base: &mut u64,
-) -> Result<u64, CclError> {
+) -> Result<(u64, Vec<usize>), CclError> {
     use super::reduce::{self, OwnerCtx, RsCtx, Side};
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
@@ -142,9 +175,8 @@ fn reduce_scatter(
         )));
     }
     // tt-metal's reduce-scatter puts at most 2 pages in a packet on a ring; 4 otherwise.
-    let line =
-        fabric.lines.iter().position(|l| l.chips == req.comm.chips()).expect("a line per communicator");
-    let closed = fabric.lines[line].closed;
+    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
+    let closed = closed && req.comm.topology() == Topology::Ring;
     let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
     let ppp = (max / page).clamp(1, cap);
     let slice_packets = reduce::packets(t.slice.pages(), ppp).len() as u64;
@@ -210,8 +242,9 @@ fn reduce_scatter(
         kernels += 1;
     }
     let gate = gate(kernels);
+    let routers: Vec<usize> = plans.iter().filter_map(|p| p.4.router).collect();
     let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
-    let stride = CONNECTION_L1_BYTES + 4 * reduce::BATCH as u64 * max;
+    let stride = CONNECTION_L1_BYTES + 2 * reduce::WINDOW as u64 * max;
     for (k, d, forward, next, side) in plans {
         let _ = k;
         let chip = req.comm.chips()[k];
@@ -261,7 +294,7 @@ fn reduce_scatter(
         programs[chip.0 as usize]
             .create_kernel(core, &format!("{prefix}rs owner"), 0, vec![], move |kn| reduce::owner(kn, ctx));
     }
-    Ok(ppp)
+    Ok((ppp, routers))
 }
 
 /// One fabric for the session: a line per distinct communicator (rank order; closed on a ring
@@ -269,12 +302,22 @@ fn reduce_scatter(
 /// the op asking for the most links. Two lines may not share a link: an Ethernet core runs one
 /// router per plane.
 fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
+    // Longest communicators first: a shorter one that lies along a line already there rides
+    // on it (as an op on part of a mesh row uses the row's fabric line).
+    let mut wanted: Vec<Line> = s
+        .ops
+        .iter()
+        .map(|req| {
+            let chips = req.comm.chips().to_vec();
+            let closed = req.comm.topology() == Topology::Ring && chips.len() > 2;
+            Line { chips, closed }
+        })
+        .collect();
+    wanted.sort_by_key(|l| std::cmp::Reverse((l.chips.len(), l.closed)));
     let mut lines: Vec<Line> = Vec::new();
-    for req in &s.ops {
-        let chips = req.comm.chips().to_vec();
-        let closed = req.comm.topology() == Topology::Ring && chips.len() > 2;
-        let line = Line { chips, closed };
-        if !lines.contains(&line) {
+    for line in wanted {
+        let covered = lines.iter().any(|l| l.carries(&line.chips) && (l.closed || !line.closed));
+        if !covered {
             lines.push(line);
         }
     }
@@ -341,7 +384,7 @@ fn all_gather(
     p: &Phase,
     times: &KernelTimes,
     done: &[SignalId],
-) -> Result<u64, CclError> {
+) -> Result<(u64, Vec<usize>), CclError> {
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
     let n = req.comm.size();
@@ -355,12 +398,8 @@ fn all_gather(
     }
     let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
     let planes = req.knobs.links;
-    let line = fabric
-        .lines
-        .iter()
-        .position(|l| l.chips == req.comm.chips())
-        .expect("the fabric has a line per communicator");
-    let closed = fabric.lines[line].closed;
+    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
+    let closed = closed && req.comm.topology() == Topology::Ring;
     // Semaphore counting sources on a sync core of every chip (one core per chip and op).
     let mut sync_cores = Vec::with_capacity(n);
     for &chip in req.comm.chips() {
@@ -407,6 +446,8 @@ fn all_gather(
         }
     }
     kernels += n;
+    let routers: Vec<usize> =
+        plans.iter().flat_map(|(_, _, dirs)| dirs.iter().filter_map(|d| d.router)).collect();
     let gate = Gate {
         phase: pi,
         deps: p.deps.iter().map(|&d| done[d]).collect(),
@@ -443,7 +484,7 @@ fn all_gather(
             programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
         }
     }
-    Ok(ppp)
+    Ok((ppp, routers))
 }
 
 /// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,

@@ -357,6 +357,26 @@ pub struct Line {
     pub closed: bool,
 }
 
+impl Line {
+    /// Whether `chips` sit consecutively on this line, in order or reversed (wrapping round a
+    /// closed line).
+    pub fn carries(&self, chips: &[ChipIdx]) -> bool {
+        let n = self.chips.len();
+        if chips.is_empty() || chips.len() > n {
+            return false;
+        }
+        let Some(start) = self.chips.iter().position(|&c| c == chips[0]) else { return false };
+        let walk = |step: isize| {
+            chips.iter().enumerate().all(|(i, &c)| {
+                let at = start as isize + step * i as isize;
+                let ok = self.closed || (0..n as isize).contains(&at);
+                ok && self.chips[at.rem_euclid(n as isize) as usize] == c
+            })
+        };
+        walk(1) || walk(-1)
+    }
+}
+
 /// A built fabric: its routers and what they share during a run.
 pub struct Fabric {
     /// The configuration.
@@ -430,6 +450,15 @@ impl Fabric {
         }
         let headers = RefCell::new(vec![vec![None; layout.entries()]; routers.len()]);
         Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers }))
+    }
+
+    /// The line that carries `chips` (in this order or reversed, consecutive on it), and
+    /// whether they close into a ring on it (the whole of a closed line).
+    pub fn line_of(&self, chips: &[ChipIdx]) -> Option<(usize, bool)> {
+        self.lines
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| l.carries(chips).then_some((i, l.closed && chips.len() == l.chips.len())))
     }
 
     /// The index of the router on `at`.

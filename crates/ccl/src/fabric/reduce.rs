@@ -108,11 +108,10 @@ struct Item {
     sync_after: Option<u32>,
 }
 
-/// Packets a direction kernel reads per batch; it holds two batches.
-pub(crate) const BATCH: usize = 4;
+/// Packets a direction kernel reads at once (its buffer holds them and their partials).
+pub(crate) const WINDOW: usize = 8;
 
-/// A reduce-scatter direction kernel: a pipeline over its packets, reading a batch ahead when
-/// that batch's partials are already there.
+/// A reduce-scatter direction kernel: its packets in waves of reads, reductions and sends.
 pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
     let conn = c.side.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
@@ -143,48 +142,33 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
             }
         }
     }
-    // Buffer of item i: two halves of BATCH packets, each packet its pages then the partial's.
-    let at =
-        |i: usize| c.base + CONNECTION_L1_BYTES + ((i / BATCH % 2) * BATCH + i % BATCH) as u64 * 2 * c.max;
-    let batches: Vec<std::ops::Range<usize>> =
-        (0..items.len()).step_by(BATCH).map(|lo| lo..(lo + BATCH).min(items.len())).collect();
-    let ready = |b: usize| items[batches[b].clone()].iter().map(|x| x.need).max().unwrap_or(0);
-    let issue = |b: usize| {
-        let (k, c) = (k.clone(), c.clone());
-        let list: Vec<(usize, &Item)> = batches[b].clone().map(|i| (i, &items[i])).collect();
-        let jobs: Vec<(u64, Vec<u64>, bool)> = list
-            .iter()
-            .map(|&(i, x)| (at(i), (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q)).collect(), x.pos > 0))
-            .collect();
-        async move {
-            for (buf, pages, partial) in jobs {
-                issue_reads(&k, &c.input, pages.iter().copied(), buf, page).await?;
-                if partial {
-                    issue_reads(&k, &c.partial, pages, buf + c.max, page).await?;
-                }
-            }
-            Ok::<(), meshsim_engine::TaskError>(())
-        }
-    };
+    // Waves: issue the reads of up to WINDOW packets whose partials are already here (in
+    // order, stopping at the first that is not), wait for them, reduce and send them all. A
+    // packet waits for its own partials only once everything before it has gone out, so no
+    // side ever waits on a rank that waits on it.
+    let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % WINDOW) as u64 * 2 * c.max;
     let (sem_at, sem) = c.sync;
-    let mut issued = 0;
-    for b in 0..batches.len() {
-        if issued == b {
-            k.wait_until(c.my_sem, Cond::Ge(ready(b) as u32)).await?;
-            k.noc_async_writes_flushed().await;
-            issue(b).await?;
-            issued += 1;
+    let mut next = 0;
+    while next < items.len() {
+        if (k.read_u32(c.my_sem)? as u64) < items[next].need {
+            k.wait_until(c.my_sem, Cond::Ge(items[next].need as u32)).await?;
+        }
+        // The buffers are reused: the last wave's packets must have left them.
+        k.noc_async_writes_flushed().await;
+        let first = next;
+        while next < items.len() && next - first < WINDOW && k.read_u32(c.my_sem)? as u64 >= items[next].need
+        {
+            let x = &items[next];
+            let pages: Vec<u64> = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q)).collect();
+            issue_reads(&k, &c.input, pages.iter().copied(), at(next), page).await?;
+            if x.pos > 0 {
+                issue_reads(&k, &c.partial, pages, at(next) + c.max, page).await?;
+            }
+            next += 1;
         }
         k.noc_async_read_barrier().await?;
-        // Read the next batch now if its partials are already here.
-        if b + 1 < batches.len() && k.read_u32(c.my_sem)? as u64 >= ready(b + 1) {
-            k.noc_async_writes_flushed().await;
-            issue(b + 1).await?;
-            issued += 1;
-        }
         let conn = conn.as_ref().expect("a rank on a side sends");
-        for i in batches[b].clone() {
-            let x = &items[i];
+        for (i, x) in items.iter().enumerate().take(next).skip(first) {
             let buf = at(i);
             if x.pos > 0 {
                 if k.is_functional() {

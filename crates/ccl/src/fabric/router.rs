@@ -330,17 +330,20 @@ async fn local_write(
             k.write_u32(payload, value)?;
             k.noc_async_write_with_trid(payload, dst, 4, trid).await
         }
-        // An increment that follows writes waits until they have landed: a flushed write may
-        // still be on its way to a DRAM bank the increment's route does not pass.
+        // An increment that follows this channel's writes waits until they have landed: a
+        // flushed write may still be on its way to a DRAM bank the increment's route does not
+        // pass, and the increment tells its reader the data is there.
         NocCmd::AtomicInc { sem, inc, flush } => {
             if flush {
                 k.noc_async_write_barrier().await?;
             }
             Ok(k.noc_semaphore_inc(sem, inc).await?)
         }
+        // Write and increment go to the same core on one NoC route, which keeps them in order:
+        // the increment need only follow the write out of the L1.
         NocCmd::FusedWriteInc { dst, sem, inc } => {
             k.noc_async_write_with_trid(payload, dst, header.payload, trid).await?;
-            k.noc_async_write_barrier().await?;
+            k.noc_async_write_flushed_with_trid(trid).await;
             Ok(k.noc_semaphore_inc(sem, inc).await?)
         }
         NocCmd::Scatter { chunks, count } => {
