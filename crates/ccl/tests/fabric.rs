@@ -125,7 +125,6 @@ fn reductions_verify_on_lines_and_rings() {
 fn concurrent_ops_on_one_router_and_missing_planes_are_refused_by_name() {
     let t3000 = builtin::cluster("t3000").unwrap();
     let comm = Communicator::world(&t3000, Topology::Ring, None).unwrap();
-    let t = TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap();
     let galaxy = builtin::cluster("galaxy").unwrap();
     let row = Communicator::axis(&galaxy, 1, Some(Topology::Line)).unwrap().remove(0);
     let wide = TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap();
@@ -140,8 +139,7 @@ fn concurrent_ops_on_one_router_and_missing_planes_are_refused_by_name() {
     let b = ag(comm, [1, 1, 32, 8 * 64], DType::Bf16);
     let err = fabric_run(&t3000, false, vec![a, b]).unwrap_err();
     assert!(err.to_string().contains("would both inject"), "{err}");
-    let mut knobs = Knobs::default();
-    knobs.links = 3;
+    let knobs = Knobs { links: 3, ..Knobs::default() };
     let mut wide =
         ag(Communicator::world(&t3000, Topology::Ring, None).unwrap(), [1, 1, 32, 8 * 64], DType::Bf16);
     wide.knobs = knobs;

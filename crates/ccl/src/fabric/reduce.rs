@@ -275,9 +275,9 @@ mod tests {
                     for forward in [true, false] {
                         let mut pos: Vec<usize> =
                             (0..n).filter_map(|k| position(n, k, j, forward, closed)).collect();
-                        for k in 0..n {
+                        for (k, seen) in seen.iter_mut().enumerate() {
                             if position(n, k, j, forward, closed).is_some() {
-                                seen[k] += 1;
+                                *seen += 1;
                             }
                         }
                         pos.sort();
@@ -287,8 +287,8 @@ mod tests {
                             "n {n} j {j} fwd {forward} ring {closed}"
                         );
                     }
-                    for k in 0..n {
-                        assert_eq!(seen[k], usize::from(k != j), "n {n} j {j} k {k} ring {closed}");
+                    for (k, &seen) in seen.iter().enumerate() {
+                        assert_eq!(seen, usize::from(k != j), "n {n} j {j} k {k} ring {closed}");
                     }
                 }
             }
