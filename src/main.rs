@@ -423,6 +423,10 @@ struct OpArgs {
     /// ERISC Data Mover launched per op) [default: fabric].
     #[arg(long)]
     stack: Option<String>,
+    /// The fabric routers' packet payload in bytes [default: 4352, tt-metal's] (fabric stack;
+    /// at most 7616 on Wormhole).
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    packet_size: Option<u64>,
     /// Program start skew: the k-th chip starts k x this many ns after the first.
     #[arg(long, default_value_t = 0, value_name = "NS")]
     skew_ns: u64,

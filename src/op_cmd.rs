@@ -40,6 +40,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         skew_ns: Some(a.skew_ns),
         verify: Some(a.verify),
         stack: a.stack.clone(),
+        packet_size: a.packet_size.map(crate::scenario::Size::Bytes),
         size: None,
         slots: None,
         samples: None,

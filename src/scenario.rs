@@ -144,6 +144,8 @@ pub struct Scenario {
     pub verify: Option<bool>,
     /// Op: the transport, `edm` or `fabric`.
     pub stack: Option<String>,
+    /// Op (fabric): the routers' packet payload, bytes.
+    pub packet_size: Option<Size>,
     /// Benchmark: payload bytes per packet or ping.
     pub size: Option<Size>,
     /// Latency, bandwidth: buffer slots.
@@ -273,6 +275,7 @@ impl Scenario {
             ("chip_ids", self.chip_ids.is_some()),
             ("axis", self.axis.is_some()),
             ("pages_per_packet", self.pages_per_packet.is_some()),
+            ("packet_size", self.packet_size.is_some()),
             ("buffers", self.buffers.is_some()),
             ("memory", self.memory.is_some()),
             ("verify", self.verify.is_some()),
@@ -399,6 +402,7 @@ impl Scenario {
             workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,
+            packet_bytes: self.packet_size.as_ref().map(Size::bytes).transpose().map_err(bad)?,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };
@@ -425,6 +429,11 @@ impl Scenario {
                 (self.buffers.is_some(), "buffers"),
             ])
             .map_err(bad)?;
+        if stack == Stack::Edm && self.packet_size.is_some() {
+            return Err(
+                bad("packet_size applies to the fabric stack (the edm's is pages_per_packet)".into()),
+            );
+        }
         let mut all_run = session.run().map_err(ccl_error)?;
         let mut run = all_run.op_run(0);
         if many {

@@ -58,6 +58,7 @@ struct WorkloadOp {
     workers: Option<usize>,
     bidir: Option<String>,
     pages_per_packet: Option<u64>,
+    packet_size: Option<u64>,
     buffers: Option<u64>,
     memory: Option<String>,
     #[serde(default)]
@@ -188,6 +189,11 @@ impl Workload {
                 |m: String| CclError::Invalid(format!("{}: op '{}': {m}", self.path.display(), o.name));
             let (collective, tensor, dim, knobs) = o.request(cluster).map_err(named)?;
             self.stack.check_knobs(&o.edm_knobs()).map_err(named)?;
+            if self.stack == Stack::Edm && o.packet_size.is_some() {
+                return Err(named(
+                    "packet_size applies to the fabric stack (the edm's is pages_per_packet)".into(),
+                ));
+            }
             let comms = o.comm.communicators(cluster).map_err(named)?;
             let after: Vec<OpHandle> = o.after.iter().flat_map(|d| handles[d.as_str()].clone()).collect();
             let many = comms.len() > 1;
@@ -247,6 +253,7 @@ impl WorkloadOp {
             workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,
+            packet_bytes: self.packet_size,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };

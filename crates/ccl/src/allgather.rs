@@ -82,6 +82,7 @@ impl AllGatherSpec {
             workers: Some(self.workers),
             bidir: Some(self.bidir),
             pages_per_packet: self.pages_per_packet,
+            packet_bytes: None,
             buffers_per_channel: self.buffers_per_channel,
             memory: self.memory,
         }

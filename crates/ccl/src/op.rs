@@ -168,6 +168,9 @@ pub struct Knobs {
     /// Pages per EDM packet; `None`: as many as the EDM buffer holds (and the workers' buffers
     /// allow), as tt-metal sizes packets from the EDM buffer.
     pub pages_per_packet: Option<u64>,
+    /// The fabric routers' packet payload, bytes (fabric stack; `None`: tt-metal's 4352). It is
+    /// global to a fabric: every op of a session that gives one must give the same.
+    pub packet_bytes: Option<u64>,
     /// EDM buffers per channel (default 2, tt-metal's).
     pub buffers_per_channel: u64,
     /// Where the op's tensors are interleaved: DRAM banks or worker L1 (default DRAM).
@@ -183,6 +186,7 @@ impl Default for Knobs {
             workers: None,
             bidir: None,
             pages_per_packet: None,
+            packet_bytes: None,
             buffers_per_channel: 2,
             memory: Memory::Dram,
         }

@@ -86,6 +86,7 @@ fn request(cluster: &Cluster, spec: &ReduceScatterSpec) -> Result<OpRequest, OpE
         workers: Some(spec.workers),
         bidir: Some(Bidir::None),
         pages_per_packet: spec.pages_per_packet,
+        packet_bytes: None,
         buffers_per_channel: spec.buffers_per_channel,
         memory: spec.memory,
     };

@@ -172,6 +172,29 @@ fn ops_share_lines_and_take_turns_on_a_sender_channel() {
     assert!(run.ops[1].start >= run.ops[0].end);
 }
 
+/// The router payload is a knob: larger packets carry more pages per header and per router
+/// pass, so a large all-gather is faster with them; it is global to a session.
+#[test]
+fn the_packet_size_is_a_knob_global_to_the_fabric() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = || Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let time = |bytes: Option<u64>| {
+        let mut r = ag(ring(), [1, 1, 256, 8192], DType::Bf16);
+        r.knobs.packet_bytes = bytes;
+        fabric_run(&t3000, false, vec![r]).unwrap().ops[0].time
+    };
+    let (small, default, large) = (time(Some(2176)), time(None), time(Some(7616)));
+    assert!(small > default && default > large, "{small} {default} {large}");
+    let mut a = ag(ring(), [1, 1, 32, 8 * 64], DType::Bf16);
+    a.knobs.packet_bytes = Some(2176);
+    let mut b = a.clone();
+    b.name = "b".into();
+    b.knobs.packet_bytes = Some(4352);
+    b.after = vec![meshsim_ccl::session::OpHandle(0)];
+    let err = fabric_run(&t3000, false, vec![a, b]).unwrap_err();
+    assert!(err.is_bad_input() && err.to_string().contains("global"), "{err}");
+}
+
 /// Two workers connected to one router's channel 0 stop the router with a protocol error that
 /// names it, rather than hanging.
 #[test]

@@ -345,7 +345,16 @@ fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
     }
     let kind = if lines.iter().any(|l| l.closed) { FabricKind::Ring } else { FabricKind::Linear };
     let planes = s.ops.iter().map(|o| o.knobs.links).max().unwrap_or(1);
-    let config = FabricConfig { kind, max_payload_bytes: DEFAULT_MAX_PAYLOAD, planes };
+    let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
+    asked.dedup();
+    if asked.len() > 1 {
+        return Err(CclError::Invalid(format!(
+            "the fabric's packet size is global to a session: its ops ask for {} B and {} B",
+            asked[0], asked[1]
+        )));
+    }
+    let payload = asked.first().copied().unwrap_or(DEFAULT_MAX_PAYLOAD);
+    let config = FabricConfig { kind, max_payload_bytes: payload, planes };
     let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
     Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
 }
