@@ -362,6 +362,9 @@ enum Op {
     /// All-reduce: every chip ends with the reduction of all chips' tensors (reduce-scatter,
     /// then all-gather).
     AllReduce(OpArgs),
+    /// All-to-all: every rank sends chunk j of its tensor (split along --dim) to rank j, which
+    /// keeps it as chunk i of its output (i the sender); fabric stack only.
+    AllToAll(OpArgs),
 }
 
 /// Arguments of a CCL op.
@@ -457,6 +460,8 @@ enum SweepOpArg {
     ReduceScatter,
     /// All-reduce.
     AllReduce,
+    /// All-to-all (fabric stack).
+    AllToAll,
 }
 
 /// Op topologies.
@@ -672,6 +677,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Op(Op::ReduceScatter(args)) => return run_op(Kind::ReduceScatter, args),
         Command::Op(Op::AllReduce(args)) => return run_op(Kind::AllReduce, args),
+        Command::Op(Op::AllToAll(args)) => return run_op(Kind::AllToAll, args),
         Command::Run { workload, format, link_report, trace, verify, params } => {
             return run_cmd::run_workload(&workload, format, link_report, trace.as_deref(), verify, params);
         }

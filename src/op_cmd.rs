@@ -29,7 +29,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         links: Some(a.num_links),
         workers: a.workers,
         bidir: a.bidir.map(|b| BidirValue::Mode(b.name().into())),
-        redop: (kind != Kind::AllGather).then(|| a.redop.clone()),
+        redop: matches!(kind, Kind::ReduceScatter | Kind::AllReduce).then(|| a.redop.clone()),
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),
         axis: a.axis.map(usize::from),
@@ -88,7 +88,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     serde_json::json!(done.ops[0].bidir.as_str())
                 },
-                "redop": if kind == Kind::AllGather { serde_json::Value::Null } else { serde_json::json!(a.redop) },
+                "redop": if !matches!(kind, Kind::ReduceScatter | Kind::AllReduce) { serde_json::Value::Null } else { serde_json::json!(a.redop) },
                 "links": a.num_links,
                 "workers": done.ops[0].workers,
                 "pages_per_packet": done.ops[0].pages_per_packet,

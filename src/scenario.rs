@@ -33,6 +33,8 @@ pub enum Kind {
     ReduceScatter,
     /// The all-reduce op.
     AllReduce,
+    /// The all-to-all op (fabric stack).
+    AllToAll,
     /// A workload file of many ops.
     Workload,
     /// The single-link round-trip microbenchmark.
@@ -46,7 +48,7 @@ pub enum Kind {
 impl Kind {
     /// Whether this is a CCL op (not a microbenchmark).
     pub fn is_op(self) -> bool {
-        matches!(self, Kind::AllGather | Kind::ReduceScatter | Kind::AllReduce)
+        matches!(self, Kind::AllGather | Kind::ReduceScatter | Kind::AllReduce | Kind::AllToAll)
     }
 
     /// The name used in files and tables.
@@ -55,6 +57,7 @@ impl Kind {
             Kind::AllGather => "all-gather",
             Kind::ReduceScatter => "reduce-scatter",
             Kind::AllReduce => "all-reduce",
+            Kind::AllToAll => "all-to-all",
             Kind::Workload => "workload",
             Kind::Latency => "latency",
             Kind::Bandwidth => "bandwidth",
@@ -292,7 +295,7 @@ impl Scenario {
             (
                 "skew_ns",
                 self.skew_ns.is_some(),
-                &[Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce, Kind::Ring],
+                &[Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce, Kind::AllToAll, Kind::Ring],
             ),
             ("redop", self.redop.is_some(), &[Kind::ReduceScatter, Kind::AllReduce]),
             ("workload", self.workload.is_some(), &[Kind::Workload]),
@@ -375,6 +378,7 @@ impl Scenario {
         let collective = match self.op {
             Kind::AllGather => Collective::AllGather,
             Kind::ReduceScatter => Collective::ReduceScatter(redop),
+            Kind::AllToAll => Collective::AllToAll,
             _ => Collective::AllReduce(redop),
         };
         let memory: Memory = self.memory.as_deref().unwrap_or("dram").parse().map_err(bad)?;

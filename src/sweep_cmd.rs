@@ -29,6 +29,7 @@ impl SweepKnobs {
             SweepOpArg::AllGather => "all_gather",
             SweepOpArg::ReduceScatter => "reduce_scatter",
             SweepOpArg::AllReduce => "all_reduce",
+            SweepOpArg::AllToAll => "all_to_all",
         }
     }
 }
@@ -77,6 +78,7 @@ pub(crate) fn run_sweep(
         SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.map(Into::into)),
         SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop.parse().map_err(bad)?),
         SweepOpArg::AllReduce => SweepOp::AllReduce(k.redop.parse().map_err(bad)?),
+        SweepOpArg::AllToAll => SweepOp::AllToAll,
     };
     if matches!(op, SweepOp::ReduceScatter(_)) && k.bidir.is_some_and(|b| !matches!(b, BidirArg::None)) {
         return Err(bad(format!("--bidir applies to all-gather and all-reduce, not {}", k.op_name())));

@@ -233,7 +233,12 @@ impl WorkloadOp {
             "all-gather" => Collective::AllGather,
             "reduce-scatter" => Collective::ReduceScatter(redop),
             "all-reduce" => Collective::AllReduce(redop),
-            other => return Err(format!("unknown op '{other}' (all-gather, reduce-scatter, all-reduce)")),
+            "all-to-all" => Collective::AllToAll,
+            other => {
+                return Err(format!(
+                    "unknown op '{other}' (all-gather, reduce-scatter, all-reduce, all-to-all)"
+                ));
+            }
         };
         if self.redop.is_some() && collective.redop().is_none() {
             return Err(format!("redop does not apply to {}", collective.name()));

@@ -122,6 +122,9 @@ pub enum Collective {
     /// Every rank ends with the reduction of all ranks' tensors: reduce-scatter, then
     /// all-gather.
     AllReduce(RedOp),
+    /// Every rank sends chunk j of its tensor to rank j, which puts it at its own chunk i of
+    /// the output (i the sender's rank): a transpose of chunks across ranks.
+    AllToAll,
 }
 
 impl Collective {
@@ -131,19 +134,20 @@ impl Collective {
             Collective::AllGather => "all-gather",
             Collective::ReduceScatter(_) => "reduce-scatter",
             Collective::AllReduce(_) => "all-reduce",
+            Collective::AllToAll => "all-to-all",
         }
     }
 
     /// The reduction, for reducing collectives.
     pub fn redop(self) -> Option<RedOp> {
         match self {
-            Collective::AllGather => None,
+            Collective::AllGather | Collective::AllToAll => None,
             Collective::ReduceScatter(r) | Collective::AllReduce(r) => Some(r),
         }
     }
 
-    /// nccl-tests' bus-bandwidth factor for `n` ranks: (n-1)/n for all-gather and
-    /// reduce-scatter, 2(n-1)/n for all-reduce.
+    /// nccl-tests' bus-bandwidth factor for `n` ranks: (n-1)/n for all-gather, reduce-scatter
+    /// and all-to-all, 2(n-1)/n for all-reduce.
     pub fn busbw_factor(self, n: usize) -> f64 {
         let f = (n as f64 - 1.0) / n as f64;
         match self {

@@ -441,6 +441,8 @@ impl<'c> Session<'c> {
                     phases.push(reduce(plan::reduce_scatter(n, topo, slice.pages())));
                     phases.push(gather(vec![phases.len() - 1]));
                 }
+                // The fabric stack's own algorithm (the EDM stack refuses it); the plan is unused.
+                Collective::AllToAll => phases.push(Phase { kind: "a2a", ..gather(deps.clone()) }),
             }
             last_of.push(phases.len() - 1);
         }
@@ -458,6 +460,12 @@ impl<'c> Session<'c> {
         self.place_tensors(&mut phases)?;
         if self.stack == Stack::Fabric {
             return crate::fabric::lower::run(&self, m, phases);
+        }
+        if let Some(op) = self.ops.iter().find(|o| o.collective == Collective::AllToAll) {
+            return Err(CclError::Invalid(format!(
+                "op '{}': all-to-all runs on the fabric stack only",
+                op.name
+            )));
         }
         let mut b = Builder {
             cluster: self.cluster,
@@ -621,6 +629,15 @@ impl<'c> Session<'c> {
             };
             let t = |input, output, scratch| Tensors { input, output, scratch, slice, dim: req.dim, n };
             match req.collective {
+                Collective::AllToAll => {
+                    let (input, output) = (alloc(mem, page, whole), alloc(mem, page, whole));
+                    fits(
+                        &output,
+                        whole,
+                        &format!("input and output ({} B per chip)", 2 * req.tensor.bytes()),
+                    )?;
+                    phases[i].tensors = Some(t(input, output, None));
+                }
                 Collective::AllGather => {
                     let (input, output) = (alloc(mem, page, slice.pages()), alloc(mem, page, whole));
                     fits(
@@ -661,6 +678,7 @@ impl<'c> Session<'c> {
             for (k, &chip) in req.comm.chips().iter().enumerate() {
                 let (pages, data): (u64, &dyn Fn(u64) -> Vec<u8>) = match req.collective {
                     Collective::AllGather => (t.slice.pages(), &|q| gather_page(k as u64, q, page)),
+                    Collective::AllToAll => (req.tensor.pages(), &|q| gather_page(k as u64, q, page)),
                     _ => (req.tensor.pages(), &|q| reduce_page(k as u64, q, page)),
                 };
                 for q in 0..pages {
@@ -749,6 +767,14 @@ impl<'c> Session<'c> {
                     .map(|p| (p, reduced(red, t.slice.page_in_whole(req.dim, n, c as u64, p))))
                     .collect(),
                 Collective::AllReduce(red) => (0..req.tensor.pages()).map(|q| (q, reduced(red, q))).collect(),
+                // Chunk s of rank c's output is chunk c of rank s's input.
+                Collective::AllToAll => (0..n)
+                    .flat_map(|s| (0..t.slice.pages()).map(move |p| (s, p)))
+                    .map(|(s, p)| {
+                        let from = t.slice.page_in_whole(req.dim, n, c as u64, p);
+                        (t.slice.page_in_whole(req.dim, n, s, p), gather_page(s, from, page))
+                    })
+                    .collect(),
             };
             for (q, want) in expect {
                 let (bank, addr) = t.output.page(q);

@@ -25,6 +25,8 @@ pub enum SweepOp {
     ReduceScatter(RedOp),
     /// All-reduce with the given reduction.
     AllReduce(RedOp),
+    /// All-to-all (fabric stack).
+    AllToAll,
 }
 
 /// One point of a sweep, as nccl-tests prints it.
@@ -116,6 +118,7 @@ pub fn sweep(
         SweepOp::AllGather(_) => (Collective::AllGather, "none".to_owned()),
         SweepOp::ReduceScatter(r) => (Collective::ReduceScatter(r), r.to_string()),
         SweepOp::AllReduce(r) => (Collective::AllReduce(r), r.to_string()),
+        SweepOp::AllToAll => (Collective::AllToAll, "none".to_owned()),
     };
     let bidir = match op {
         SweepOp::AllGather(b) => b,

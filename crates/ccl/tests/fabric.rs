@@ -172,6 +172,37 @@ fn ops_share_lines_and_take_turns_on_a_sender_channel() {
     assert!(run.ops[1].start >= run.ops[0].end);
 }
 
+/// All-to-all verifies on lines and rings, and the EDM stack refuses it by name.
+#[test]
+fn all_to_all_verifies_and_runs_on_the_fabric_only() {
+    let n300 = builtin::cluster("n300").unwrap();
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let galaxy = builtin::cluster("galaxy").unwrap();
+    let cases: Vec<(&Cluster, Communicator)> = vec![
+        (&n300, Communicator::world(&n300, Topology::Line, None).unwrap()),
+        (&t3000, Communicator::choose(&t3000, Topology::Line, Some(4), None).unwrap()),
+        (&t3000, Communicator::world(&t3000, Topology::Ring, None).unwrap()),
+        (&galaxy, Communicator::axis(&galaxy, 0, Some(Topology::Line)).unwrap().remove(0)),
+    ];
+    for dtype in [DType::Bf16, DType::Bfp8] {
+        for (cluster, comm) in &cases {
+            let n = comm.size() as u64;
+            for x in [32 * n, 64 * n * 3] {
+                let t = TensorSpec::new([1, 1, 64, x], dtype, Layout::Tile).unwrap();
+                let req = OpRequest::new("a2a", comm.clone(), Collective::AllToAll, t, 3);
+                verified(&fabric_run(cluster, true, vec![req]).unwrap());
+            }
+        }
+    }
+    let comm = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let t = TensorSpec::new([1, 1, 32, 8 * 32], DType::Bf16, Layout::Tile).unwrap();
+    let mut s = Session::new(&t3000, &Params::default());
+    s.set_stack(Stack::Edm);
+    s.submit(OpRequest::new("a2a", comm, Collective::AllToAll, t, 3)).unwrap();
+    let err = s.run().unwrap_err();
+    assert!(err.is_bad_input() && err.to_string().contains("fabric stack only"), "{err}");
+}
+
 /// The router payload is a knob: larger packets carry more pages per header and per router
 /// pass, so a large all-gather is faster with them; it is global to a session.
 #[test]

@@ -68,6 +68,8 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         let cx = Lowering { s, fabric: &fabric, times: &times, done: &done };
         let (got, routers) = if p.kind == "rs" {
             reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?
+        } else if p.kind == "a2a" {
+            all_to_all(&cx, &mut programs, &mut next_core, pi, p)?
         } else {
             all_gather(s, &fabric, &mut m, &mut programs, &mut next_core, pi, p, &times, &done)?
         };
@@ -149,6 +151,190 @@ fn dram_end(phases: &[Phase]) -> u64 {
         }
     }
     end.div_ceil(4096) * 4096
+}
+
+/// Lowers all-to-all phase `pi` (`shared/fabric.md` §7, `all_to_all @ad82055e`): per rank one
+/// core on link 0 whose two kernels cover the two directions, each sending its destinations'
+/// chunks from the farthest in, as unicast packets of up to 2 pages straight into the
+/// destination's output, each chunk followed by a flushed increment of the destination's
+/// semaphore; a rank's op ends when its semaphore has counted every other rank. The forward
+/// kernel also copies the rank's own chunk.
+fn all_to_all(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let n = req.comm.size();
+    let page = t.slice.page_bytes();
+    let max = fabric.config.max_payload_bytes;
+    if page > max {
+        return Err(CclError::Invalid(format!(
+            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
+            req.name
+        )));
+    }
+    let ppp = (max / page).clamp(1, 2);
+    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
+    let closed = closed && req.comm.topology() == Topology::Ring;
+    // (forward, hops) from rank k to rank j: along a line, or the shorter way round a ring.
+    let way = |k: usize, j: usize| -> (bool, u32) {
+        if closed {
+            let f = (j + n - k) % n;
+            if f <= n - f { (true, f as u32) } else { (false, (n - f) as u32) }
+        } else if j > k {
+            (true, (j - k) as u32)
+        } else {
+            (false, (k - j) as u32)
+        }
+    };
+    let cores: Vec<CoreRef> =
+        req.comm.chips().iter().map(|&c| take_core(next_core, c)).collect::<Result<_, _>>()?;
+    let gate = Gate {
+        phase: pi,
+        deps: p.deps.iter().map(|&d| cx.done[d]).collect(),
+        done: cx.done[pi],
+        remaining: Rc::new(Cell::new(3 * n)),
+        times: cx.times.clone(),
+    };
+    let soc = meshsim_topology::soc::wormhole_b0();
+    let sync_at = |c: CoreRef| match c {
+        CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
+        CoreRef::Eth(ch) => soc.eth_cores[ch as usize],
+    };
+    let sem = STAGING;
+    let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
+    let mut routers = Vec::new();
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        for (d, forward) in [true, false].into_iter().enumerate() {
+            // This direction's destinations, farthest first: (rank, hops, its sync core).
+            let mut dests: Vec<(usize, u32, CoreCoord)> = (0..n)
+                .filter(|&j| j != k && way(k, j).0 == forward)
+                .map(|j| (j, way(k, j).1, sync_at(cores[j])))
+                .collect();
+            dests.sort_by_key(|&(_, hops, _)| std::cmp::Reverse(hops));
+            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+            let router = (!dests.is_empty()).then(|| {
+                fabric
+                    .router_facing(line, 0, chip, req.comm.chips()[next])
+                    .expect("a router toward each neighbour")
+            });
+            routers.extend(router);
+            let ctx = Rc::new(A2aCtx {
+                fabric: fabric.clone(),
+                router,
+                dests,
+                own: forward,
+                rank: k,
+                n: t.n,
+                dim: t.dim,
+                slice: t.slice,
+                input: t.input,
+                output: t.output,
+                ppp,
+                sem,
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * max),
+                max,
+                gate: gate.clone(),
+            });
+            let name = format!("{prefix}a2a {}", if forward { "forward" } else { "backward" });
+            programs[chip.0 as usize]
+                .create_kernel(cores[k], &name, d, vec![], move |kn| send_chunks(kn, ctx));
+        }
+        let (g, want) = (gate.clone(), (n - 1) as u32);
+        programs[chip.0 as usize].create_kernel(
+            cores[k],
+            &format!("{prefix}a2a sync"),
+            0,
+            vec![],
+            move |kn| async move {
+                let start = g.enter(&kn).await;
+                kn.wait_until(sem, Cond::Ge(want)).await?;
+                g.leave(&kn, start);
+                Ok(())
+            },
+        );
+    }
+    Ok((ppp, routers))
+}
+
+/// Packets an all-to-all kernel reads at once.
+const A2A_WINDOW: usize = 8;
+
+/// What an all-to-all direction kernel needs.
+struct A2aCtx {
+    fabric: Rc<Fabric>,
+    router: Option<usize>,
+    dests: Vec<(usize, u32, CoreCoord)>,
+    /// Also copies the rank's own chunk.
+    own: bool,
+    rank: usize,
+    n: u64,
+    dim: usize,
+    slice: crate::tensor::TensorSpec,
+    input: Placement,
+    output: Placement,
+    ppp: u64,
+    sem: u64,
+    base: u64,
+    max: u64,
+    gate: Gate,
+}
+
+/// An all-to-all direction kernel: each destination's chunk in waves of reads and sends, then
+/// its increment.
+async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let page = c.slice.page_bytes();
+    let whole = |chunk: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, chunk as u64, q);
+    let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
+    let conn = c.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
+    if let Some(conn) = &conn {
+        conn.open(&k).await?;
+        let packets: Vec<(u64, u64)> = (0..c.slice.pages())
+            .step_by(c.ppp as usize)
+            .map(|lo| (lo, c.ppp.min(c.slice.pages() - lo)))
+            .collect();
+        for &(j, hops, at) in &c.dests {
+            let route = Route::unicast(hops);
+            for wave in packets.chunks(A2A_WINDOW) {
+                k.noc_async_writes_flushed().await;
+                for (i, &(lo, pages)) in wave.iter().enumerate() {
+                    issue_reads(&k, &c.input, (lo..lo + pages).map(|q| whole(j, q)), buf(i), page).await?;
+                }
+                k.noc_async_read_barrier().await?;
+                for (i, &(lo, pages)) in wave.iter().enumerate() {
+                    let out: Vec<u64> =
+                        (lo..lo + pages).map(|q| page_addr(&k, &c.output, whole(c.rank, q))).collect();
+                    let cmd = if pages == 1 {
+                        NocCmd::Write { dst: out[0] }
+                    } else {
+                        NocCmd::Scatter { chunks: [(out[0], page), (out[1], page), (0, 0), (0, 0)], count: 2 }
+                    };
+                    conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(i)).await?;
+                }
+            }
+            let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, c.sem), inc: 1, flush: true };
+            conn.send(&k, Header { cmd: inc, payload: 0, route, src_ch: 0 }, 0).await?;
+        }
+        conn.close(&k).await?;
+    }
+    if c.own {
+        // The rank's own chunk stays: input chunk `rank` to output chunk `rank`.
+        for q in 0..c.slice.pages() {
+            k.noc_async_read(page_addr(&k, &c.input, whole(c.rank, q)), buf(0), page).await?;
+            k.noc_async_read_barrier().await?;
+            k.noc_async_write(buf(0), page_addr(&k, &c.output, whole(c.rank, q)), page).await?;
+            k.noc_async_writes_flushed().await;
+        }
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
 }
 
 /// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
