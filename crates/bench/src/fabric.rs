@@ -176,6 +176,8 @@ const DATA_CORE: CoreCoord = CoreCoord { x: 7, y: 7 };
 const DATA_ADDR: u64 = 0x40000;
 /// The core counting barrier increments on each chip.
 const SYNC_CORE: CoreCoord = CoreCoord { x: 7, y: 8 };
+/// The core the host's close runs on, on every chip.
+const CLOSE_CORE: CoreRef = CoreRef::Worker(CoreCoord { x: 7, y: 9 });
 /// Payload source and connection words in each sender's L1.
 const PAYLOAD_SRC: u64 = 0x20000;
 const CONN_BASE: u64 = 0x10000;
@@ -355,16 +357,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
         .map_err(|e| BenchError::BadArgument(e.to_string()))?;
     let chips = setup.cluster.chips().len();
     let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    for (r, spec_r) in fabric.routers.iter().enumerate() {
-        let f = fabric.clone();
-        programs[spec_r.at.chip.0 as usize].create_kernel(
-            CoreRef::Eth(spec_r.at.chan),
-            "router",
-            1,
-            vec![],
-            move |k| meshsim_ccl::fabric::router::run(k, f, r),
-        );
-    }
+    fabric.install(&mut programs);
     // Per destination chip: barrier increments expected (one per flow and plane reaching it).
     let mut expected = vec![0u32; chips];
     for f in &flows {
@@ -460,36 +453,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
         );
     }
     // The host closes the fabric once every sender and barrier is done.
-    for (c, prog) in programs.iter_mut().enumerate() {
-        let mine: Vec<CoreCoord> = fabric
-            .routers
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.at.chip.0 as usize == c)
-            .map(|(i, _)| fabric.core_of(i))
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let term = fabric.layout.word(meshsim_ccl::fabric::words::TERMINATE);
-        prog.create_kernel(
-            CoreRef::Worker(CoreCoord { x: 7, y: 9 }),
-            "host close",
-            0,
-            vec![],
-            move |k| async move {
-                k.wait_event(close).await;
-                for at in &mine {
-                    k.noc_semaphore_inc(
-                        k.get_noc_addr(at.x, at.y, term),
-                        meshsim_ccl::fabric::router::TERMINATE_NOW,
-                    )
-                    .await?;
-                }
-                Ok(())
-            },
-        );
-    }
+    fabric.install_close(&mut programs, |_| Ok::<_, BenchError>(CLOSE_CORE), Rc::new([close]))?;
     let stats = m.launch(programs, |_| Time::ZERO)?;
     let first = starts.borrow().iter().copied().min().unwrap_or(Time::ZERO);
     let c_max = (end.get() - first).as_ns_f64();
@@ -632,16 +596,7 @@ pub fn fabric_latency(
         .map_err(|e| BenchError::BadArgument(e.to_string()))?;
     let chips = setup.cluster.chips().len();
     let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    for (r, spec_r) in fabric.routers.iter().enumerate() {
-        let f = fabric.clone();
-        programs[spec_r.at.chip.0 as usize].create_kernel(
-            CoreRef::Eth(spec_r.at.chan),
-            "router",
-            1,
-            vec![],
-            move |k| meshsim_ccl::fabric::router::run(k, f, r),
-        );
-    }
+    fabric.install(&mut programs);
     let core = CoreRef::Worker(CoreCoord { x: 0, y: 0 });
     let dev = m.device(a);
     let at = dev.noc_coord(core);
@@ -707,33 +662,7 @@ pub fn fabric_latency(
             },
         );
     }
-    for (c, prog) in programs.iter_mut().enumerate() {
-        let mine: Vec<CoreCoord> = (0..fabric.routers.len())
-            .filter(|&r| fabric.routers[r].at.chip.0 as usize == c)
-            .map(|r| fabric.core_of(r))
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let term = fabric.layout.word(meshsim_ccl::fabric::words::TERMINATE);
-        prog.create_kernel(
-            CoreRef::Worker(CoreCoord { x: 7, y: 9 }),
-            "host close",
-            0,
-            vec![],
-            move |k| async move {
-                k.wait_event(close).await;
-                for at in &mine {
-                    k.noc_semaphore_inc(
-                        k.get_noc_addr(at.x, at.y, term),
-                        meshsim_ccl::fabric::router::TERMINATE_NOW,
-                    )
-                    .await?;
-                }
-                Ok(())
-            },
-        );
-    }
+    fabric.install_close(&mut programs, |_| Ok::<_, BenchError>(CLOSE_CORE), Rc::new([close]))?;
     let stats = m.launch(programs, |_| Time::ZERO)?;
     let (raw, resp) = (raw.borrow(), resp.borrow());
     let mut net: Vec<f64> = raw.iter().zip(resp.iter()).map(|(r, s)| (*r - *s).as_ns_f64()).collect();

@@ -238,16 +238,7 @@ fn a_second_worker_on_a_sender_channel_is_a_protocol_error() {
     let fabric: Rc<Fabric> = Fabric::new(&n300, &p, eth, config, vec![line]).unwrap();
     let mut m = Machine::new(n300.clone(), p, Mode::Timing);
     let mut progs = vec![Program::new(ChipIdx(0)), Program::new(ChipIdx(1))];
-    for (r, spec) in fabric.routers.iter().enumerate() {
-        let f = fabric.clone();
-        progs[spec.at.chip.0 as usize].create_kernel(
-            CoreRef::Eth(spec.at.chan),
-            "router",
-            1,
-            vec![],
-            move |k| meshsim_ccl::fabric::router::run(k, f, r),
-        );
-    }
+    fabric.install(&mut progs);
     let r = fabric.router_facing(0, 0, ChipIdx(0), ChipIdx(1)).unwrap();
     for x in 0..2 {
         let conn = Connection::new(fabric.clone(), r, 0x10000);

@@ -22,7 +22,7 @@ use meshsim_topology::{ChipIdx, LinkId};
 use super::worker::{CONNECTION_L1_BYTES, Connection};
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
 use crate::op::{CclError, Topology};
-use crate::session::{Gate, KernelTimes, Phase, STAGING, Session, SessionRun};
+use crate::session::{Gate, KernelTimes, OpRequest, Phase, STAGING, Session, SessionRun, Tensors};
 use crate::tensor::{Memory, Placement};
 
 /// Pages a fabric packet carries at most (`min(4, payload / page)`, tt-metal's CCL ops).
@@ -45,16 +45,7 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let fabric = build_fabric(s)?;
     let chips = s.cluster.chips().len();
     let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    for (r, spec) in fabric.routers.iter().enumerate() {
-        let f = fabric.clone();
-        programs[spec.at.chip.0 as usize].create_kernel(
-            CoreRef::Eth(spec.at.chan),
-            "router",
-            1,
-            vec![],
-            move |k| super::router::run(k, f, r),
-        );
-    }
+    fabric.install(&mut programs);
     let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
     let done: Vec<SignalId> =
         phases.iter().map(|p| m.new_event(&format!("op '{}' {} done", s.ops[p.op].name, p.kind))).collect();
@@ -77,7 +68,8 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         injects.push(routers);
     }
     one_worker_per_channel(s, &fabric, &phases, &injects)?;
-    close_fabric(&fabric, &mut programs, &mut next_core, &done)?;
+    // The host closes the fabric once every op has ended.
+    fabric.install_close(&mut programs, |c| take_core(&mut next_core, c), done.clone().into())?;
     if s.verify {
         s.write_inputs(&m, &phases)?;
     }
@@ -131,6 +123,25 @@ fn one_worker_per_channel(
     Ok(())
 }
 
+/// An op's page size and the fabric's packet payload, refused if a page does not fit.
+fn page_and_payload(fabric: &Fabric, req: &OpRequest, t: &Tensors) -> Result<(u64, u64), CclError> {
+    let (page, max) = (t.slice.page_bytes(), fabric.config.max_payload_bytes);
+    if page > max {
+        return Err(CclError::Invalid(format!(
+            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
+            req.name
+        )));
+    }
+    Ok((page, max))
+}
+
+/// The fabric line an op rides on, and whether it runs as a ring on it (a ring communicator
+/// covering a closed line).
+fn line_for(fabric: &Fabric, req: &OpRequest) -> (usize, bool) {
+    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
+    (line, closed && req.comm.topology() == Topology::Ring)
+}
+
 /// What every phase's lowering shares.
 struct Lowering<'a, 'c> {
     s: &'a Session<'c>,
@@ -170,17 +181,9 @@ fn all_to_all(
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
     let n = req.comm.size();
-    let page = t.slice.page_bytes();
-    let max = fabric.config.max_payload_bytes;
-    if page > max {
-        return Err(CclError::Invalid(format!(
-            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
-            req.name
-        )));
-    }
+    let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
-    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
-    let closed = closed && req.comm.topology() == Topology::Ring;
+    let (line, closed) = line_for(fabric, req);
     // (forward, hops) from rank k to rank j: along a line, or the shorter way round a ring.
     let way = |k: usize, j: usize| -> (bool, u32) {
         if closed {
@@ -310,11 +313,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
                     let out: Vec<u64> =
                         (lo..lo + pages).map(|q| page_addr(&k, &c.output, whole(c.rank, q))).collect();
-                    let cmd = if pages == 1 {
-                        NocCmd::Write { dst: out[0] }
-                    } else {
-                        NocCmd::Scatter { chunks: [(out[0], page), (out[1], page), (0, 0), (0, 0)], count: 2 }
-                    };
+                    let cmd = NocCmd::pages(&out, page);
                     conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(i)).await?;
                 }
             }
@@ -352,17 +351,9 @@ fn reduce_scatter(
     let t = p.tensors.expect("placed");
     let red = req.collective.redop().expect("a reduction");
     let n = req.comm.size();
-    let page = t.slice.page_bytes();
-    let max = fabric.config.max_payload_bytes;
-    if page > max {
-        return Err(CclError::Invalid(format!(
-            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
-            req.name
-        )));
-    }
+    let (page, max) = page_and_payload(fabric, req, &t)?;
     // tt-metal's reduce-scatter puts at most 2 pages in a packet on a ring; 4 otherwise.
-    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
-    let closed = closed && req.comm.topology() == Topology::Ring;
+    let (line, closed) = line_for(fabric, req);
     let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
     let ppp = (max / page).clamp(1, cap);
     let slice_packets = reduce::packets(t.slice.pages(), ppp).len() as u64;
@@ -583,18 +574,10 @@ fn all_gather(
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
     let n = req.comm.size();
-    let page = t.slice.page_bytes();
-    let max = fabric.config.max_payload_bytes;
-    if page > max {
-        return Err(CclError::Invalid(format!(
-            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
-            req.name
-        )));
-    }
+    let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
     let planes = req.knobs.links;
-    let (line, closed) = fabric.line_of(req.comm.chips()).expect("the fabric carries every communicator");
-    let closed = closed && req.comm.topology() == Topology::Ring;
+    let (line, closed) = line_for(fabric, req);
     // Semaphore counting sources on a sync core of every chip (one core per chip and op).
     let mut sync_cores = Vec::with_capacity(n);
     for &chip in req.comm.chips() {
@@ -780,15 +763,7 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
                 }
             }
             if let Some(conn) = &conn {
-                let cmd = if pages == 1 {
-                    NocCmd::Write { dst: out[0] }
-                } else {
-                    let mut chunks = [(0, 0); 4];
-                    for (x, &dst) in out.iter().enumerate() {
-                        chunks[x] = (dst, page);
-                    }
-                    NocCmd::Scatter { chunks, count: pages as u8 }
-                };
+                let cmd = NocCmd::pages(&out, page);
                 let route = Route::multicast(1, c.dir.ranges[j]);
                 conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf).await?;
             }
@@ -817,39 +792,6 @@ pub(super) async fn issue_reads(
 ) -> meshsim_engine::TaskResult {
     for (i, q) in pages.into_iter().enumerate() {
         k.noc_async_read(page_addr(k, place, q), at + i as u64 * page, page).await?;
-    }
-    Ok(())
-}
-
-/// The host closes the fabric once every op has ended: a write of IMMEDIATELY_TERMINATE into
-/// every router, from a core of each chip.
-fn close_fabric(
-    fabric: &Rc<Fabric>,
-    programs: &mut [Program],
-    next_core: &mut [usize],
-    done: &[SignalId],
-) -> Result<(), CclError> {
-    let all: Rc<[SignalId]> = done.into();
-    for (c, prog) in programs.iter_mut().enumerate() {
-        let mine: Vec<CoreCoord> = (0..fabric.routers.len())
-            .filter(|&r| fabric.routers[r].at.chip.0 as usize == c)
-            .map(|r| fabric.core_of(r))
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let core = take_core(next_core, ChipIdx(c as u32))?;
-        let term = fabric.layout.word(super::words::TERMINATE);
-        let all = all.clone();
-        prog.create_kernel(core, "fabric close", 0, vec![], move |k| async move {
-            for &d in all.iter() {
-                k.wait_event(d).await;
-            }
-            for at in &mine {
-                k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, term), super::router::TERMINATE_NOW).await?;
-            }
-            Ok(())
-        });
     }
     Ok(())
 }

@@ -212,6 +212,20 @@ pub enum NocCmd {
 }
 
 impl NocCmd {
+    /// Writes of whole pages, one per NoC address of `pages`: a unicast write for one page, a
+    /// scatter write for 2-4.
+    pub fn pages(pages: &[u64], page_bytes: u64) -> NocCmd {
+        assert!((1..=4).contains(&pages.len()), "a packet carries 1 to 4 pages");
+        if let [dst] = pages {
+            return NocCmd::Write { dst: *dst };
+        }
+        let mut chunks = [(0, 0); 4];
+        for (c, &dst) in chunks.iter_mut().zip(pages) {
+            *c = (dst, page_bytes);
+        }
+        NocCmd::Scatter { chunks, count: pages.len() as u8 }
+    }
+
     /// The calibration CSV's name of the command type.
     pub fn name(&self) -> &'static str {
         match self {
@@ -459,6 +473,52 @@ impl Fabric {
             .iter()
             .enumerate()
             .find_map(|(i, l)| l.carries(chips).then_some((i, l.closed && chips.len() == l.chips.len())))
+    }
+
+    /// Adds every router's kernel to the programs (one per chip, indexed by chip).
+    pub fn install(self: &Rc<Fabric>, programs: &mut [meshsim_hw::Program]) {
+        for (r, spec) in self.routers.iter().enumerate() {
+            let f = self.clone();
+            programs[spec.at.chip.0 as usize].create_kernel(
+                meshsim_hw::CoreRef::Eth(spec.at.chan),
+                "router",
+                1,
+                vec![],
+                move |k| router::run(k, f, r),
+            );
+        }
+    }
+
+    /// Adds the host's close: on every chip with routers, a kernel on the core `core(chip)`
+    /// gives waits for every event in `after`, then writes IMMEDIATELY_TERMINATE into each of
+    /// the chip's routers.
+    pub fn install_close<E>(
+        &self,
+        programs: &mut [meshsim_hw::Program],
+        mut core: impl FnMut(ChipIdx) -> Result<meshsim_hw::CoreRef, E>,
+        after: Rc<[meshsim_engine::SignalId]>,
+    ) -> Result<(), E> {
+        let term = self.layout.word(words::TERMINATE);
+        for (c, prog) in programs.iter_mut().enumerate() {
+            let mine: Vec<CoreCoord> = (0..self.routers.len())
+                .filter(|&r| self.routers[r].at.chip.0 as usize == c)
+                .map(|r| self.core_of(r))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let after = after.clone();
+            prog.create_kernel(core(ChipIdx(c as u32))?, "fabric close", 0, vec![], move |k| async move {
+                for &d in after.iter() {
+                    k.wait_event(d).await;
+                }
+                for at in &mine {
+                    k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, term), router::TERMINATE_NOW).await?;
+                }
+                Ok(())
+            });
+        }
+        Ok(())
     }
 
     /// The index of the router on `at`.

@@ -181,15 +181,7 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
             }
             let out: Vec<u64> =
                 (x.lo..x.lo + x.pages).map(|q| page_addr(&k, &c.partial, whole(x.slice, q))).collect();
-            let cmd = if x.pages == 1 {
-                NocCmd::Write { dst: out[0] }
-            } else {
-                let mut chunks = [(0, 0); 4];
-                for (y, &dst) in out.iter().enumerate() {
-                    chunks[y] = (dst, page);
-                }
-                NocCmd::Scatter { chunks, count: x.pages as u8 }
-            };
+            let cmd = NocCmd::pages(&out, page);
             conn.send(&k, Header { cmd, payload: x.pages * page, route: Route::unicast(1), src_ch: 0 }, buf)
                 .await?;
             if let Some(inc) = x.sync_after {
