@@ -43,7 +43,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use meshsim_engine::{Cond, TaskResult};
-use meshsim_hw::{CoreRef, Kernel, Params, Program};
+use meshsim_hw::{CoreRef, Kernel, Params, Program, Wake};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
@@ -645,7 +645,9 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             let words = waits(&k, &spec, &cur, &multi, &st, worker_mode, tx_blocked)?;
             let idle_from = k.now();
             if tx_blocked {
-                k.wait_any_or_txq_free(words, 0).await?;
+                let wakes: Vec<Wake> =
+                    words.into_iter().map(|(a, c)| Wake::Word(a, c)).chain([Wake::TxqFree(0)]).collect();
+                k.wait_for_any(&wakes).await?;
             } else {
                 k.wait_any(words).await?;
             }

@@ -100,9 +100,9 @@ pub struct Kernel {
     pub(crate) local: LocalWindow,
     /// When this kernel's NoC writes have left its L1 ("flushed"): per transaction id, and the
     /// last entry for every write it issued.
-    pub(crate) flushed: Rc<std::cell::Cell<[Time; NOC_TRIDS + 1]>>,
+    pub(crate) flushed: Rc<[std::cell::Cell<Time>; NOC_TRIDS + 1]>,
     /// Writes issued per transaction id (the flushed-count register catches up with it).
-    pub(crate) tagged: Rc<std::cell::Cell<[u32; NOC_TRIDS]>>,
+    pub(crate) tagged: Rc<[std::cell::Cell<u32>; NOC_TRIDS]>,
 }
 
 /// One of the things a service loop can wait for at once ([`Kernel::wait_for_any`]).
@@ -318,20 +318,20 @@ impl Kernel {
     /// `ncrisc_noc_nonposted_write_with_transaction_id_flushed(trid)`: whether every write
     /// tagged `trid` has left this core's L1 (its source may be reused; it may not have landed).
     pub fn noc_write_trid_flushed(&self, trid: usize) -> bool {
-        self.flushed.get()[trid] <= self.now()
+        self.flushed[trid].get() <= self.now()
     }
 
     /// `noc_async_write_flushed_with_trid(trid)`: waits until every write tagged `trid` has
     /// left this core's L1.
     pub async fn noc_async_write_flushed_with_trid(&self, trid: usize) {
-        let at = self.flushed.get()[trid];
+        let at = self.flushed[trid].get();
         self.ctx.delay(at.saturating_sub(self.now())).await;
     }
 
     /// `noc_async_writes_flushed()`: waits until every write this kernel issued has left its
     /// L1 (not until it has landed: that is the write barrier).
     pub async fn noc_async_writes_flushed(&self) {
-        let at = self.flushed.get()[NOC_TRIDS];
+        let at = self.flushed[NOC_TRIDS].get();
         self.ctx.delay(at.saturating_sub(self.now())).await;
     }
 
@@ -375,12 +375,11 @@ impl Kernel {
             }
             Ok(left)
         })?;
-        let mut f = self.flushed.get();
+        let later = |c: &std::cell::Cell<Time>| c.set(c.get().max(left));
+        later(&self.flushed[NOC_TRIDS]);
         if let Some(t) = trid {
-            f[t] = f[t].max(left);
-            let mut n = self.tagged.get();
-            n[t] = n[t].wrapping_add(1);
-            self.tagged.set(n);
+            later(&self.flushed[t]);
+            self.tagged[t].set(self.tagged[t].get().wrapping_add(1));
             let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
             self.ctx.with(|hw, s| {
                 hw.post(
@@ -390,8 +389,6 @@ impl Kernel {
                 )
             })?;
         }
-        f[NOC_TRIDS] = f[NOC_TRIDS].max(left);
-        self.flushed.set(f);
         Ok(())
     }
 
@@ -556,20 +553,10 @@ impl Kernel {
         Ok(self.ctx.with(|hw, _| hw.chips[self.chip.0 as usize].eth[chan as usize].txq[q].busy()))
     }
 
-    /// Waits until any of `words` of this core's L1 satisfies its condition or tx queue `q`
-    /// becomes free (its command latched), whichever is first: a service loop that found the
-    /// queue busy serves other work meanwhile, as the guide recommends, and wakes for either.
-    pub async fn wait_any_or_txq_free(&self, words: Vec<(u64, Cond)>, q: usize) -> Result<(), HwError> {
-        let mut all = self.local_words(words)?;
-        all.push((self.regs, reg_txq_busy(q), Cond::Eq(0)));
-        self.ctx.wait_any(all).await?;
-        Ok(())
-    }
-
     /// Waits until the first of `what` holds (a service loop with several kinds of pending
-    /// work: channel words, a busy tx queue, writes not yet flushed).
+    /// work: channel words, a busy tx queue, writes not yet flushed). A loop that found the
+    /// queue busy serves other work meanwhile, as the guide recommends, and wakes for either.
     pub async fn wait_for_any(&self, what: &[Wake]) -> Result<(), HwError> {
-        let tagged = self.tagged.get();
         let mut all = Vec::with_capacity(what.len());
         for w in what {
             all.push(match *w {
@@ -578,7 +565,9 @@ impl Kernel {
                     (self.mem, addr, cond)
                 }
                 Wake::TxqFree(q) => (self.regs, reg_txq_busy(q), Cond::Eq(0)),
-                Wake::Flushed(t) => (self.regs, reg_trid_flushed(self.noc, t), Cond::Eq(tagged[t])),
+                Wake::Flushed(t) => {
+                    (self.regs, reg_trid_flushed(self.noc, t), Cond::Eq(self.tagged[t].get()))
+                }
             });
         }
         self.ctx.wait_any(all).await?;

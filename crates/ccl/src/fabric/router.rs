@@ -119,11 +119,13 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     // router notices a change; `origin` is when a pass at step 0 began.
     let mut first = 0;
     let mut origin = k.now();
+    // What an idle pass waits for, gathered by the steps (one list, reused every pass).
+    let mut waits = Waits(Vec::new());
     loop {
         if k.read_u32(w(TERMINATE))? == TERMINATE_NOW {
             return Ok(());
         }
-        let mut waits = Waits(Vec::new());
+        waits.0.clear();
         let mut moved = false;
         for j in 0..STEPS {
             match (first + j) % STEPS {
