@@ -411,7 +411,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
         let core = CoreCoord { x: n % 7, y: n / 7 };
         let conn = Connection::new(fabric.clone(), r, CONN_BASE);
         let headers: Vec<Header> =
-            list.iter().map(|f| data_header(f, spec.noc_send, size, data_at, data_sem, &k_noc)).collect();
+            list.iter().map(|f| data_header(f, spec.noc_send, size, data_at, data_sem)).collect();
         let syncs: Vec<Header> = list
             .iter()
             .map(|f| Header {
@@ -470,18 +470,13 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     Ok(Measured::new(row, stats, &mut m))
 }
 
+/// The NoC address of `addr` on the core at `at` (of whichever chip the packet lands on).
 fn k_noc(at: CoreCoord, addr: u64) -> u64 {
     meshsim_hw::get_noc_addr(at.x, at.y, addr)
 }
 
-fn data_header(
-    f: &Flow,
-    mode: NocSend,
-    size: u64,
-    data_at: CoreCoord,
-    data_sem: u64,
-    noc: &dyn Fn(CoreCoord, u64) -> u64,
-) -> Header {
+fn data_header(f: &Flow, mode: NocSend, size: u64, data_at: CoreCoord, data_sem: u64) -> Header {
+    let noc = k_noc;
     let dst = noc(data_at, DATA_ADDR);
     let cmd = match mode {
         NocSend::Write => NocCmd::Write { dst },

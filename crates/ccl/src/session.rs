@@ -49,7 +49,7 @@ pub const CB_PACKETS: u64 = 2;
 /// into a window always fits in the next chip's relay and the ring cannot deadlock.
 pub const RELAY_PACKETS: u64 = 4;
 /// Worker cores a chip hands out (the 8 x 10 Tensix grid).
-const WORKER_CORES: usize = 80;
+pub(crate) const WORKER_CORES: usize = 80;
 
 /// A submitted op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -329,6 +329,24 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
+    /// The gate of phase `phase`, whose dependencies are `deps` (phase indices), for `kernels`
+    /// kernels; `done` holds every phase's end event.
+    pub(crate) fn new(
+        phase: usize,
+        deps: &[usize],
+        done: &[SignalId],
+        kernels: usize,
+        times: &KernelTimes,
+    ) -> Gate {
+        Gate {
+            phase,
+            deps: deps.iter().map(|&d| done[d]).collect(),
+            done: done[phase],
+            remaining: Rc::new(Cell::new(kernels)),
+            times: times.clone(),
+        }
+    }
+
     pub(crate) async fn enter(&self, k: &Kernel) -> Time {
         for &d in self.deps.iter() {
             k.wait_event(d).await;
@@ -383,6 +401,23 @@ impl<'c> Session<'c> {
     /// The cluster.
     pub fn cluster(&self) -> &Cluster {
         self.cluster
+    }
+
+    /// When each chip's program starts (the skew).
+    pub(crate) fn start_of(&self) -> impl Fn(ChipIdx) -> Time + 'static {
+        let skew = self.skew.clone();
+        move |c| match &skew {
+            Some((chips, ns)) => {
+                chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
+            }
+            None => Time::ZERO,
+        }
+    }
+
+    /// What op `op`'s kernel names start with: its name and a slash when the session has more
+    /// than one op.
+    pub(crate) fn kernel_prefix(&self, op: usize) -> String {
+        if self.ops.len() > 1 { format!("{}/", self.ops[op].name) } else { String::new() }
     }
 
     /// Checks `req` and queues it. Argument errors say what is wrong, not which op: a caller
@@ -486,14 +521,8 @@ impl<'c> Session<'c> {
             .collect();
         for (pi, p) in phases.iter().enumerate() {
             let kernels = 4 * lanes.iter().filter(|l| l.phase == pi).count();
-            let gate = Gate {
-                phase: pi,
-                deps: p.deps.iter().map(|&d| done[d]).collect(),
-                done: done[pi],
-                remaining: Rc::new(Cell::new(kernels)),
-                times: times.clone(),
-            };
-            let prefix = if self.ops.len() > 1 { format!("{}/", self.ops[p.op].name) } else { String::new() };
+            let gate = Gate::new(pi, &p.deps, &done, kernels, &times);
+            let prefix = self.kernel_prefix(p.op);
             for lane in lanes.iter().filter(|l| l.phase == pi) {
                 b.kernels(&self, p, lane, &lanes, &gate, &prefix);
             }
@@ -501,13 +530,7 @@ impl<'c> Session<'c> {
         if self.verify {
             self.write_inputs(&b.m, &phases)?;
         }
-        let skew = self.skew.clone();
-        let start_of = move |c: ChipIdx| match &skew {
-            Some((chips, ns)) => {
-                chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
-            }
-            None => Time::ZERO,
-        };
+        let start_of = self.start_of();
         for (_, edm) in std::mem::take(&mut b.edms) {
             edm.install(&mut b.programs);
         }

@@ -203,6 +203,21 @@ fn all_to_all_verifies_and_runs_on_the_fabric_only() {
     assert!(err.is_bad_input() && err.to_string().contains("fabric stack only"), "{err}");
 }
 
+/// An op after one on fewer chips: the ops' cores differ from chip to chip, but each op's
+/// ranks share one core, so its multicast increments find their semaphore on every chip.
+#[test]
+fn an_op_after_a_smaller_one_finds_its_semaphores_on_every_chip() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let ids: Vec<u64> = ring.chips()[..2].iter().map(|&c| t3000.chip(c).id).collect();
+    let pair = Communicator::from_ids(&t3000, &ids, Topology::Line).unwrap();
+    let mut a = ag(pair, [1, 1, 32, 2 * 64], DType::Bf16);
+    a.name = "pair".into();
+    let mut b = ag(ring, [1, 1, 32, 8 * 64], DType::Bf16);
+    b.after = vec![meshsim_ccl::session::OpHandle(0)];
+    verified(&fabric_run(&t3000, true, vec![a, b]).unwrap());
+}
+
 /// The router payload is a knob: larger packets carry more pages per header and per router
 /// pass, so a large all-gather is faster with them; it is global to a session.
 #[test]

@@ -10,7 +10,7 @@
 //! multicast increment after the last packet (flushed behind the writes) tells every chip on
 //! the route; a chip's op ends when its semaphore has counted every source.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -62,24 +62,18 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         } else if p.kind == "a2a" {
             all_to_all(&cx, &mut programs, &mut next_core, pi, p)?
         } else {
-            all_gather(s, &fabric, &mut m, &mut programs, &mut next_core, pi, p, &times, &done)?
+            all_gather(&cx, &mut programs, &mut next_core, pi, p)?
         };
         ppp[pi] = got;
         injects.push(routers);
     }
     one_worker_per_channel(s, &fabric, &phases, &injects)?;
     // The host closes the fabric once every op has ended.
-    fabric.install_close(&mut programs, |c| take_core(&mut next_core, c), done.clone().into())?;
+    fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), done.clone().into())?;
     if s.verify {
         s.write_inputs(&m, &phases)?;
     }
-    let skew = s.skew.clone();
-    let start_of = move |c: ChipIdx| match &skew {
-        Some((chips, ns)) => {
-            chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
-        }
-        None => Time::ZERO,
-    };
+    let start_of = s.start_of();
     let stats =
         m.launch(programs, &start_of).map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
     let times = times.borrow();
@@ -195,31 +189,18 @@ fn all_to_all(
             (false, (k - j) as u32)
         }
     };
-    let cores: Vec<CoreRef> =
-        req.comm.chips().iter().map(|&c| take_core(next_core, c)).collect::<Result<_, _>>()?;
-    let gate = Gate {
-        phase: pi,
-        deps: p.deps.iter().map(|&d| cx.done[d]).collect(),
-        done: cx.done[pi],
-        remaining: Rc::new(Cell::new(3 * n)),
-        times: cx.times.clone(),
-    };
-    let soc = meshsim_topology::soc::wormhole_b0();
-    let sync_at = |c: CoreRef| match c {
-        CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
-        CoreRef::Eth(ch) => soc.eth_cores[ch as usize],
-    };
+    let core = take_core(s, next_core, req.comm.chips())?;
+    let at = noc_of(core);
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
     let sem = STAGING;
-    let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
+    let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         for (d, forward) in [true, false].into_iter().enumerate() {
-            // This direction's destinations, farthest first: (rank, hops, its sync core).
-            let mut dests: Vec<(usize, u32, CoreCoord)> = (0..n)
-                .filter(|&j| j != k && way(k, j).0 == forward)
-                .map(|j| (j, way(k, j).1, sync_at(cores[j])))
-                .collect();
-            dests.sort_by_key(|&(_, hops, _)| std::cmp::Reverse(hops));
+            // This direction's destinations, farthest first: (rank, hops).
+            let mut dests: Vec<(usize, u32)> =
+                (0..n).filter(|&j| j != k && way(k, j).0 == forward).map(|j| (j, way(k, j).1)).collect();
+            dests.sort_by_key(|&(_, hops)| std::cmp::Reverse(hops));
             let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
             let router = (!dests.is_empty()).then(|| {
                 fabric
@@ -231,6 +212,7 @@ fn all_to_all(
                 fabric: fabric.clone(),
                 router,
                 dests,
+                at,
                 own: forward,
                 rank: k,
                 n: t.n,
@@ -245,12 +227,11 @@ fn all_to_all(
                 gate: gate.clone(),
             });
             let name = format!("{prefix}a2a {}", if forward { "forward" } else { "backward" });
-            programs[chip.0 as usize]
-                .create_kernel(cores[k], &name, d, vec![], move |kn| send_chunks(kn, ctx));
+            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
         }
         let (g, want) = (gate.clone(), (n - 1) as u32);
         programs[chip.0 as usize].create_kernel(
-            cores[k],
+            core,
             &format!("{prefix}a2a sync"),
             0,
             vec![],
@@ -272,7 +253,10 @@ const A2A_WINDOW: usize = 8;
 struct A2aCtx {
     fabric: Rc<Fabric>,
     router: Option<usize>,
-    dests: Vec<(usize, u32, CoreCoord)>,
+    /// Destinations, farthest first: (rank, hops).
+    dests: Vec<(usize, u32)>,
+    /// The ranks' core, where their semaphores are.
+    at: CoreCoord,
     /// Also copies the rank's own chunk.
     own: bool,
     rank: usize,
@@ -298,11 +282,9 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let conn = c.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
-        let packets: Vec<(u64, u64)> = (0..c.slice.pages())
-            .step_by(c.ppp as usize)
-            .map(|lo| (lo, c.ppp.min(c.slice.pages() - lo)))
-            .collect();
-        for &(j, hops, at) in &c.dests {
+        let packets = super::reduce::packets(c.slice.pages(), c.ppp);
+        let at = c.at;
+        for &(j, hops) in &c.dests {
             let route = Route::unicast(hops);
             for wave in packets.chunks(A2A_WINDOW) {
                 k.noc_async_writes_flushed().await;
@@ -365,22 +347,8 @@ fn reduce_scatter(
     let second = first.after(whole);
     *scratch_base = second.after(whole).base;
     let partial = [first, second];
-    let cores: Vec<CoreRef> =
-        req.comm.chips().iter().map(|&c| take_core(next_core, c)).collect::<Result<_, _>>()?;
-    let dev = meshsim_topology::soc::wormhole_b0();
-    let core_at = |c: CoreRef| match c {
-        CoreRef::Worker(l) => dev.workers[(l.y * 8 + l.x) as usize],
-        CoreRef::Eth(ch) => dev.eth_cores[ch as usize],
-    };
+    let core = take_core(s, next_core, req.comm.chips())?;
     let sems = [STAGING, STAGING + 16];
-    let mut kernels = 0;
-    let gate = |count: usize| Gate {
-        phase: pi,
-        deps: p.deps.iter().map(|&d| cx.done[d]).collect(),
-        done: cx.done[pi],
-        remaining: Rc::new(Cell::new(count)),
-        times: cx.times.clone(),
-    };
     // Every rank's slices per direction, in the order it takes them (by position on the side).
     let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
         .map(|k| {
@@ -413,17 +381,15 @@ fn reduce_scatter(
                     .router_facing(line, 0, req.comm.chips()[k], req.comm.chips()[next])
                     .expect("a router toward each neighbour")
             });
-            plans.push((k, d, forward, next, Side { router, slices, received_before }));
-            kernels += 1;
+            plans.push((k, d, forward, Side { router, slices, received_before }));
         }
-        kernels += 1;
     }
-    let gate = gate(kernels);
-    let routers: Vec<usize> = plans.iter().filter_map(|p| p.4.router).collect();
-    let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
+    // Two direction kernels and the owner per rank.
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
+    let routers: Vec<usize> = plans.iter().filter_map(|p| p.3.router).collect();
+    let prefix = s.kernel_prefix(p.op);
     let stride = CONNECTION_L1_BYTES + 2 * reduce::WINDOW as u64 * max;
-    for (k, d, forward, next, side) in plans {
-        let _ = k;
+    for (k, d, forward, side) in plans {
         let chip = req.comm.chips()[k];
         let ctx = Rc::new(RsCtx {
             fabric: fabric.clone(),
@@ -436,17 +402,15 @@ fn reduce_scatter(
             red,
             ppp,
             per_sync,
-            sync: (core_at(cores[next]), sems[d]),
-            my_sem: sems[d],
+            sync: (noc_of(core), sems[d]),
             base: STAGING + 0x100 + d as u64 * stride,
             max,
             gate: gate.clone(),
         });
         let name = format!("{prefix}rs {}", if forward { "forward" } else { "backward" });
-        programs[chip.0 as usize].create_kernel(cores[k], &name, d, vec![], move |kn| reduce::side(kn, ctx));
+        programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| reduce::side(kn, ctx));
     }
-    for (k, &core) in cores.iter().enumerate() {
-        let chip = req.comm.chips()[k];
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
         let (f, b) = reduce::sides(n, k, closed);
         // Each side's partial of this rank's slice: through it, the side has delivered.
         let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
@@ -536,14 +500,29 @@ fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
     Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
 }
 
-/// The next free worker core of `chip`.
-fn take_core(s_chips: &mut [usize], chip: ChipIdx) -> Result<CoreRef, CclError> {
-    let k = s_chips[chip.0 as usize];
+/// The next worker core free on every one of `chips`: an op's ranks all use the same core, so
+/// one NoC address (a multicast increment's, say) names it on every chip.
+fn take_core(s: &Session, next_core: &mut [usize], chips: &[ChipIdx]) -> Result<CoreRef, CclError> {
+    let k = chips.iter().map(|c| next_core[c.0 as usize]).max().unwrap_or(0);
     if k >= WORKER_CORES {
-        return Err(CclError::Invalid(format!("chip index {} has no worker core left", chip.0)));
+        let ids: Vec<u64> = chips.iter().map(|&c| s.cluster.chip(c).id).collect();
+        return Err(CclError::Invalid(format!(
+            "chips {ids:?} have no worker core left in common: the ops need more than {WORKER_CORES}"
+        )));
     }
-    s_chips[chip.0 as usize] += 1;
+    for c in chips {
+        next_core[c.0 as usize] = k + 1;
+    }
     Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
+}
+
+/// NoC coordinates of a worker core (the same on every chip).
+fn noc_of(core: CoreRef) -> CoreCoord {
+    let soc = meshsim_topology::soc::wormhole_b0();
+    match core {
+        CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
+        CoreRef::Eth(ch) => soc.eth_cores[ch as usize],
+    }
 }
 
 /// What one direction kernel of an all-gather sends.
@@ -558,19 +537,15 @@ struct Direction {
     local_copy: bool,
 }
 
-/// Lowers all-gather phase `pi`; returns its pages per packet.
-#[allow(clippy::too_many_arguments)]
+/// Lowers all-gather phase `pi`; returns its pages per packet and the routers it injects into.
 fn all_gather(
-    s: &Session,
-    fabric: &Rc<Fabric>,
-    m: &mut Machine,
+    cx: &Lowering,
     programs: &mut [Program],
     next_core: &mut [usize],
     pi: usize,
     p: &Phase,
-    times: &KernelTimes,
-    done: &[SignalId],
 ) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
     let n = req.comm.size();
@@ -578,20 +553,15 @@ fn all_gather(
     let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
     let planes = req.knobs.links;
     let (line, closed) = line_for(fabric, req);
-    // Semaphore counting sources on a sync core of every chip (one core per chip and op).
-    let mut sync_cores = Vec::with_capacity(n);
-    for &chip in req.comm.chips() {
-        sync_cores.push(take_core(next_core, chip)?);
-    }
-    let dev = m.device(ChipIdx(0));
-    let sync_at = dev.noc_coord(sync_cores[0]);
+    // A semaphore counting sources on the op's sync core, the same on every chip: the final
+    // increments are multicast to one address.
+    let sync_core = take_core(s, next_core, req.comm.chips())?;
+    let sync_at = noc_of(sync_core);
     let sync_sem = STAGING;
     // Every (rank, plane, direction) and the chips its final increment reaches.
     let mut expected = vec![0u32; n];
-    let mut kernels = 0;
     let mut plans: Vec<(usize, usize, [Direction; 2])> = Vec::new();
-    let slice_packets: Vec<(u64, u64)> =
-        (0..t.slice.pages()).step_by(ppp as usize).map(|lo| (lo, ppp.min(t.slice.pages() - lo))).collect();
+    let slice_packets = super::reduce::packets(t.slice.pages(), ppp);
     for k in 0..n {
         for plane in 0..planes {
             let mine: Vec<(u64, u64)> = slice_packets
@@ -619,33 +589,26 @@ fn all_gather(
                 }
                 Direction { router, ranges, packets: mine.clone(), local_copy: forward && plane == 0 }
             });
-            kernels += 2;
             plans.push((k, plane, dirs));
         }
     }
-    kernels += n;
     let routers: Vec<usize> =
         plans.iter().flat_map(|(_, _, dirs)| dirs.iter().filter_map(|d| d.router)).collect();
-    let gate = Gate {
-        phase: pi,
-        deps: p.deps.iter().map(|&d| done[d]).collect(),
-        done: done[pi],
-        remaining: Rc::new(Cell::new(kernels)),
-        times: times.clone(),
-    };
+    // Two direction kernels per rank and plane, and a sync kernel per rank.
+    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n * planes + n, cx.times);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         let (g, want) = (gate.clone(), expected[k]);
-        programs[chip.0 as usize].create_kernel(sync_cores[k], "ag sync", 0, vec![], move |kn| async move {
+        programs[chip.0 as usize].create_kernel(sync_core, "ag sync", 0, vec![], move |kn| async move {
             let start = g.enter(&kn).await;
             kn.wait_until(sync_sem, Cond::Ge(want)).await?;
             g.leave(&kn, start);
             Ok(())
         });
     }
-    let prefix = if s.ops.len() > 1 { format!("{}/", req.name) } else { String::new() };
+    let prefix = s.kernel_prefix(p.op);
     for (k, plane, dirs) in plans {
         let chip = req.comm.chips()[k];
-        let core = take_core(next_core, chip)?;
+        let core = take_core(s, next_core, &[chip])?;
         for (d, dir) in dirs.into_iter().enumerate() {
             let name = format!("{prefix}ag {} plane{plane}", if d == 0 { "forward" } else { "backward" });
             let ctx = Rc::new(SendCtx {

@@ -82,17 +82,16 @@ pub(crate) struct RsCtx {
     /// Pages per packet, packets per sync.
     pub ppp: u64,
     pub per_sync: u64,
-    /// The receiving side's semaphore on the sync core of every chip (the same address).
+    /// This direction's semaphore: on the op's core, the same on every chip — the next rank's
+    /// is incremented as partials reach it, this rank's counts those from upstream.
     pub sync: (CoreCoord, u64),
-    /// This rank's own semaphore for partials arriving from this direction's upstream.
-    pub my_sem: u64,
     /// Worker L1 for the connection and two packet-sized operand buffers.
     pub base: u64,
     pub max: u64,
     pub gate: Gate,
 }
 
-/// The packets of one slice: (first page, pages).
+/// The packets of `pages` pages, `ppp` to a packet: (first page, pages).
 pub(crate) fn packets(pages: u64, ppp: u64) -> Vec<(u64, u64)> {
     (0..pages).step_by(ppp as usize).map(|lo| (lo, ppp.min(pages - lo))).collect()
 }
@@ -150,13 +149,13 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let (sem_at, sem) = c.sync;
     let mut next = 0;
     while next < items.len() {
-        if (k.read_u32(c.my_sem)? as u64) < items[next].need {
-            k.wait_until(c.my_sem, Cond::Ge(items[next].need as u32)).await?;
+        if (k.read_u32(c.sync.1)? as u64) < items[next].need {
+            k.wait_until(c.sync.1, Cond::Ge(items[next].need as u32)).await?;
         }
         // The buffers are reused: the last wave's packets must have left them.
         k.noc_async_writes_flushed().await;
         let first = next;
-        while next < items.len() && next - first < WINDOW && k.read_u32(c.my_sem)? as u64 >= items[next].need
+        while next < items.len() && next - first < WINDOW && k.read_u32(c.sync.1)? as u64 >= items[next].need
         {
             let x = &items[next];
             let pages: Vec<u64> = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q)).collect();
