@@ -32,16 +32,6 @@ const WORKER_CORES: usize = 80;
 
 /// Runs every op of `s` on the fabric.
 pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<SessionRun, CclError> {
-    for p in &phases {
-        let req = &s.ops[p.op];
-        if p.kind == "rs" && req.knobs.links > 1 {
-            return Err(CclError::Invalid(format!(
-                "op '{}': {} on the fabric stack runs on one link so far (num_links 1)",
-                req.name,
-                req.collective.name()
-            )));
-        }
-    }
     let fabric = build_fabric(s)?;
     let chips = s.cluster.chips().len();
     let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
@@ -338,16 +328,14 @@ fn reduce_scatter(
     let (line, closed) = line_for(fabric, req);
     let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
     let ppp = (max / page).clamp(1, cap);
-    let slice_packets = reduce::packets(t.slice.pages(), ppp).len() as u64;
-    let per_sync = if closed { reduce::CHUNKS_PER_SYNC.0 } else { reduce::CHUNKS_PER_SYNC.1 }
-        .min((slice_packets / 2).max(1));
-    // Twice the input, one whole tensor per direction, above everything else.
+    let planes = req.knobs.links;
+    // Twice the input, one whole tensor per direction, above everything else; the planes
+    // reduce disjoint pages of it.
     let whole = t.slice.pages() * t.n;
     let first = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
     let second = first.after(whole);
     *scratch_base = second.after(whole).base;
     let partial = [first, second];
-    let core = take_core(s, next_core, req.comm.chips())?;
     let sems = [STAGING, STAGING + 16];
     // Every rank's slices per direction, in the order it takes them (by position on the side).
     let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
@@ -362,78 +350,91 @@ fn reduce_scatter(
         })
         .collect();
     let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
-    // Packets of partials rank k has received from direction d before slice j's: its upstream
-    // sends them in its own order.
-    let before = |k: usize, d: usize, j: usize| -> u64 {
-        let u = upstream(k, d == 0);
-        let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
-        i as u64 * slice_packets
-    };
-    let mut plans = Vec::new();
-    for (k, mine) in order.iter().enumerate() {
-        for (d, forward) in [true, false].into_iter().enumerate() {
-            let slices = mine[d].clone();
-            let received_before =
-                slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
-            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
-            let router = (!slices.is_empty()).then(|| {
-                fabric
-                    .router_facing(line, 0, req.comm.chips()[k], req.comm.chips()[next])
-                    .expect("a router toward each neighbour")
-            });
-            plans.push((k, d, forward, Side { router, slices, received_before }));
-        }
-    }
-    // Two direction kernels and the owner per rank.
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
-    let routers: Vec<usize> = plans.iter().filter_map(|p| p.3.router).collect();
+    // Two direction kernels and the owner per rank and plane.
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes, cx.times);
     let prefix = s.kernel_prefix(p.op);
     let stride = CONNECTION_L1_BYTES + 2 * reduce::WINDOW as u64 * max;
-    for (k, d, forward, side) in plans {
-        let chip = req.comm.chips()[k];
-        let ctx = Rc::new(RsCtx {
-            fabric: fabric.clone(),
-            side,
-            n: t.n,
-            dim: t.dim,
-            slice: t.slice,
-            input: t.input,
-            partial: partial[d],
-            red,
-            ppp,
-            per_sync,
-            sync: (noc_of(core), sems[d]),
-            base: STAGING + 0x100 + d as u64 * stride,
-            max,
-            gate: gate.clone(),
-        });
-        let name = format!("{prefix}rs {}", if forward { "forward" } else { "backward" });
-        programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| reduce::side(kn, ctx));
-    }
-    for (k, &chip) in req.comm.chips().iter().enumerate() {
-        let (f, b) = reduce::sides(n, k, closed);
-        // Each side's partial of this rank's slice: through it, the side has delivered.
-        let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
-            .into_iter()
-            .filter(|&(len, _)| len > 0)
-            .map(|(_, d)| (partial[d], sems[d], before(k, d, k) + slice_packets))
-            .collect();
-        let ctx = Rc::new(OwnerCtx {
-            rank: k,
-            n: t.n,
-            dim: t.dim,
-            slice: t.slice,
-            input: t.input,
-            output: t.output,
-            sides,
-            red,
-            ppp,
-            base: STAGING + 0x100 + 2 * stride,
-            max,
-            gate: gate.clone(),
-        });
-        programs[chip.0 as usize]
-            .create_kernel(core, &format!("{prefix}rs owner"), 0, vec![], move |kn| reduce::owner(kn, ctx));
+    let mut routers = Vec::new();
+    for plane in 0..planes {
+        let on = (plane, planes);
+        let slice_packets = reduce::plane_packets(t.slice.pages(), ppp, on).len() as u64;
+        let per_sync = if closed { reduce::CHUNKS_PER_SYNC.0 } else { reduce::CHUNKS_PER_SYNC.1 }
+            .min((slice_packets / 2).max(1));
+        let core = take_core(s, next_core, req.comm.chips())?;
+        // Packets of partials rank k has received from direction d before slice j's: its
+        // upstream sends them in its own order.
+        let before = |k: usize, d: usize, j: usize| -> u64 {
+            let u = upstream(k, d == 0);
+            let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
+            i as u64 * slice_packets
+        };
+        let suffix = if planes > 1 { format!(" plane{plane}") } else { String::new() };
+        for (k, mine) in order.iter().enumerate() {
+            for (d, forward) in [true, false].into_iter().enumerate() {
+                let slices = mine[d].clone();
+                let received_before =
+                    slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
+                let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+                let router = (!slices.is_empty()).then(|| {
+                    fabric
+                        .router_facing(line, plane, req.comm.chips()[k], req.comm.chips()[next])
+                        .expect("a router toward each neighbour")
+                });
+                routers.extend(router);
+                let chip = req.comm.chips()[k];
+                let ctx = Rc::new(RsCtx {
+                    fabric: fabric.clone(),
+                    side: Side { router, slices, received_before },
+                    n: t.n,
+                    dim: t.dim,
+                    slice: t.slice,
+                    input: t.input,
+                    partial: partial[d],
+                    red,
+                    ppp,
+                    per_sync,
+                    plane: on,
+                    sync: (noc_of(core), sems[d]),
+                    base: STAGING + 0x100 + d as u64 * stride,
+                    max,
+                    gate: gate.clone(),
+                });
+                let name = format!("{prefix}rs {}{suffix}", if forward { "forward" } else { "backward" });
+                programs[chip.0 as usize]
+                    .create_kernel(core, &name, d, vec![], move |kn| reduce::side(kn, ctx));
+            }
+        }
+        for (k, &chip) in req.comm.chips().iter().enumerate() {
+            let (f, b) = reduce::sides(n, k, closed);
+            // Each side's partial of this rank's slice: through it, the side has delivered.
+            let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
+                .into_iter()
+                .filter(|&(len, _)| len > 0)
+                .map(|(_, d)| (partial[d], sems[d], before(k, d, k) + slice_packets))
+                .collect();
+            let ctx = Rc::new(OwnerCtx {
+                rank: k,
+                n: t.n,
+                dim: t.dim,
+                slice: t.slice,
+                input: t.input,
+                output: t.output,
+                sides,
+                red,
+                ppp,
+                plane: on,
+                base: STAGING + 0x100 + 2 * stride,
+                max,
+                gate: gate.clone(),
+            });
+            programs[chip.0 as usize].create_kernel(
+                core,
+                &format!("{prefix}rs owner{suffix}"),
+                0,
+                vec![],
+                move |kn| reduce::owner(kn, ctx),
+            );
+        }
     }
     Ok((ppp, routers))
 }
@@ -587,7 +588,7 @@ fn all_gather(
                     let j = if forward { (k + h) % n } else { (k + n - h) % n };
                     expected[j] += 1;
                 }
-                Direction { router, ranges, packets: mine.clone(), local_copy: forward && plane == 0 }
+                Direction { router, ranges, packets: mine.clone(), local_copy: forward }
             });
             plans.push((k, plane, dirs));
         }

@@ -7,8 +7,9 @@
 //! runs on the worker's own Tensix, `tile_reduce_cycles` per tile) and sends the result on;
 //! the owner adds both sides' partials to its own pages and writes its output slice.
 //!
-//! Per chip and link a core runs one kernel per direction, each with its own router
-//! connection; partials land, by scatter writes, in an intermediate buffer of twice the input
+//! Per chip and link (routing plane) a core runs one kernel per direction, each with its own
+//! router connection, and the owner's kernel; a plane carries every `planes`-th packet of each
+//! slice, so the planes are independent reduce-scatters over disjoint pages; partials land, by scatter writes, in an intermediate buffer of twice the input
 //! in the receiving chip's DRAM (one half per direction), and an increment every
 //! `chunks_per_sync` packets (flushed behind the writes) on the receiving chip's sync core
 //! tells it how far they have come. A rank takes the slices of a direction in the order their
@@ -82,6 +83,8 @@ pub(crate) struct RsCtx {
     /// Pages per packet, packets per sync.
     pub ppp: u64,
     pub per_sync: u64,
+    /// The routing plane this kernel's packets take, of how many.
+    pub plane: (usize, usize),
     /// This direction's semaphore: on the op's core, the same on every chip — the next rank's
     /// is incremented as partials reach it, this rank's counts those from upstream.
     pub sync: (CoreCoord, u64),
@@ -94,6 +97,12 @@ pub(crate) struct RsCtx {
 /// The packets of `pages` pages, `ppp` to a packet: (first page, pages).
 pub(crate) fn packets(pages: u64, ppp: u64) -> Vec<(u64, u64)> {
     (0..pages).step_by(ppp as usize).map(|lo| (lo, ppp.min(pages - lo))).collect()
+}
+
+/// The packets of a slice that routing plane `plane` of `planes` carries: every `planes`-th,
+/// as tt-metal deals a slice's packets over its links.
+pub(crate) fn plane_packets(pages: u64, ppp: u64, (plane, planes): (usize, usize)) -> Vec<(u64, u64)> {
+    packets(pages, ppp).into_iter().skip(plane).step_by(planes).collect()
 }
 
 /// One packet a direction kernel sends: its slice, its place on the side, its pages, the
@@ -123,7 +132,7 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let mut items = Vec::new();
     for (si, &(j, pos)) in c.side.slices.iter().enumerate() {
         let mut got = c.side.received_before[si];
-        for group in packets(c.slice.pages(), c.ppp).chunks(c.per_sync as usize) {
+        for group in plane_packets(c.slice.pages(), c.ppp, c.plane).chunks(c.per_sync as usize) {
             if pos > 0 {
                 got += group.len() as u64;
             }
@@ -210,6 +219,8 @@ pub(crate) struct OwnerCtx {
     pub sides: Vec<(Placement, u64, u64)>,
     pub red: RedOp,
     pub ppp: u64,
+    /// The routing plane whose packets this owner reduces, of how many.
+    pub plane: (usize, usize),
     pub base: u64,
     pub max: u64,
     pub gate: Gate,
@@ -225,7 +236,7 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     let reduce = k.cycles(k.params().tile_reduce_cycles);
     let whole = |q: u64| c.slice.page_in_whole(c.dim, c.n, c.rank as u64, q);
     let acc = c.base;
-    for (lo, pages) in packets(c.slice.pages(), c.ppp) {
+    for (lo, pages) in plane_packets(c.slice.pages(), c.ppp, c.plane) {
         issue_reads(&k, &c.input, (lo..lo + pages).map(whole), acc, page).await?;
         for (i, (partial, _, _)) in c.sides.iter().enumerate() {
             let at = acc + (i as u64 + 1) * c.max;
