@@ -92,8 +92,9 @@ enum Command {
         /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
         #[arg(long, value_enum)]
         topology: Option<TopologyArg>,
-        /// Links per hop, comma-separated: one series each.
-        #[arg(long = "num-links", value_delimiter = ',', default_value = "1")]
+        /// Links per hop, comma-separated: one series each [default: tt-metal's: on the fabric
+        /// the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
+        #[arg(long = "num-links", value_delimiter = ',')]
         num_links: Vec<usize>,
         /// Worker pairs (EDM channels) per link and direction, comma-separated: one series each
         /// [default: tt-metal's, 4 per direction shrunk to fit the link's 8 EDM channels].
@@ -389,9 +390,10 @@ struct OpArgs {
     /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
     #[arg(long, value_enum)]
     topology: Option<TopologyArg>,
-    /// Links per hop (reserved links are never used); tt-metal's num_links.
-    #[arg(long = "num-links", default_value_t = 1)]
-    num_links: usize,
+    /// Links per hop (reserved links are never used); tt-metal's num_links [default: tt-metal's:
+    /// on the fabric the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
+    #[arg(long = "num-links")]
+    num_links: Option<usize>,
     /// Worker pairs (EDM channels) per link and direction [default: tt-metal's, 4 per direction
     /// shrunk to fit the link's 8 EDM channels].
     #[arg(long)]
@@ -663,6 +665,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let workers: Vec<Option<usize>> = match workers {
                 Some(w) => w.into_iter().map(Some).collect(),
                 None => vec![None],
+            };
+            let num_links: Vec<Option<usize>> = match num_links.is_empty() {
+                true => vec![None],
+                false => num_links.into_iter().map(Some).collect(),
             };
             let series = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p)?;
             print!("{}", render_sweep(&series, &knobs, format));

@@ -26,7 +26,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         dim: Some(a.dim),
         dtype: Some(a.dtype.clone()),
         topology: a.topology.map(|t| t.name().into()),
-        links: Some(a.num_links),
+        links: a.num_links,
         workers: a.workers,
         bidir: a.bidir.map(|b| BidirValue::Mode(b.name().into())),
         redop: matches!(kind, Kind::ReduceScatter | Kind::AllReduce).then(|| a.redop.clone()),
@@ -89,7 +89,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                     serde_json::json!(done.ops[0].bidir.as_str())
                 },
                 "redop": if !matches!(kind, Kind::ReduceScatter | Kind::AllReduce) { serde_json::Value::Null } else { serde_json::json!(a.redop) },
-                "links": a.num_links,
+                "links": done.ops[0].links,
                 "workers": done.ops[0].workers,
                 "pages_per_packet": done.ops[0].pages_per_packet,
                 "shape": done.tensor.shape,

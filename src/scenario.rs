@@ -402,7 +402,7 @@ impl Scenario {
         // Knobs left out take the library's defaults (Knobs::default).
         let d = Knobs::default();
         let knobs = Knobs {
-            links: self.links.unwrap_or(d.links),
+            links: self.links.or(d.links),
             workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,

@@ -65,7 +65,7 @@ pub(crate) fn run_sweep(
     k: &SweepKnobs,
     clusters: &[String],
     dtypes: &[String],
-    num_links: &[usize],
+    num_links: &[Option<usize>],
     workers: &[Option<usize>],
     p: &Params,
 ) -> anyhow::Result<Vec<SweepSeries>> {
@@ -110,7 +110,7 @@ pub(crate) fn run_sweep(
                     let mut label: Vec<String> = [
                         (clusters.len() > 1, name.clone()),
                         (dtypes.len() > 1, dtype.to_string()),
-                        (num_links.len() > 1, plural(links, "link")),
+                        (num_links.len() > 1, links.map_or("default links".into(), |l| plural(l, "link"))),
                         (workers.len() > 1, w.map_or("default workers".into(), |w| plural(w, "worker"))),
                     ]
                     .into_iter()
@@ -149,7 +149,10 @@ pub(crate) fn run_sweep(
                 None => spec.comms[0].topology().to_string(),
             },
             dtype: spec.dtype.to_string(),
-            num_links: spec.links,
+            num_links: spec.links.unwrap_or_else(|| {
+                let collective = spec.op.collective();
+                meshsim_ccl::session::default_links(&c, spec.stack, collective, &spec.comms[0])
+            }),
             workers: spec.workers,
             rows,
         });

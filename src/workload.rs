@@ -254,7 +254,7 @@ impl WorkloadOp {
         let bidir: Option<Bidir> = self.bidir.as_deref().map(str::parse).transpose()?;
         let memory: Memory = self.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory);
         let knobs = Knobs {
-            links: self.num_links.unwrap_or(d.links),
+            links: self.num_links.or(d.links),
             workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,

@@ -63,7 +63,7 @@ impl AllGatherSpec {
             dim,
             chips,
             topology: Topology::Ring,
-            links: k.links,
+            links: 1,
             workers: 1,
             bidir: Bidir::None,
             pages_per_packet: k.pages_per_packet,
@@ -78,7 +78,7 @@ impl AllGatherSpec {
     /// The knobs of this spec.
     pub fn knobs(&self) -> Knobs {
         Knobs {
-            links: self.links,
+            links: Some(self.links),
             workers: Some(self.workers),
             bidir: Some(self.bidir),
             pages_per_packet: self.pages_per_packet,

@@ -161,8 +161,11 @@ impl Collective {
 /// docs/model.md, "Defaults"): the session resolves it when the op's context is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Knobs {
-    /// Links used per hop (tt-metal's `num_links`, default 1); reserved links are never used.
-    pub links: usize,
+    /// Links used per hop, each a routing plane on the fabric (tt-metal's `num_links`);
+    /// reserved links are never used. `None`: 1 on the EDM stack (its ops' default); on the
+    /// fabric, the fewest usable links over the communicator's hops (tt-metal's "minimum
+    /// routing planes over the axis"), and 1 for all-to-all, which runs on link 0.
+    pub links: Option<usize>,
     /// Worker pairs (and EDM channels) per link and direction; `None`: 4, as tt-metal's EDM
     /// ops, shrunk so that every op sharing a link fits its 8 EDM channels.
     pub workers: Option<usize>,
@@ -181,12 +184,19 @@ pub struct Knobs {
     pub memory: Memory,
 }
 
+impl Knobs {
+    /// The links per hop, once the session has resolved the default.
+    pub(crate) fn links(&self) -> usize {
+        self.links.expect("the session resolves the link count before lowering")
+    }
+}
+
 impl Default for Knobs {
-    /// One link per hop, 2 buffers per EDM channel, tensors in DRAM; workers, bidirectional
-    /// mode and packet size as tt-metal would choose them.
+    /// 2 buffers per EDM channel, tensors in DRAM; links, workers, bidirectional mode and
+    /// packet size as tt-metal would choose them.
     fn default() -> Knobs {
         Knobs {
-            links: 1,
+            links: None,
             workers: None,
             bidir: None,
             pages_per_packet: None,

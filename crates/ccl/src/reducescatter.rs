@@ -65,7 +65,7 @@ impl ReduceScatterSpec {
             chips,
             topology: Topology::Ring,
             op,
-            links: k.links,
+            links: 1,
             workers: 1,
             pages_per_packet: k.pages_per_packet,
             buffers_per_channel: k.buffers_per_channel,
@@ -82,7 +82,7 @@ fn request(cluster: &Cluster, spec: &ReduceScatterSpec) -> Result<OpRequest, OpE
     let mut req =
         OpRequest::new("reduce-scatter", comm, Collective::ReduceScatter(spec.op), spec.input, spec.dim);
     req.knobs = Knobs {
-        links: spec.links,
+        links: Some(spec.links),
         workers: Some(spec.workers),
         bidir: Some(Bidir::None),
         pages_per_packet: spec.pages_per_packet,

@@ -126,6 +126,8 @@ pub struct OpResult {
     /// Pages per packet it ran with (its first phase's): of an EDM buffer, or of a fabric
     /// packet.
     pub pages_per_packet: u64,
+    /// Links (routing planes on the fabric) used per hop: the knob, or its default.
+    pub links: usize,
     /// The transport it ran on.
     pub stack: Stack,
 }
@@ -485,7 +487,14 @@ impl<'c> Session<'c> {
     }
 
     /// Builds every op, runs them in one launch and measures each.
-    pub fn run(self) -> Result<SessionRun, CclError> {
+    pub fn run(mut self) -> Result<SessionRun, CclError> {
+        let defaults = match self.stack {
+            Stack::Fabric => crate::fabric::lower::default_links(&self)?,
+            Stack::Edm => vec![1; self.ops.len()],
+        };
+        for (req, links) in self.ops.iter_mut().zip(defaults) {
+            req.knobs.links.get_or_insert(links);
+        }
         let mode = if self.verify { Mode::Functional } else { Mode::Timing };
         let mut m = Machine::new(self.cluster.clone(), self.params.clone(), mode);
         if self.trace {
@@ -762,6 +771,7 @@ impl<'c> Session<'c> {
             workers: workers[i],
             bidir: phases[last].bidir,
             pages_per_packet: ppp[first],
+            links: req.knobs.links(),
             stack: self.stack,
         }
     }
@@ -855,6 +865,19 @@ fn bidir_of(params: &Params, req: &OpRequest, slice: &TensorSpec) -> Bidir {
     }
 }
 
+/// The links per hop tt-metal would use for `collective` on `comm` over `stack`, when the op
+/// runs alone ([`Knobs::links`]): 1 on the EDM stack and for all-to-all; otherwise the fewest
+/// usable links (routing planes) over the communicator's hops — meshsim's reserved dispatch
+/// links already stand for tt-metal's "one fewer on a chip without MMIO". In a session, an op
+/// riding on a longer fabric line takes that line's planes.
+pub fn default_links(cluster: &Cluster, stack: Stack, collective: Collective, comm: &Communicator) -> usize {
+    if stack == Stack::Edm || collective == Collective::AllToAll {
+        return 1;
+    }
+    let closed = comm.topology() == Topology::Ring && comm.size() > 2;
+    crate::fabric::lower::line_planes(cluster, &crate::fabric::Line { chips: comm.chips().to_vec(), closed })
+}
+
 /// Checks an op's arguments against the cluster.
 pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> Result<TensorSpec, OpError> {
     let n = req.comm.size();
@@ -865,7 +888,7 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     }
     let slice = req.tensor.split(req.dim, n as u64).map_err(|e| OpError(e.0))?;
     let k = &req.knobs;
-    if k.links == 0 {
+    if k.links == Some(0) {
         return Err(OpError("links must be at least 1".into()));
     }
     if k.workers.is_some_and(|w| w == 0 || w > crate::edm::MAX_CHANNELS / 2) {
@@ -884,10 +907,9 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
                 id(b)
             )));
         }
-        if k.links > have {
+        if let Some(links) = k.links.filter(|&l| l > have) {
             return Err(OpError(format!(
-                "{} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
-                k.links,
+                "{links} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
                 id(a),
                 id(b)
             )));
@@ -990,7 +1012,7 @@ impl Builder<'_> {
         let n = req.comm.size();
         let to = p.plan.flows[f].dir.next(k, n, req.comm.topology())?;
         let links = self.cluster.usable_links_between(req.comm.chip(k), req.comm.chip(to));
-        Some((to, links[..req.knobs.links].to_vec()))
+        Some((to, links[..req.knobs.links()].to_vec()))
     }
 
     /// One EDM per link used by any op, with a channel per lane of every op on it.

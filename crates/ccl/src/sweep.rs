@@ -29,6 +29,18 @@ pub enum SweepOp {
     AllToAll,
 }
 
+impl SweepOp {
+    /// The collective it runs.
+    pub fn collective(self) -> Collective {
+        match self {
+            SweepOp::AllGather(_) => Collective::AllGather,
+            SweepOp::ReduceScatter(r) => Collective::ReduceScatter(r),
+            SweepOp::AllReduce(r) => Collective::AllReduce(r),
+            SweepOp::AllToAll => Collective::AllToAll,
+        }
+    }
+}
+
 /// One point of a sweep, as nccl-tests prints it.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SweepRow {
@@ -76,8 +88,8 @@ pub struct SweepSpec {
     /// The communicators it runs on at once (one, or every row or column of a mesh); every
     /// point's time is the makespan.
     pub comms: Vec<Communicator>,
-    /// Links per hop.
-    pub links: usize,
+    /// Links per hop (`None`: tt-metal's default, [`crate::session::default_links`]).
+    pub links: Option<usize>,
     /// Worker pairs per link and direction (`None`: tt-metal's default).
     pub workers: Option<usize>,
     /// Element type.
@@ -114,12 +126,8 @@ pub fn sweep(
 ) -> Result<Vec<SweepRow>, CclError> {
     let SweepSpec { op, ref comms, links, workers, dtype, stack } = *spec;
     let n = spec.ranks();
-    let (collective, redop) = match op {
-        SweepOp::AllGather(_) => (Collective::AllGather, "none".to_owned()),
-        SweepOp::ReduceScatter(r) => (Collective::ReduceScatter(r), r.to_string()),
-        SweepOp::AllReduce(r) => (Collective::AllReduce(r), r.to_string()),
-        SweepOp::AllToAll => (Collective::AllToAll, "none".to_owned()),
-    };
+    let collective = op.collective();
+    let redop = collective.redop().map_or("none".to_owned(), |r| r.to_string());
     let bidir = match op {
         SweepOp::AllGather(b) => b,
         _ => None,

@@ -137,12 +137,12 @@ fn ops_on_several_planes_verify_and_share_the_work() {
             // An odd number of packets per slice, so the planes carry different counts.
             let t = TensorSpec::new([1, 1, 64, 32 * n * 5], DType::Bf16, Layout::Tile).unwrap();
             let mut req = OpRequest::new("op", column.clone(), collective, t, 3);
-            req.knobs.links = links;
+            req.knobs.links = Some(links);
             verified(&fabric_run(&galaxy, true, vec![req]).unwrap());
         }
         let t = TensorSpec::new([1, 1, 1024, 4096], DType::Bf16, Layout::Tile).unwrap();
         let mut rs = OpRequest::new("rs", column.clone(), Collective::ReduceScatter(RedOp::Sum), t, 3);
-        rs.knobs.links = links;
+        rs.knobs.links = Some(links);
         let run = fabric_run(&galaxy, false, vec![rs]).unwrap();
         let o = &run.ops[0];
         // Each plane's busiest link carries (n - 1) / n of the input one way, at 12.5 GB/s.
@@ -166,7 +166,7 @@ fn concurrent_ops_on_one_router_and_missing_planes_are_refused_by_name() {
     let b = ag(comm, [1, 1, 32, 8 * 64], DType::Bf16);
     let err = fabric_run(&t3000, false, vec![a, b]).unwrap_err();
     assert!(err.to_string().contains("would both inject"), "{err}");
-    let knobs = Knobs { links: 3, ..Knobs::default() };
+    let knobs = Knobs { links: Some(3), ..Knobs::default() };
     let mut wide =
         ag(Communicator::world(&t3000, Topology::Ring, None).unwrap(), [1, 1, 32, 8 * 64], DType::Bf16);
     wide.knobs = knobs;
@@ -306,4 +306,40 @@ fn a_second_worker_on_a_sender_channel_is_a_protocol_error() {
     let _ = m.new_event("unused");
     let err = m.launch(progs, |_| Time::ZERO).unwrap_err().to_string();
     assert!(err.contains("router") && err.contains("one worker per sender channel"), "{err}");
+}
+
+/// tt-metal's default `num_links` on the fabric is the fewest routing planes over the
+/// communicator's hops (every usable link of a Galaxy row, one on the T3000 ring, whose hops
+/// have one usable link where dispatch reserves the other), all-to-all keeps to link 0, and the
+/// EDM stack's ops default to one link.
+#[test]
+fn default_links_are_the_fewest_routing_planes_over_the_hops() {
+    let galaxy = builtin::cluster("galaxy").unwrap();
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let row = Communicator::axis(&galaxy, 1, Some(Topology::Line)).unwrap().remove(0);
+    let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let fewest = |c: &Cluster, comm: &Communicator| {
+        let n = comm.size();
+        let hops = n - usize::from(comm.topology() == Topology::Line);
+        (0..hops)
+            .map(|h| c.usable_links_between(comm.chips()[h], comm.chips()[(h + 1) % n]).len())
+            .min()
+            .unwrap()
+    };
+    assert_eq!(fewest(&galaxy, &row), 4);
+    let t = TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap();
+    for (cluster, comm) in [(&galaxy, &row), (&t3000, &ring)] {
+        for collective in [Collective::AllGather, Collective::AllReduce(RedOp::Sum), Collective::AllToAll] {
+            let req = OpRequest::new("op", comm.clone(), collective, t, 3);
+            let want = if collective == Collective::AllToAll { 1 } else { fewest(cluster, comm) };
+            let run = fabric_run(cluster, false, vec![req.clone()]).unwrap();
+            assert_eq!(run.ops[0].links, want, "{} on {} chips", collective.name(), comm.size());
+            if collective != Collective::AllToAll {
+                let mut s = Session::new(cluster, &Params::default());
+                s.set_stack(Stack::Edm);
+                s.submit(req).unwrap();
+                assert_eq!(s.run().unwrap().ops[0].links, 1);
+            }
+        }
+    }
 }

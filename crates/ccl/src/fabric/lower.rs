@@ -328,7 +328,7 @@ fn reduce_scatter(
     let (line, closed) = line_for(fabric, req);
     let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
     let ppp = (max / page).clamp(1, cap);
-    let planes = req.knobs.links;
+    let planes = req.knobs.links();
     // Twice the input, one whole tensor per direction, above everything else; the planes
     // reduce disjoint pages of it.
     let whole = t.slice.pages() * t.n;
@@ -439,11 +439,30 @@ fn reduce_scatter(
     Ok((ppp, routers))
 }
 
-/// One fabric for the session: a line per distinct communicator (rank order; closed on a ring
-/// of more than two chips), ring flow control if any line is closed, as many routing planes as
-/// the op asking for the most links. Two lines may not share a link: an Ethernet core runs one
-/// router per plane.
+/// One fabric for the session: its lines ([`fabric_lines`]), ring flow control if any line is
+/// closed, as many routing planes as the op asking for the most links.
 fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
+    let lines = fabric_lines(s)?;
+    let kind = if lines.iter().any(|l| l.closed) { FabricKind::Ring } else { FabricKind::Linear };
+    let planes = s.ops.iter().map(|o| o.knobs.links()).max().unwrap_or(1);
+    let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
+    asked.dedup();
+    if asked.len() > 1 {
+        return Err(CclError::Invalid(format!(
+            "the fabric's packet size is global to a session: its ops ask for {} B and {} B",
+            asked[0], asked[1]
+        )));
+    }
+    let payload = asked.first().copied().unwrap_or(DEFAULT_MAX_PAYLOAD);
+    let config = FabricConfig { kind, max_payload_bytes: payload, planes };
+    let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
+    Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
+}
+
+/// The fabric's lines for the session's ops: a line per distinct communicator (rank order;
+/// closed on a ring of more than two chips), a shorter one riding on a line already there.
+/// Two lines may not share a link: an Ethernet core runs one router per plane.
+pub(crate) fn fabric_lines(s: &Session) -> Result<Vec<Line>, CclError> {
     // Longest communicators first: a shorter one that lies along a line already there rides
     // on it (as an op on part of a mesh row uses the row's fabric line).
     let mut wanted: Vec<Line> = s
@@ -485,20 +504,37 @@ fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
             }
         }
     }
-    let kind = if lines.iter().any(|l| l.closed) { FabricKind::Ring } else { FabricKind::Linear };
-    let planes = s.ops.iter().map(|o| o.knobs.links).max().unwrap_or(1);
-    let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
-    asked.dedup();
-    if asked.len() > 1 {
-        return Err(CclError::Invalid(format!(
-            "the fabric's packet size is global to a session: its ops ask for {} B and {} B",
-            asked[0], asked[1]
-        )));
-    }
-    let payload = asked.first().copied().unwrap_or(DEFAULT_MAX_PAYLOAD);
-    let config = FabricConfig { kind, max_payload_bytes: payload, planes };
-    let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
-    Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
+    Ok(lines)
+}
+
+/// Each op's links when it gives none (tt-metal's default): the routing planes of the fabric
+/// line it rides on — the fewest usable links over the line's hops, "over the axis" — and 1 for
+/// all-to-all, which runs on link 0.
+pub(crate) fn default_links(s: &Session) -> Result<Vec<usize>, CclError> {
+    let lines = fabric_lines(s)?;
+    Ok(s.ops
+        .iter()
+        .map(|req| {
+            if req.collective == crate::op::Collective::AllToAll {
+                return 1;
+            }
+            let closed = req.comm.topology() == Topology::Ring && req.comm.size() > 2;
+            lines
+                .iter()
+                .find(|l| l.carries(req.comm.chips()) && (l.closed || !closed))
+                .map_or(1, |l| line_planes(s.cluster, l))
+        })
+        .collect())
+}
+
+/// The routing planes every hop of `line` can carry: its fewest usable links.
+pub(crate) fn line_planes(cluster: &meshsim_topology::Cluster, line: &Line) -> usize {
+    let n = line.chips.len();
+    let pairs = if line.closed { n } else { n - 1 };
+    (0..pairs)
+        .map(|i| cluster.usable_links_between(line.chips[i], line.chips[(i + 1) % n]).len())
+        .min()
+        .unwrap_or(1)
 }
 
 /// The next worker core free on every one of `chips`: an op's ranks all use the same core, so
@@ -552,7 +588,7 @@ fn all_gather(
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
-    let planes = req.knobs.links;
+    let planes = req.knobs.links();
     let (line, closed) = line_for(fabric, req);
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
