@@ -19,7 +19,8 @@ use meshsim_hw::{CoreRef, Kernel, Machine, Program};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, LinkId};
 
-use super::worker::{CONNECTION_L1_BYTES, Connection};
+use super::mux::{Mux, Ports};
+use super::worker::{CONNECTION_L1_BYTES, Connection, Target};
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
 use crate::op::{CclError, Topology};
 use crate::session::{Gate, KernelTimes, OpRequest, Phase, STAGING, Session, SessionRun, Tensors};
@@ -37,6 +38,7 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
     fabric.install(&mut programs);
     let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
+    let ports = Rc::new(Ports::default());
     let done: Vec<SignalId> =
         phases.iter().map(|p| m.new_event(&format!("op '{}' {} done", s.ops[p.op].name, p.kind))).collect();
     let mut next_core = vec![0usize; chips];
@@ -46,7 +48,7 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let mut scratch_base = dram_end(&phases);
     let mut injects: Vec<Vec<usize>> = Vec::with_capacity(phases.len());
     for (pi, p) in phases.iter().enumerate() {
-        let cx = Lowering { s, fabric: &fabric, times: &times, done: &done };
+        let cx = Lowering { s, fabric: &fabric, ports: &ports, times: &times, done: &done };
         let (got, routers) = if p.kind == "rs" {
             reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?
         } else if p.kind == "a2a" {
@@ -57,9 +59,10 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         ppp[pi] = got;
         injects.push(routers);
     }
-    one_worker_per_channel(s, &fabric, &phases, &injects)?;
-    // The host closes the fabric once every op has ended.
-    fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), done.clone().into())?;
+    let muxes = install_muxes(s, &mut m, &fabric, &ports, &phases, &injects, &mut programs, &mut next_core)?;
+    // The host closes the fabric once every op has ended and every mux has let go.
+    let close: Vec<SignalId> = done.iter().chain(&muxes).copied().collect();
+    fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), close.into())?;
     if s.verify {
         s.write_inputs(&m, &phases)?;
     }
@@ -77,34 +80,60 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
 }
 
-/// Refuses two phases that may run at once and inject into the same router: a sender channel
-/// takes one worker (tt-metal shares one through a Tensix mux, which meshsim does not model
-/// yet); phases ordered by `after` take turns.
-fn one_worker_per_channel(
+/// Puts a Tensix mux in front of every router that phases which may run at once inject into
+/// (a sender channel takes one worker): each such phase's kernel becomes a client of the mux.
+/// Phases ordered by `after` (and an op's own phases) take turns on the channel directly.
+#[allow(clippy::too_many_arguments)]
+fn install_muxes(
     s: &Session,
-    fabric: &Fabric,
+    m: &mut Machine,
+    fabric: &Rc<Fabric>,
+    ports: &Ports,
     phases: &[Phase],
     injects: &[Vec<usize>],
-) -> Result<(), CclError> {
+    programs: &mut [Program],
+    next_core: &mut [usize],
+) -> Result<Vec<SignalId>, CclError> {
     let after = crate::session::after_matrix(phases);
-    for p in 0..phases.len() {
-        for q in 0..p {
-            if after[p][q] || after[q][p] || phases[p].op == phases[q].op {
-                continue;
-            }
-            if let Some(&r) = injects[p].iter().find(|r| injects[q].contains(r)) {
-                let at = fabric.routers[r].at;
-                return Err(CclError::Invalid(format!(
-                    "ops '{}' and '{}' would both inject into the fabric router on chip {} eth{} at once: a sender channel takes one worker (the Tensix mux that shares one is not modelled yet); order them with after, or use --stack edm",
-                    s.ops[phases[q].op].name,
-                    s.ops[phases[p].op].name,
-                    s.cluster.chip(at.chip).id,
-                    at.chan
-                )));
-            }
+    let mut ends = Vec::new();
+    let overlap = |p: usize, q: usize| !(after[p][q] || after[q][p] || phases[p].op == phases[q].op);
+    let mut clients: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (p, routers) in injects.iter().enumerate() {
+        for &r in routers {
+            clients.entry(r).or_default().push(p);
         }
     }
-    Ok(())
+    for (r, list) in clients {
+        let shared = list.iter().enumerate().any(|(i, &p)| list[..i].iter().any(|&q| overlap(p, q)));
+        if !shared {
+            continue;
+        }
+        let chip = fabric.routers[r].at.chip;
+        let core = take_core(s, next_core, &[chip])?;
+        let mux = Rc::new(Mux::new(fabric, r, noc_of(core), STAGING, list.len()));
+        if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
+            return Err(CclError::Invalid(format!(
+                "{} ops inject into the fabric router on chip {} eth{} at once: their mux needs {} B of L1",
+                list.len(),
+                s.cluster.chip(chip).id,
+                fabric.routers[r].at.chan,
+                mux.l1_bytes()
+            )));
+        }
+        for (c, &p) in list.iter().enumerate() {
+            ports.set(p, r, Target::Mux(mux.clone(), c));
+        }
+        let name = format!("fabric mux eth{}", fabric.routers[r].at.chan);
+        let (f, end) =
+            (fabric.clone(), m.new_event(&format!("chip {} {name} done", s.cluster.chip(chip).id)));
+        ends.push(end);
+        programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
+            super::mux::run(&k, f, mux).await?;
+            k.raise_event(end);
+            Ok(())
+        });
+    }
+    Ok(ends)
 }
 
 /// An op's page size and the fabric's packet payload, refused if a page does not fit.
@@ -130,6 +159,8 @@ fn line_for(fabric: &Fabric, req: &OpRequest) -> (usize, bool) {
 struct Lowering<'a, 'c> {
     s: &'a Session<'c>,
     fabric: &'a Rc<Fabric>,
+    /// Where each phase's kernels inject (a router, or a mux in front of it).
+    ports: &'a Rc<Ports>,
     times: &'a KernelTimes,
     done: &'a [SignalId],
 }
@@ -199,6 +230,8 @@ fn all_to_all(
             });
             routers.extend(router);
             let ctx = Rc::new(A2aCtx {
+                ports: cx.ports.clone(),
+                phase: pi,
                 fabric: fabric.clone(),
                 router,
                 dests,
@@ -241,6 +274,9 @@ const A2A_WINDOW: usize = 8;
 
 /// What an all-to-all direction kernel needs.
 struct A2aCtx {
+    /// Where the phase's kernels inject, and the phase.
+    ports: Rc<Ports>,
+    phase: usize,
     fabric: Rc<Fabric>,
     router: Option<usize>,
     /// Destinations, farthest first: (rank, hops).
@@ -269,7 +305,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let page = c.slice.page_bytes();
     let whole = |chunk: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, chunk as u64, q);
     let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
-    let conn = c.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
+    let conn = c.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target(c.phase, r), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
         let packets = super::reduce::packets(c.slice.pages(), c.ppp);
@@ -383,6 +419,8 @@ fn reduce_scatter(
                 routers.extend(router);
                 let chip = req.comm.chips()[k];
                 let ctx = Rc::new(RsCtx {
+                    ports: cx.ports.clone(),
+                    phase: pi,
                     fabric: fabric.clone(),
                     side: Side { router, slices, received_before },
                     n: t.n,
@@ -649,6 +687,8 @@ fn all_gather(
         for (d, dir) in dirs.into_iter().enumerate() {
             let name = format!("{prefix}ag {} plane{plane}", if d == 0 { "forward" } else { "backward" });
             let ctx = Rc::new(SendCtx {
+                ports: cx.ports.clone(),
+                phase: pi,
                 fabric: fabric.clone(),
                 dir,
                 t_in: t.input,
@@ -682,6 +722,9 @@ fn range(n: usize, k: usize, forward: bool, closed: bool, j: usize) -> u32 {
 
 /// What a direction kernel needs.
 struct SendCtx {
+    /// Where the phase's kernels inject, and the phase.
+    ports: Rc<Ports>,
+    phase: usize,
     fabric: Rc<Fabric>,
     dir: Direction,
     t_in: Placement,
@@ -717,7 +760,7 @@ pub(super) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
 /// then the final increment and close.
 async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = c.dir.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
+    let conn = c.dir.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target(c.phase, r), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
     }

@@ -72,6 +72,9 @@ pub(crate) struct Side {
 /// What a reduce-scatter direction kernel needs.
 pub(crate) struct RsCtx {
     pub fabric: Rc<Fabric>,
+    /// Where the phase's kernels inject, and the phase.
+    pub ports: Rc<super::mux::Ports>,
+    pub phase: usize,
     pub side: Side,
     pub n: u64,
     pub dim: usize,
@@ -122,7 +125,7 @@ pub(crate) const WINDOW: usize = 8;
 /// A reduce-scatter direction kernel: its packets in waves of reads, reductions and sends.
 pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = c.side.router.map(|r| Connection::new(c.fabric.clone(), r, c.base));
+    let conn = c.side.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target(c.phase, r), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
     }

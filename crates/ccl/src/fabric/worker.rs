@@ -1,4 +1,5 @@
-//! The worker side of the fabric: a connection to a router's sender channel 0.
+//! The worker side of the fabric: a connection to a router's sender channel 0, or to one of
+//! a Tensix mux's client channels (`super::mux`), which speak the same protocol.
 //!
 //! - `open`: NoC-read the router's write index and returned-slot counter, write the worker's
 //!   credit and teardown addresses into the router's connection record, barrier, then
@@ -19,16 +20,26 @@ use meshsim_engine::Cond;
 use meshsim_hw::{HwError, Kernel};
 use meshsim_topology::soc::CoreCoord;
 
+use super::mux::Mux;
 use super::words::{CLOSE, CONN, CONN_INFO, CREDITED, DOORBELL};
 use super::{Fabric, Header};
 
 /// Bytes of worker L1 a connection needs for its own words and header staging.
 pub const CONNECTION_L1_BYTES: u64 = 256;
 
-/// A worker's connection to one router.
+/// Where a connection injects: a router's sender channel 0, or a mux's client channel.
+#[derive(Clone)]
+pub enum Target {
+    /// The router's sender channel 0 (one worker at a time).
+    Router(usize),
+    /// Client channel `client` of a mux in front of a router.
+    Mux(Rc<Mux>, usize),
+}
+
+/// A worker's connection to one router, directly or through a mux.
 pub struct Connection {
     fabric: Rc<Fabric>,
-    router: usize,
+    target: Target,
     at: CoreCoord,
     /// Worker L1: credit word at +0, teardown word at +16, staging from +32.
     base: u64,
@@ -39,13 +50,51 @@ pub struct Connection {
 impl Connection {
     /// A connection to router `router` using `CONNECTION_L1_BYTES` of the worker's L1 at `base`.
     pub fn new(fabric: Rc<Fabric>, router: usize, base: u64) -> Connection {
-        let at = fabric.core_of(router);
-        Connection { fabric, router, at, base, written: Cell::new(0), read_base: Cell::new(0) }
+        Connection::to(fabric, Target::Router(router), base)
     }
 
-    /// The router this connection injects into.
+    /// A connection to `target` using `CONNECTION_L1_BYTES` of the worker's L1 at `base`.
+    pub fn to(fabric: Rc<Fabric>, target: Target, base: u64) -> Connection {
+        let at = match &target {
+            Target::Router(r) => fabric.core_of(*r),
+            Target::Mux(m, _) => m.at,
+        };
+        Connection { fabric, target, at, base, written: Cell::new(0), read_base: Cell::new(0) }
+    }
+
+    /// The router this connection's packets enter.
     pub fn router(&self) -> usize {
-        self.router
+        match &self.target {
+            Target::Router(r) => *r,
+            Target::Mux(m, _) => m.router,
+        }
+    }
+
+    /// Slots of the channel it writes into.
+    fn slots(&self) -> u64 {
+        match &self.target {
+            Target::Router(_) => self.fabric.layout.sender_slots,
+            Target::Mux(m, _) => m.slots,
+        }
+    }
+
+    /// Address of slot `i` in the target's L1.
+    fn slot_addr(&self, i: u64) -> u64 {
+        match &self.target {
+            Target::Router(_) => self.fabric.layout.sender_slot(0, i),
+            Target::Mux(m, c) => m.slot(*c, i),
+        }
+    }
+
+    /// Records the header of slot `i` (the side table standing for the header bytes).
+    fn set_header(&self, i: u64, header: Option<Header>) {
+        match &self.target {
+            Target::Router(r) => {
+                let entry = self.fabric.layout.sender_entry(0, i);
+                self.fabric.headers.borrow_mut()[*r][entry] = header;
+            }
+            Target::Mux(m, c) => m.headers.borrow_mut()[m.entry(*c, i)] = header,
+        }
     }
 
     /// Largest payload a packet may carry.
@@ -54,7 +103,11 @@ impl Connection {
     }
 
     fn router_word(&self, k: &Kernel, offset: u64) -> u64 {
-        k.get_noc_addr(self.at.x, self.at.y, self.fabric.layout.word(offset))
+        let addr = match &self.target {
+            Target::Router(_) => self.fabric.layout.word(offset),
+            Target::Mux(m, c) => m.word(*c, offset),
+        };
+        k.get_noc_addr(self.at.x, self.at.y, addr)
     }
 
     /// Opens the connection.
@@ -79,7 +132,7 @@ impl Connection {
 
     /// Waits for a free slot and returns its index.
     async fn slot(&self, k: &Kernel) -> Result<u64, HwError> {
-        let slots = self.fabric.layout.sender_slots;
+        let slots = self.slots();
         let written = self.written.get();
         if written >= slots + self.read_base.get() {
             let need = written + 1 - slots - self.read_base.get();
@@ -91,19 +144,19 @@ impl Connection {
     /// Sends one packet: `header`, and `header.payload` bytes from `payload` in the worker's L1.
     pub async fn send(&self, k: &Kernel, header: Header, payload: u64) -> Result<(), HwError> {
         assert!(header.payload <= self.max_payload(), "payload over the fabric's maximum");
-        let lay = self.fabric.layout;
+        let header_bytes = self.fabric.layout.header_bytes;
         let slot = self.slot(k).await?;
-        let at = lay.sender_slot(0, slot);
+        let at = self.slot_addr(slot);
         if header.payload > 0 {
             k.noc_async_write(
                 payload,
-                k.get_noc_addr(self.at.x, self.at.y, at + lay.header_bytes),
+                k.get_noc_addr(self.at.x, self.at.y, at + header_bytes),
                 header.payload,
             )
             .await?;
         }
-        self.fabric.headers.borrow_mut()[self.router][lay.sender_entry(0, slot)] = Some(header);
-        k.noc_async_write(self.base + 32, k.get_noc_addr(self.at.x, self.at.y, at), lay.header_bytes).await?;
+        self.set_header(slot, Some(header));
+        k.noc_async_write(self.base + 32, k.get_noc_addr(self.at.x, self.at.y, at), header_bytes).await?;
         self.ring(k).await
     }
 
@@ -116,9 +169,13 @@ impl Connection {
 
     /// Whether the next slot already holds a packet to resend.
     pub fn next_slot_filled(&self) -> bool {
-        let lay = self.fabric.layout;
-        let slot = self.written.get() % lay.sender_slots;
-        self.fabric.headers.borrow()[self.router][lay.sender_entry(0, slot)].is_some()
+        let slot = self.written.get() % self.slots();
+        match &self.target {
+            Target::Router(r) => {
+                self.fabric.headers.borrow()[*r][self.fabric.layout.sender_entry(0, slot)].is_some()
+            }
+            Target::Mux(m, c) => m.headers.borrow()[m.entry(*c, slot)].is_some(),
+        }
     }
 
     async fn ring(&self, k: &Kernel) -> Result<(), HwError> {

@@ -1,0 +1,185 @@
+//! The Tensix mux (`tt_fabric_mux.cpp`, `shared/fabric.md` §5): a kernel on a worker core that
+//! lets several workers share a router's sender channel 0, which takes one worker at a time.
+//!
+//! Each client gets a channel of its own on the mux — the same words and protocol as the
+//! router's channel 0 (open, credits, doorbell, close) and [`Mux::slots`] packet slots. The mux
+//! opens its own connection to the router, then serves its clients round-robin: for a client
+//! whose doorbell rang, it waits for a router credit, copies header and payload into the router
+//! slot with a blocking flush, and returns the client's slot. It ends once every client has
+//! closed, closing its router connection. Cost: one more NoC copy per packet, and the mux's
+//! serialisation of its clients.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, TaskResult};
+use meshsim_hw::Kernel;
+use meshsim_topology::soc::CoreCoord;
+
+use super::router::RouterError;
+use super::words::{CLOSE, CONN, CONN_INFO, CREDITED, DOORBELL};
+use super::worker::{CONNECTION_L1_BYTES, Connection, Target};
+use super::{Fabric, Header};
+
+/// Slots per client channel (tt-metal's muxes take 1 or 2 by factory and size; meshsim's
+/// choice is 2, so a client can write one packet while the mux forwards the other).
+pub const MUX_SLOTS_PER_CLIENT: u64 = 2;
+
+/// The mark a mux leaves once its router connection is open (tt-metal's mux posts READY then).
+pub const MUX_READY: &str = "mux ready";
+
+/// Bytes of a client channel's words (the router's channel-0 word offsets fit).
+const CLIENT_WORDS: u64 = 512;
+
+/// A mux in front of one router.
+pub struct Mux {
+    /// The router it feeds.
+    pub router: usize,
+    /// NoC coordinates of its core.
+    pub at: CoreCoord,
+    /// Its L1 base: its own router connection, then a channel per client.
+    pub base: u64,
+    /// Slots per client channel.
+    pub slots: u64,
+    /// Client channels.
+    pub clients: usize,
+    slot_bytes: u64,
+    /// Per client and slot: the header of the packet in it.
+    pub(crate) headers: RefCell<Vec<Option<Header>>>,
+}
+
+impl Mux {
+    /// A mux feeding `router` of `fabric` from the core at `at`, with `clients` channels in its
+    /// L1 from `base`.
+    pub fn new(fabric: &Fabric, router: usize, at: CoreCoord, base: u64, clients: usize) -> Mux {
+        let slots = MUX_SLOTS_PER_CLIENT;
+        let slot_bytes = fabric.layout.slot_bytes;
+        let headers = RefCell::new(vec![None; clients * slots as usize]);
+        Mux { router, at, base, slots, clients, slot_bytes, headers }
+    }
+
+    /// Bytes of L1 it takes.
+    pub fn l1_bytes(&self) -> u64 {
+        CONNECTION_L1_BYTES + self.clients as u64 * (CLIENT_WORDS + self.slots * self.slot_bytes)
+    }
+
+    fn channel(&self, client: usize) -> u64 {
+        self.base + CONNECTION_L1_BYTES + client as u64 * (CLIENT_WORDS + self.slots * self.slot_bytes)
+    }
+
+    /// Address of client channel `client`'s word at `offset` ([`super::words`]).
+    pub fn word(&self, client: usize, offset: u64) -> u64 {
+        self.channel(client) + offset
+    }
+
+    /// Address of client channel `client`'s slot `i`.
+    pub fn slot(&self, client: usize, i: u64) -> u64 {
+        self.channel(client) + CLIENT_WORDS + i * self.slot_bytes
+    }
+
+    /// Side-table index of client `client`'s slot `i`.
+    pub(crate) fn entry(&self, client: usize, i: u64) -> usize {
+        client * self.slots as usize + i as usize
+    }
+}
+
+/// Where each (phase, router) of a lowering injects: the router itself unless a mux was put
+/// in front of it.
+#[derive(Default)]
+pub(crate) struct Ports(RefCell<BTreeMap<(usize, usize), Target>>);
+
+impl Ports {
+    /// The target of phase `phase`'s kernel injecting into `router`.
+    pub(crate) fn target(&self, phase: usize, router: usize) -> Target {
+        self.0.borrow().get(&(phase, router)).cloned().unwrap_or(Target::Router(router))
+    }
+
+    /// Sends phase `phase`'s packets for `router` through `target`.
+    pub(crate) fn set(&self, phase: usize, router: usize, target: Target) {
+        self.0.borrow_mut().insert((phase, router), target);
+    }
+}
+
+/// Runs mux `m` until every client has closed.
+pub async fn run(k: &Kernel, fabric: Rc<Fabric>, m: Rc<Mux>) -> TaskResult {
+    let k = k.clone();
+    let conn = Connection::new(fabric.clone(), m.router, m.base);
+    conn.open(&k).await?;
+    k.mark(MUX_READY);
+    let n = m.clients;
+    let header_bytes = fabric.layout.header_bytes;
+    let mut served = vec![0u64; n];
+    let mut seen = vec![0u32; n];
+    let mut worker: Vec<Option<(u64, u64)>> = vec![None; n];
+    let mut done = vec![false; n];
+    let mut waits = Vec::with_capacity(2 * n);
+    while done.iter().any(|d| !d) {
+        let mut moved = false;
+        waits.clear();
+        for c in 0..n {
+            if done[c] {
+                continue;
+            }
+            let rung = k.read_u32(m.word(c, DOORBELL[0]))? as u64;
+            if rung > served[c] {
+                let slot = served[c] % m.slots;
+                let header = m.headers.borrow_mut()[m.entry(c, slot)].take();
+                let Some(header) = header else {
+                    return Err(protocol(
+                        &k,
+                        format!("client {c}'s doorbell rang for slot {slot}, which holds no packet"),
+                    ));
+                };
+                conn.send(&k, header, m.slot(c, slot) + header_bytes).await?;
+                // A blocking flush: the client may overwrite the slot once it is returned.
+                k.noc_async_writes_flushed().await;
+                served[c] += 1;
+                k.write_u32(m.word(c, CREDITED), served[c] as u32)?;
+                if let Some((credit, _)) = worker[c] {
+                    k.noc_semaphore_inc(credit, 1).await?;
+                }
+                moved = true;
+            }
+            let word = k.read_u32(m.word(c, CONN))?;
+            if word != seen[c] {
+                let (opens, closes) = (word & (CLOSE - 1), word >> 16);
+                if opens > closes + 1 {
+                    return Err(protocol(
+                        &k,
+                        format!("a second worker connected to client channel {c} while one was connected"),
+                    ));
+                }
+                if opens > seen[c] & (CLOSE - 1) {
+                    let info = m.word(c, CONN_INFO);
+                    let w = |i: u64| k.read_u32(info + 4 * i).map(u64::from);
+                    worker[c] = Some((w(0)? | w(1)? << 32, w(2)? | w(3)? << 32));
+                }
+                // A close takes effect once every packet the client wrote has gone on.
+                let drained = served[c] == k.read_u32(m.word(c, DOORBELL[0]))? as u64;
+                if closes > seen[c] >> 16 && drained {
+                    if let Some((_, teardown)) = worker[c].take() {
+                        k.noc_semaphore_inc(teardown, 1).await?;
+                    }
+                    done[c] = true;
+                }
+                if closes == seen[c] >> 16 || drained {
+                    seen[c] = word;
+                }
+                moved = true;
+            }
+            waits.push((m.word(c, CONN), Cond::Ne(seen[c])));
+            waits.push((m.word(c, DOORBELL[0]), Cond::Ne(served[c] as u32)));
+        }
+        if !moved && !waits.is_empty() {
+            k.wait_any(waits.clone()).await?;
+        }
+    }
+    conn.close(&k).await?;
+    Ok(())
+}
+
+fn protocol(k: &Kernel, what: String) -> Box<dyn std::error::Error> {
+    let router = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
+    Box::new(RouterError { router: format!("mux {router}"), what })
+}
