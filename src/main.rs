@@ -96,8 +96,10 @@ enum Command {
         /// the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
         #[arg(long = "num-links", value_delimiter = ',')]
         num_links: Vec<usize>,
-        /// Worker pairs (EDM channels) per link and direction, comma-separated: one series each
-        /// [default: tt-metal's, 4 per direction shrunk to fit the link's 8 EDM channels].
+        /// Workers per link and direction, comma-separated: one series each. EDM: worker pairs,
+        /// each with an EDM channel (1-4) [default: 4, shrunk to fit the link's 8 channels].
+        /// Fabric reduce-scatter and all-reduce: workers behind a mux (1-8) [default: tt-metal's
+        /// by size].
         #[arg(long, value_delimiter = ',')]
         workers: Option<Vec<usize>>,
         /// Bidirectional mode (all-gather on a ring) [default: tt-metal's, split when a slice
@@ -394,8 +396,9 @@ struct OpArgs {
     /// on the fabric the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
     #[arg(long = "num-links")]
     num_links: Option<usize>,
-    /// Worker pairs (EDM channels) per link and direction [default: tt-metal's, 4 per direction
-    /// shrunk to fit the link's 8 EDM channels].
+    /// Workers per link and direction. EDM: worker pairs, each with an EDM channel (1-4)
+    /// [default: 4, shrunk to fit the link's 8 channels]. Fabric reduce-scatter and all-reduce:
+    /// workers behind a mux on each router (1-8) [default: tt-metal's by size].
     #[arg(long)]
     workers: Option<usize>,
     /// Bidirectional mode on a ring [default: tt-metal's, split when a slice is larger than

@@ -427,7 +427,7 @@ impl Scenario {
         }
         stack
             .check_knobs(&[
-                (self.workers.is_some(), "workers"),
+                (self.workers.is_some() && collective.redop().is_none(), "workers"),
                 (self.bidir.is_some(), "bidir"),
                 (self.pages_per_packet.is_some(), "pages_per_packet"),
                 (self.buffers.is_some(), "buffers"),

@@ -84,7 +84,10 @@ pub(crate) fn run_sweep(
         return Err(bad(format!("--bidir applies to all-gather and all-reduce, not {}", k.op_name())));
     }
     k.stack
-        .check_knobs(&[(workers.iter().any(Option::is_some), "--workers"), (k.bidir.is_some(), "--bidir")])
+        .check_knobs(&[
+            (workers.iter().any(Option::is_some) && op.collective().redop().is_none(), "--workers"),
+            (k.bidir.is_some(), "--bidir"),
+        ])
         .map_err(bad)?;
     let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.

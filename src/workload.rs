@@ -220,7 +220,10 @@ impl WorkloadOp {
     /// The EDM-only knobs, each with whether this op gives it.
     fn edm_knobs(&self) -> [(bool, &'static str); 4] {
         [
-            (self.workers.is_some(), "workers"),
+            (
+                self.workers.is_some() && !matches!(self.op.as_str(), "reduce-scatter" | "all-reduce"),
+                "workers",
+            ),
             (self.bidir.is_some(), "bidir"),
             (self.pages_per_packet.is_some(), "pages_per_packet"),
             (self.buffers.is_some(), "buffers"),

@@ -505,6 +505,13 @@ impl<'c> Session<'c> {
         if self.stack == Stack::Fabric {
             return crate::fabric::lower::run(&self, m, phases);
         }
+        let edm_most = crate::edm::MAX_CHANNELS / 2;
+        if let Some(op) = self.ops.iter().find(|o| o.knobs.workers.is_some_and(|w| w > edm_most)) {
+            return Err(CclError::Invalid(format!(
+                "op '{}': workers per link must be 1..{edm_most} on the edm stack",
+                op.name
+            )));
+        }
         if let Some(op) = self.ops.iter().find(|o| o.collective == Collective::AllToAll) {
             return Err(CclError::Invalid(format!(
                 "op '{}': all-to-all runs on the fabric stack only",
@@ -865,6 +872,10 @@ fn bidir_of(params: &Params, req: &OpRequest, slice: &TensorSpec) -> Bidir {
     }
 }
 
+/// Most workers per link and direction an op may ask for: tt-metal's fabric reduce-scatter
+/// runs up to 8; the EDM stack takes at most half an EDM's channels (checked when it runs).
+pub const MAX_WORKERS: usize = crate::edm::MAX_CHANNELS;
+
 /// The links per hop tt-metal would use for `collective` on `comm` over `stack`, when the op
 /// runs alone ([`Knobs::links`]): 1 on the EDM stack and for all-to-all; otherwise the fewest
 /// usable links (routing planes) over the communicator's hops — meshsim's reserved dispatch
@@ -891,8 +902,8 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     if k.links == Some(0) {
         return Err(OpError("links must be at least 1".into()));
     }
-    if k.workers.is_some_and(|w| w == 0 || w > crate::edm::MAX_CHANNELS / 2) {
-        return Err(OpError(format!("workers per link must be 1..{}", crate::edm::MAX_CHANNELS / 2)));
+    if k.workers.is_some_and(|w| w == 0 || w > MAX_WORKERS) {
+        return Err(OpError(format!("workers per link must be 1..{MAX_WORKERS}")));
     }
     let chips = req.comm.chips();
     let hops = n - usize::from(req.comm.topology() == Topology::Line);

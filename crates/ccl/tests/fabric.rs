@@ -144,6 +144,8 @@ fn ops_on_several_planes_verify_and_share_the_work() {
         let t = TensorSpec::new([1, 1, 1024, 4096], DType::Bf16, Layout::Tile).unwrap();
         let mut rs = OpRequest::new("rs", column.clone(), Collective::ReduceScatter(RedOp::Sum), t, 3);
         rs.knobs.links = Some(links);
+        // One worker per link, so the planes alone make the difference.
+        rs.knobs.workers = Some(1);
         let run = fabric_run(&galaxy, false, vec![rs]).unwrap();
         let o = &run.ops[0];
         // Each plane's busiest link carries (n - 1) / n of the input one way, at 12.5 GB/s.
@@ -353,4 +355,43 @@ fn default_links_are_the_fewest_routing_planes_over_the_hops() {
             }
         }
     }
+}
+
+/// A reduce-scatter's workers share each router through a mux: every worker count verifies,
+/// tt-metal's default grows with the size (1 for a tiny input, 8 for 64 MiB on a ring), and at
+/// a large size more workers reduce faster — the sum runs on each worker's own Tensix.
+#[test]
+fn reduce_scatter_workers_share_the_link_through_a_mux() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let rs = |shape: [u64; 4], workers: Option<usize>| {
+        let t = TensorSpec::new(shape, DType::Bf16, Layout::Tile).unwrap();
+        let mut req = OpRequest::new("rs", ring.clone(), Collective::ReduceScatter(RedOp::Sum), t, 3);
+        req.knobs.workers = workers;
+        req
+    };
+    for w in [1, 2, 3, 8] {
+        verified(&fabric_run(&t3000, true, vec![rs([1, 1, 64, 8 * 32 * 7], Some(w))]).unwrap());
+    }
+    let n300 = builtin::cluster("n300").unwrap();
+    let pair = Communicator::world(&n300, Topology::Line, None).unwrap();
+    let t = TensorSpec::new([1, 1, 32, 64], DType::Bf16, Layout::Tile).unwrap();
+    let tiny = OpRequest::new("rs", pair, Collective::ReduceScatter(RedOp::Sum), t, 3);
+    assert_eq!(fabric_run(&n300, false, vec![tiny]).unwrap().ops[0].workers, 1);
+    let big = [1, 1, 4096, 8192];
+    assert_eq!(fabric_run(&t3000, false, vec![rs(big, None)]).unwrap().ops[0].workers, 8);
+    let large = [1, 1, 1024, 8192];
+    let times: Vec<Time> = [1, 2, 4]
+        .iter()
+        .map(|&w| fabric_run(&t3000, false, vec![rs(large, Some(w))]).unwrap().ops[0].time)
+        .collect();
+    assert!(times[0] > times[1] && times[1] > times[2], "{times:?}");
+    // EDM takes at most 4 workers per link; the fabric's all-gather takes none.
+    let mut s = Session::new(&t3000, &Params::default());
+    s.set_stack(Stack::Edm);
+    s.submit(rs([1, 1, 32, 8 * 64], Some(8))).unwrap();
+    assert!(s.run().unwrap_err().is_bad_input());
+    let mut a = ag(ring.clone(), [1, 1, 32, 8 * 64], DType::Bf16);
+    a.knobs.workers = Some(2);
+    assert!(fabric_run(&t3000, false, vec![a]).unwrap_err().to_string().contains("workers applies"));
 }

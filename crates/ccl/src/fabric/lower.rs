@@ -33,6 +33,13 @@ const WORKER_CORES: usize = 80;
 
 /// Runs every op of `s` on the fabric.
 pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<SessionRun, CclError> {
+    if let Some(op) = s.ops.iter().find(|o| o.knobs.workers.is_some() && o.collective.redop().is_none()) {
+        return Err(CclError::Invalid(format!(
+            "op '{}': workers applies to reduce-scatter and all-reduce on the fabric stack, not {}",
+            op.name,
+            op.collective.name()
+        )));
+    }
     let fabric = build_fabric(s)?;
     let chips = s.cluster.chips().len();
     let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
@@ -46,15 +53,22 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let mut ppp = vec![0u64; phases.len()];
     // The reductions' intermediate buffers go above every tensor in DRAM.
     let mut scratch_base = dram_end(&phases);
-    let mut injects: Vec<Vec<usize>> = Vec::with_capacity(phases.len());
+    let mut injects: Vec<Vec<Inject>> = Vec::with_capacity(phases.len());
+    // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
+    let mut workers = vec![1usize; s.ops.len()];
     for (pi, p) in phases.iter().enumerate() {
         let cx = Lowering { s, fabric: &fabric, ports: &ports, times: &times, done: &done };
         let (got, routers) = if p.kind == "rs" {
-            reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?
+            let (got, routers, w) =
+                reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+            workers[p.op] = w;
+            (got, routers)
         } else if p.kind == "a2a" {
-            all_to_all(&cx, &mut programs, &mut next_core, pi, p)?
+            let (got, routers) = all_to_all(&cx, &mut programs, &mut next_core, pi, p)?;
+            (got, routers.into_iter().map(|r| (r, 0)).collect())
         } else {
-            all_gather(&cx, &mut programs, &mut next_core, pi, p)?
+            let (got, routers) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
+            (got, routers.into_iter().map(|r| (r, 0)).collect())
         };
         ppp[pi] = got;
         injects.push(routers);
@@ -70,7 +84,6 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let stats =
         m.launch(programs, &start_of).map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
     let times = times.borrow();
-    let workers = vec![1; s.ops.len()];
     let ops: Vec<_> =
         (0..s.ops.len()).map(|i| s.result(i, &m, &phases, &times, &start_of, (&workers, &ppp))).collect();
     let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
@@ -80,9 +93,13 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
 }
 
-/// Puts a Tensix mux in front of every router that phases which may run at once inject into
-/// (a sender channel takes one worker): each such phase's kernel becomes a client of the mux.
-/// Phases ordered by `after` (and an op's own phases) take turns on the channel directly.
+/// A kernel's injection point: the router, and which of its phase's workers on it.
+type Inject = (usize, usize);
+
+/// Puts a Tensix mux in front of every router that kernels which may run at once inject into
+/// (a sender channel takes one worker) — a reduce-scatter's workers on one link, or ops that
+/// overlap: each such kernel becomes a client of the mux. Phases ordered by `after` (and an
+/// op's own phases) take turns on the channel directly.
 #[allow(clippy::too_many_arguments)]
 fn install_muxes(
     s: &Session,
@@ -90,21 +107,24 @@ fn install_muxes(
     fabric: &Rc<Fabric>,
     ports: &Ports,
     phases: &[Phase],
-    injects: &[Vec<usize>],
+    injects: &[Vec<Inject>],
     programs: &mut [Program],
     next_core: &mut [usize],
 ) -> Result<Vec<SignalId>, CclError> {
     let after = crate::session::after_matrix(phases);
     let mut ends = Vec::new();
-    let overlap = |p: usize, q: usize| !(after[p][q] || after[q][p] || phases[p].op == phases[q].op);
-    let mut clients: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    // Two kernels of one phase run at once; phases of one op, or ordered by `after`, do not.
+    let overlap = |(p, a): (usize, usize), (q, b): (usize, usize)| {
+        if p == q { a != b } else { !(after[p][q] || after[q][p] || phases[p].op == phases[q].op) }
+    };
+    let mut clients: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
     for (p, routers) in injects.iter().enumerate() {
-        for &r in routers {
-            clients.entry(r).or_default().push(p);
+        for &(r, sub) in routers {
+            clients.entry(r).or_default().push((p, sub));
         }
     }
     for (r, list) in clients {
-        let shared = list.iter().enumerate().any(|(i, &p)| list[..i].iter().any(|&q| overlap(p, q)));
+        let shared = list.iter().enumerate().any(|(i, &x)| list[..i].iter().any(|&y| overlap(x, y)));
         if !shared {
             continue;
         }
@@ -120,8 +140,8 @@ fn install_muxes(
                 mux.l1_bytes()
             )));
         }
-        for (c, &p) in list.iter().enumerate() {
-            ports.set(p, r, Target::Mux(mux.clone(), c));
+        for (c, &(p, sub)) in list.iter().enumerate() {
+            ports.set((p, r, sub), Target::Mux(mux.clone(), c));
         }
         let name = format!("fabric mux eth{}", fabric.routers[r].at.chan);
         let (f, end) =
@@ -305,7 +325,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let page = c.slice.page_bytes();
     let whole = |chunk: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, chunk as u64, q);
     let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
-    let conn = c.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target(c.phase, r), c.base));
+    let conn = c.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, 0)), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
         let packets = super::reduce::packets(c.slice.pages(), c.ppp);
@@ -352,7 +372,7 @@ fn reduce_scatter(
     pi: usize,
     p: &Phase,
     scratch_base: &mut u64,
-) -> Result<(u64, Vec<usize>), CclError> {
+) -> Result<(u64, Vec<Inject>, usize), CclError> {
     use super::reduce::{self, OwnerCtx, RsCtx, Side};
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
@@ -365,8 +385,12 @@ fn reduce_scatter(
     let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
     let ppp = (max / page).clamp(1, cap);
     let planes = req.knobs.links();
-    // Twice the input, one whole tensor per direction, above everything else; the planes
-    // reduce disjoint pages of it.
+    // Workers per link and direction, behind a mux on each router: tt-metal's thresholds on
+    // the bytes each link carries of a rank's input.
+    let workers =
+        req.knobs.workers.unwrap_or_else(|| reduce::workers(t.slice.bytes() * t.n / planes as u64, closed));
+    // Twice the input, one whole tensor per direction, above everything else; the planes and
+    // their workers reduce disjoint pages of it.
     let whole = t.slice.pages() * t.n;
     let first = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
     let second = first.after(whole);
@@ -386,13 +410,13 @@ fn reduce_scatter(
         })
         .collect();
     let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
-    // Two direction kernels and the owner per rank and plane.
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes, cx.times);
+    // Two direction kernels and the owner per rank, plane and worker.
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes * workers, cx.times);
     let prefix = s.kernel_prefix(p.op);
     let stride = CONNECTION_L1_BYTES + 2 * reduce::WINDOW as u64 * max;
     let mut routers = Vec::new();
-    for plane in 0..planes {
-        let on = (plane, planes);
+    for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
+        let on = (plane * workers + w, planes * workers);
         let slice_packets = reduce::plane_packets(t.slice.pages(), ppp, on).len() as u64;
         let per_sync = if closed { reduce::CHUNKS_PER_SYNC.0 } else { reduce::CHUNKS_PER_SYNC.1 }
             .min((slice_packets / 2).max(1));
@@ -404,7 +428,10 @@ fn reduce_scatter(
             let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
             i as u64 * slice_packets
         };
-        let suffix = if planes > 1 { format!(" plane{plane}") } else { String::new() };
+        let mut suffix = if planes > 1 { format!(" plane{plane}") } else { String::new() };
+        if workers > 1 {
+            suffix += &format!(" worker{w}");
+        }
         for (k, mine) in order.iter().enumerate() {
             for (d, forward) in [true, false].into_iter().enumerate() {
                 let slices = mine[d].clone();
@@ -416,11 +443,12 @@ fn reduce_scatter(
                         .router_facing(line, plane, req.comm.chips()[k], req.comm.chips()[next])
                         .expect("a router toward each neighbour")
                 });
-                routers.extend(router);
+                routers.extend(router.map(|r| (r, w)));
                 let chip = req.comm.chips()[k];
                 let ctx = Rc::new(RsCtx {
                     ports: cx.ports.clone(),
                     phase: pi,
+                    worker: w,
                     fabric: fabric.clone(),
                     side: Side { router, slices, received_before },
                     n: t.n,
@@ -474,7 +502,7 @@ fn reduce_scatter(
             );
         }
     }
-    Ok((ppp, routers))
+    Ok((ppp, routers, workers))
 }
 
 /// One fabric for the session: its lines ([`fabric_lines`]), ring flow control if any line is
@@ -760,7 +788,8 @@ pub(super) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
 /// then the final increment and close.
 async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = c.dir.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target(c.phase, r), c.base));
+    let conn =
+        c.dir.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, 0)), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
     }

@@ -84,20 +84,20 @@ impl Mux {
     }
 }
 
-/// Where each (phase, router) of a lowering injects: the router itself unless a mux was put
-/// in front of it.
+/// Where each kernel of a lowering injects, by (phase, router, worker of the phase on that
+/// router): the router itself unless a mux was put in front of it.
 #[derive(Default)]
-pub(crate) struct Ports(RefCell<BTreeMap<(usize, usize), Target>>);
+pub(crate) struct Ports(RefCell<BTreeMap<(usize, usize, usize), Target>>);
 
 impl Ports {
-    /// The target of phase `phase`'s kernel injecting into `router`.
-    pub(crate) fn target(&self, phase: usize, router: usize) -> Target {
-        self.0.borrow().get(&(phase, router)).cloned().unwrap_or(Target::Router(router))
+    /// The target of a (phase, router, worker) kernel.
+    pub(crate) fn target(&self, key: (usize, usize, usize)) -> Target {
+        self.0.borrow().get(&key).cloned().unwrap_or(Target::Router(key.1))
     }
 
-    /// Sends phase `phase`'s packets for `router` through `target`.
-    pub(crate) fn set(&self, phase: usize, router: usize, target: Target) {
-        self.0.borrow_mut().insert((phase, router), target);
+    /// Sends a (phase, router, worker) kernel's packets through `target`.
+    pub(crate) fn set(&self, key: (usize, usize, usize), target: Target) {
+        self.0.borrow_mut().insert(key, target);
     }
 }
 

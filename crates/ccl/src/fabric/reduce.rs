@@ -28,6 +28,19 @@ use crate::op::RedOp;
 use crate::session::Gate;
 use crate::tensor::{Placement, TensorSpec};
 
+/// tt-metal's reduce-scatter workers per link and direction for `bytes` of a rank's input on
+/// each link (`shared/fabric.md` §7): 1 up to 4 KiB; on a ring 2 below 1 MiB, 4 up to 50 MiB,
+/// 8 above; on a line 2 below 0.5 MB, 4 up to 4 MB, 8 above.
+pub(crate) fn workers(bytes: u64, ring: bool) -> usize {
+    let (lo, hi) = if ring { (1 << 20, 50 << 20) } else { (500_000, 4_000_000) };
+    match bytes {
+        b if b <= 4 << 10 => 1,
+        b if b < lo => 2,
+        b if b <= hi => 4,
+        _ => 8,
+    }
+}
+
 /// `chunks_per_sync` of tt-metal's reduce-scatter: a ring's and a line's (each capped at half
 /// a slice's packets).
 pub const CHUNKS_PER_SYNC: (u64, u64) = (80, 20);
@@ -75,6 +88,8 @@ pub(crate) struct RsCtx {
     /// Where the phase's kernels inject, and the phase.
     pub ports: Rc<super::mux::Ports>,
     pub phase: usize,
+    /// Which of the link's workers it is (its mux client, when there are several).
+    pub worker: usize,
     pub side: Side,
     pub n: u64,
     pub dim: usize,
@@ -125,7 +140,10 @@ pub(crate) const WINDOW: usize = 8;
 /// A reduce-scatter direction kernel: its packets in waves of reads, reductions and sends.
 pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = c.side.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target(c.phase, r), c.base));
+    let conn = c
+        .side
+        .router
+        .map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, c.worker)), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
     }
