@@ -112,6 +112,18 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 json["link_use"] = serde_json::to_value(&rows)?;
                 json["critical_path"] = critical_json(cluster, critical.as_ref());
                 json["busiest_on_chip"] = resources_json(cluster, &run.resources, run.time);
+                json["routers"] = serde_json::to_value(router_rows(cluster, &run.routers, run.time))?;
+                json["bound_by"] = bound_by(cluster, &run.links, &run.resources, &run.routers).map_or(
+                    serde_json::Value::Null,
+                    |(kind, what, busy)| {
+                        serde_json::json!({
+                            "kind": kind,
+                            "what": what,
+                            "busy_us": busy.as_us_f64(),
+                            "busy_pct": 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9),
+                        })
+                    },
+                );
             }
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
@@ -159,9 +171,22 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
             if a.link_report {
                 let rows = link_rows(cluster, &run.links, run.time);
                 print!("\n{}", report::render(&rows, a.format.into()));
+                let routers = router_rows(cluster, &run.routers, run.time);
+                if !routers.is_empty() {
+                    print!("\n{}", report::render(&routers, a.format.into()));
+                }
                 if matches!(a.format, Format::Text) {
                     print!("{}", critical_text(cluster, critical.as_ref(), run.time));
                     print!("{}", resources_text(cluster, &run.resources, run.time));
+                    if let Some((kind, what, busy)) =
+                        bound_by(cluster, &run.links, &run.resources, &run.routers)
+                    {
+                        let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
+                        println!(
+                            "bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the op)",
+                            busy.as_us_f64()
+                        );
+                    }
                 }
             }
         }
@@ -265,6 +290,78 @@ pub(crate) fn link_rows(
             busy_pct: 100.0 * l.busy.as_ns_f64() / time.as_ns_f64().max(1e-9),
         })
         .collect()
+}
+
+/// One fabric router's row in the link report.
+#[derive(serde::Serialize)]
+pub(crate) struct RouterRow {
+    chip: u64,
+    chan: u8,
+    plane: usize,
+    ch0_packets: u64,
+    ch1_packets: u64,
+    rx_packets: u64,
+    forwarded: u64,
+    written: u64,
+    peak_ch0_slots: u64,
+    peak_ch1_slots: u64,
+    peak_rx_slots: u64,
+    credit_wait_us: f64,
+    busy_us: f64,
+    busy_pct: f64,
+}
+
+/// The routers that carried anything, by chip and channel.
+pub(crate) fn router_rows(
+    cluster: &Cluster,
+    routers: &[meshsim_ccl::fabric::RouterUse],
+    time: meshsim_engine::Time,
+) -> Vec<RouterRow> {
+    let mut rows: Vec<RouterRow> = routers
+        .iter()
+        .filter(|r| r.stats.sent.iter().sum::<u64>() + r.stats.received > 0)
+        .map(|r| RouterRow {
+            chip: cluster.chip(r.at.chip).id,
+            chan: r.at.chan,
+            plane: r.plane,
+            ch0_packets: r.stats.sent[0],
+            ch1_packets: r.stats.sent[1],
+            rx_packets: r.stats.received,
+            forwarded: r.stats.forwarded,
+            written: r.stats.written,
+            peak_ch0_slots: r.stats.peak_slots[0],
+            peak_ch1_slots: r.stats.peak_slots[1],
+            peak_rx_slots: r.stats.peak_rx_slots,
+            credit_wait_us: r.stats.credit_wait.as_us_f64(),
+            busy_us: r.stats.busy.as_us_f64(),
+            busy_pct: 100.0 * r.stats.busy.as_ns_f64() / time.as_ns_f64().max(1e-9),
+        })
+        .collect();
+    rows.sort_by_key(|r| (r.chip, r.chan));
+    rows
+}
+
+/// What bound a run: the busiest of its bottleneck link, NoC port, DRAM bank and router ERISC
+/// (kind, what, busy time).
+pub(crate) fn bound_by(
+    cluster: &Cluster,
+    links: &[meshsim_hw::LinkUse],
+    r: &meshsim_hw::trace::ResourceUse,
+    routers: &[meshsim_ccl::fabric::RouterUse],
+) -> Option<(&'static str, String, meshsim_engine::Time)> {
+    let [noc, dram] = resources(cluster, r);
+    let link = meshsim_hw::trace::bottleneck(links).map(|l| (link_name(cluster, l), l.busy));
+    let router =
+        routers.iter().max_by_key(|u| (u.stats.busy, std::cmp::Reverse((u.at.chip, u.at.chan)))).map(|u| {
+            (
+                format!("chip {} eth{} router (plane {})", cluster.chip(u.at.chip).id, u.at.chan, u.plane),
+                u.stats.busy,
+            )
+        });
+    [("Ethernet link", link), ("NoC", noc), ("DRAM", dram), ("router ERISC", router)]
+        .into_iter()
+        .filter_map(|(kind, x)| x.map(|(name, busy)| (kind, name, busy)))
+        .max_by_key(|&(_, _, busy)| busy)
 }
 
 fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use meshsim_bench::report;
 
-use crate::op_cmd::{link_rows, op_json, op_rows};
+use crate::op_cmd::{bound_by, link_rows, op_json, op_rows, router_rows};
 use crate::workload::Workload;
 use crate::{BadInput, Format, load_cluster, load_params, write_trace};
 
@@ -41,6 +41,7 @@ pub(crate) fn run_workload(
             });
             if link_report {
                 json["link_use"] = serde_json::to_value(link_rows(&cluster, &run.links, run.makespan))?;
+                json["routers"] = serde_json::to_value(router_rows(&cluster, &run.routers, run.makespan))?;
             }
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
@@ -51,6 +52,20 @@ pub(crate) fn run_workload(
             }
             if link_report {
                 print!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()));
+                let routers = router_rows(&cluster, &run.routers, run.makespan);
+                if !routers.is_empty() {
+                    print!("\n{}", report::render(&routers, format.into()));
+                }
+                if matches!(format, Format::Text)
+                    && let Some((kind, what, busy)) =
+                        bound_by(&cluster, &run.links, &run.resources, &run.routers)
+                {
+                    let pct = 100.0 * busy.as_ns_f64() / run.makespan.as_ns_f64().max(1e-9);
+                    println!(
+                        "bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the makespan)",
+                        busy.as_us_f64()
+                    );
+                }
             }
         }
     }

@@ -631,6 +631,31 @@ mod trace {
         assert!(
             events.iter().any(|e| e["ph"] == "X" && e["args"]["bytes"].as_u64().is_some_and(|b| b >= 1000))
         );
+        // The report's routers: what each sent and received matches its peer's, no channel
+        // held more slots than it has, and the verdict names the busiest resource.
+        let report = json(&out);
+        let routers = report["routers"].as_array().unwrap();
+        assert!(!routers.is_empty());
+        let sent: u64 = routers
+            .iter()
+            .map(|r| r["ch0_packets"].as_u64().unwrap() + r["ch1_packets"].as_u64().unwrap())
+            .sum();
+        let received: u64 = routers.iter().map(|r| r["rx_packets"].as_u64().unwrap()).sum();
+        assert_eq!(sent, received);
+        for r in routers {
+            assert!(r["peak_ch0_slots"].as_u64().unwrap() <= 8 && r["peak_rx_slots"].as_u64().unwrap() <= 16);
+            assert!(r["busy_pct"].as_f64().unwrap() <= 100.0);
+        }
+        let bound = &report["bound_by"];
+        let most = routers.iter().map(|r| r["busy_us"].as_f64().unwrap()).fold(0.0, f64::max);
+        assert!(bound["busy_us"].as_f64().unwrap() >= most, "{bound}");
+        // Router channels' occupied slots are counter tracks of the trace.
+        let slots: Vec<u64> = events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"].as_str().is_some_and(|n| n.ends_with("ch0 slots")))
+            .map(|e| e["args"]["value"].as_u64().unwrap())
+            .collect();
+        assert!(!slots.is_empty() && slots.iter().all(|&v| v <= 8), "{slots:?}");
         let _ = std::fs::remove_file(&path);
     }
 

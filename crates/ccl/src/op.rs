@@ -262,6 +262,8 @@ pub struct OpRun {
     pub marks: Vec<meshsim_hw::Mark>,
     /// The busiest NoC link or port and DRAM bank.
     pub resources: meshsim_hw::trace::ResourceUse,
+    /// Every fabric router's statistics (fabric stack; empty on the EDM stack).
+    pub routers: Vec<crate::fabric::RouterUse>,
     /// The full trace, when asked for.
     pub trace: Option<meshsim_hw::TraceData>,
 }

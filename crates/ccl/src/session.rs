@@ -147,6 +147,8 @@ pub struct SessionRun {
     pub marks: Vec<meshsim_hw::Mark>,
     /// The busiest NoC link or port and DRAM bank.
     pub resources: meshsim_hw::trace::ResourceUse,
+    /// Every fabric router's statistics (fabric stack; empty on the EDM stack).
+    pub routers: Vec<crate::fabric::RouterUse>,
     /// The full trace, when asked for.
     pub trace: Option<meshsim_hw::TraceData>,
 }
@@ -163,6 +165,7 @@ impl SessionRun {
             links: self.links.clone(),
             marks: self.marks.clone(),
             resources: self.resources,
+            routers: self.routers.clone(),
             trace: None,
         }
     }
@@ -570,7 +573,7 @@ impl<'c> Session<'c> {
             - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
         let (links, marks, resources) = (b.m.link_use(), b.m.marks(), b.m.resource_use());
         let trace = b.m.take_trace();
-        Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+        Ok(SessionRun { ops, makespan, stats, links, marks, resources, routers: Vec::new(), trace })
     }
 
     /// Worker pairs per link and direction of every op: as asked, or tt-metal's

@@ -173,7 +173,10 @@ impl Machine {
     pub fn enable_trace(&mut self) {
         let ctx = self.sim.ctx();
         ctx.sched().enable_task_trace();
-        ctx.with(|hw, _| hw.packet_log.get_or_insert_with(Vec::new).clear());
+        ctx.with(|hw, _| {
+            hw.packet_log.get_or_insert_with(Vec::new).clear();
+            hw.counter_log.get_or_insert_with(Vec::new).clear();
+        });
         self.kernels.get_or_insert_with(Vec::new);
     }
 
@@ -189,6 +192,7 @@ impl Machine {
                 tasks,
                 packets: hw.packet_log.take().unwrap_or_default(),
                 marks: hw.marks.clone(),
+                counters: hw.counter_log.take().unwrap_or_default(),
                 end,
             })
         })

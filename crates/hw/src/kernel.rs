@@ -201,6 +201,21 @@ impl Kernel {
         });
     }
 
+    /// Reports a value this kernel keeps (say, a router channel's occupied slots): a counter
+    /// track in traces. Costs nothing when the run is not traced.
+    pub fn counter(&self, name: &'static str, value: u64) {
+        let chip = self.chip;
+        self.ctx.with(|hw, s| {
+            if let Some(log) = hw.counter_log.as_mut() {
+                let core = match self.kind {
+                    CoreKind::Eth(c) => format!("eth{c}"),
+                    _ => format!("worker({},{})", self.at.x, self.at.y),
+                };
+                log.push(crate::trace::CounterRec { at: s.now(), chip, core, name, value });
+            }
+        });
+    }
+
     /// Waits until host event `event` has been raised at least once (returns at once if it has).
     /// Models the host or a dispatcher starting this kernel only after an earlier op ended: it
     /// costs no simulated time beyond the wait.

@@ -41,6 +41,22 @@ pub struct PacketRec {
     pub land: Time,
 }
 
+/// A value a kernel reported over time (`Kernel::counter`), such as a router channel's
+/// occupied slots: a counter track in traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterRec {
+    /// When the value changed.
+    pub at: Time,
+    /// The chip.
+    pub chip: ChipIdx,
+    /// The core, as named in task names (`eth3`, `worker(1,1)`).
+    pub core: String,
+    /// What is counted.
+    pub name: &'static str,
+    /// The new value.
+    pub value: u64,
+}
+
 /// A point a kernel marked in its own timeline (`Kernel::mark`), such as the end of an EDM
 /// handshake.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +143,8 @@ pub struct TraceData {
     pub packets: Vec<PacketRec>,
     /// Kernel marks in time order.
     pub marks: Vec<Mark>,
+    /// Kernel counters in time order.
+    pub counters: Vec<CounterRec>,
     /// When the run ended.
     pub end: Time,
 }
@@ -157,6 +175,7 @@ enum EvKind<'a> {
     Mark(&'static str),
     Packet(&'a PacketRec),
     Counter(f64),
+    Value(&'a CounterRec),
 }
 
 /// The metadata events naming a thread and fixing its place in the process.
@@ -243,6 +262,13 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
         events.push(Ev { pid, tid, sub: 0, ts: m.at, kind: EvKind::Mark(m.label) });
     }
 
+    // Kernel counters: a counter track per (chip, core, name).
+    for c in &data.counters {
+        let pid = chip_id(c.chip);
+        chips_seen.insert(pid, ());
+        events.push(Ev { pid, tid: 0, sub: u8::MAX, ts: c.at, kind: EvKind::Value(c) });
+    }
+
     // Link directions: one track per sending port, every packet a slice; plus a counter track.
     let mut links: BTreeMap<(ChipIdx, u8), Vec<&PacketRec>> = BTreeMap::new();
     for p in &data.packets {
@@ -318,6 +344,11 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
                 us(p.wire_end - p.wire_start),
                 p.bytes,
                 us(p.land)
+            ),
+            EvKind::Value(c) => format!(
+                r#"{{"ph":"C","name":{},"pid":{pid},"ts":{ts},"args":{{"value":{}}}}}"#,
+                js(&format!("{} {}", c.core, c.name)),
+                c.value
             ),
             EvKind::Counter(pct) => format!(
                 r#"{{"ph":"C","name":"eth{} tx utilisation %","pid":{pid},"ts":{ts},"args":{{"busy":{pct}}}}}"#,

@@ -147,6 +147,8 @@ pub struct Hw {
     pub(crate) lands: Vec<PortLands>,
     /// Every packet put on the wire, when tracing.
     pub(crate) packet_log: Option<Vec<PacketRec>>,
+    /// Every kernel counter change, when tracing.
+    pub(crate) counter_log: Option<Vec<crate::trace::CounterRec>>,
     /// Kernel marks.
     pub(crate) marks: Vec<Mark>,
 }
@@ -265,6 +267,7 @@ impl Hw {
             erisc_kernels,
             late_landings: Vec::new(),
             packet_log: None,
+            counter_log: None,
             marks: Vec::new(),
         }
     }

@@ -90,7 +90,8 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
     let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
     let trace = m.take_trace();
-    Ok(SessionRun { ops, makespan, stats, links, marks, resources, trace })
+    let routers = fabric.router_use();
+    Ok(SessionRun { ops, makespan, stats, links, marks, resources, routers, trace })
 }
 
 /// A kernel's injection point: the router, and which of its phase's workers on it.

@@ -32,6 +32,7 @@ pub mod worker;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use meshsim_engine::Time;
 use meshsim_hw::Params;
 use meshsim_hw::params::FABRIC_CONFIG_BYTES;
 use meshsim_topology::soc::CoreCoord;
@@ -406,6 +407,54 @@ pub struct Fabric {
     pub eth_cores: Vec<CoreCoord>,
     /// Per router, per slot: the header of the packet in it.
     pub(crate) headers: RefCell<Vec<Vec<Option<Header>>>>,
+    /// Per router: what it did, written as it runs.
+    pub(crate) stats: RefCell<Vec<RouterStats>>,
+}
+
+/// What one router did in a run: its channels' traffic, how full they got, how long a packet
+/// waited for a free slot at the peer (credits), and how long its ERISC was busy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouterStats {
+    /// Packets sent from sender channel 0 (local workers) and 1 (forwarded traffic).
+    pub sent: [u64; SENDER_CHANNELS],
+    /// Packets its receiver channel took.
+    pub received: u64,
+    /// Of those, packets forwarded to the next router and written on this chip.
+    pub forwarded: u64,
+    /// Packets written on this chip.
+    pub written: u64,
+    /// Most slots of each sender channel holding packets at once (not yet returned to the
+    /// channel's producer).
+    pub peak_slots: [u64; SENDER_CHANNELS],
+    /// Most receiver slots holding packets at once (landed, not yet completed).
+    pub peak_rx_slots: u64,
+    /// Time a sender channel had a packet to send but the peer's receiver had no free slot.
+    pub credit_wait: Time,
+    /// Time its main loop spent on passes that moved something.
+    pub busy: Time,
+}
+
+/// A router's statistics with where it runs, as the link report prints them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouterUse {
+    /// Its Ethernet core.
+    pub at: meshsim_topology::Endpoint,
+    /// Its routing plane.
+    pub plane: usize,
+    /// What it did.
+    pub stats: RouterStats,
+}
+
+impl Fabric {
+    /// Every router's statistics, in router order.
+    pub fn router_use(&self) -> Vec<RouterUse> {
+        let stats = self.stats.borrow();
+        self.routers
+            .iter()
+            .zip(stats.iter())
+            .map(|(r, s)| RouterUse { at: r.at, plane: r.plane, stats: *s })
+            .collect()
+    }
 }
 
 impl Fabric {
@@ -464,7 +513,8 @@ impl Fabric {
             }
         }
         let headers = RefCell::new(vec![vec![None; layout.entries()]; routers.len()]);
-        Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers }))
+        let stats = RefCell::new(vec![RouterStats::default(); routers.len()]);
+        Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers, stats }))
     }
 
     /// The line that carries `chips` (in this order or reversed, consecutive on it), and

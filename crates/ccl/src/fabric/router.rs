@@ -78,6 +78,10 @@ struct State {
     /// Opens and closes of channel 0 seen, and the connected worker's credit and teardown words.
     conn_seen: u32,
     worker: Option<(u64, u64)>,
+    /// What the router did (the link report's router table).
+    stats: super::RouterStats,
+    /// Since when each sender channel has had a packet but no free slot at the peer.
+    starved: [Option<Time>; SENDER_CHANNELS],
 }
 
 /// Runs router `me` of `fabric` until the host terminates it.
@@ -111,6 +115,8 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         pending: VecDeque::new(),
         conn_seen: 0,
         worker: None,
+        stats: super::RouterStats::default(),
+        starved: [None; SENDER_CHANNELS],
     };
     let name = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
     let err = |what: String| -> TaskResult { Err(Box::new(RouterError { router: name.clone(), what })) };
@@ -123,10 +129,12 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let mut waits = Waits(Vec::new());
     loop {
         if k.read_u32(w(TERMINATE))? == TERMINATE_NOW {
+            fabric.stats.borrow_mut()[me] = st.stats;
             return Ok(());
         }
         waits.0.clear();
         let mut moved = false;
+        let pass_start = k.now();
         for j in 0..STEPS {
             match (first + j) % STEPS {
                 0 => {
@@ -150,6 +158,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         }
         if moved {
             k.delay(pass).await;
+            st.stats.busy += k.now() - pass_start;
             origin = k.now() - pass_offset(pass, first);
         } else {
             waits.0.push(Wake::Word(w(TERMINATE), Cond::Eq(TERMINATE_NOW)));
@@ -209,6 +218,7 @@ async fn send_step(
     let free = lay.receiver_slots - (st.total_sent - completed);
     let need = if ring && ch == 0 { BUBBLE_SLOTS } else { 1 };
     if free < need {
+        st.starved[ch].get_or_insert(k.now());
         for c in COMPLETED {
             waits.0.push(Wake::Word(lay.word(c), Cond::Ne(k.read_u32(lay.word(c))?)));
         }
@@ -239,6 +249,11 @@ async fn send_step(
     k.eth_txq_wait_idle(0).await?;
     st.sent[ch] += 1;
     st.total_sent += 1;
+    st.stats.sent[ch] += 1;
+    if let Some(since) = st.starved[ch].take() {
+        st.stats.credit_wait += k.now() - since;
+    }
+    occupancy(k, st, ch, written);
     let stage = lay.word(STAGE);
     k.write_u32(stage, st.total_sent as u32)?;
     k.eth_send_packet(0, stage >> 4, lay.word(RX_SENT) >> 4, 1).await?;
@@ -316,6 +331,12 @@ async fn receive_step(
     }
     st.pending.push_back((trid, header.src_ch));
     st.taken += 1;
+    st.stats.received += 1;
+    st.stats.forwarded += u64::from(forward);
+    st.stats.written += u64::from(write_here);
+    let held = landed - st.completed.iter().sum::<u64>();
+    st.stats.peak_rx_slots = st.stats.peak_rx_slots.max(held);
+    k.counter("rx slots", held);
     Ok(true)
 }
 
@@ -387,6 +408,14 @@ async fn complete_step(
     Ok(true)
 }
 
+/// Records sender channel `ch`'s occupied slots: packets its producer has written (`written`)
+/// that have not been returned to it.
+fn occupancy(k: &Kernel, st: &mut State, ch: usize, written: u64) {
+    let held = written.saturating_sub(st.credited[ch]);
+    st.stats.peak_slots[ch] = st.stats.peak_slots[ch].max(held);
+    k.counter(if ch == 0 { "ch0 slots" } else { "ch1 slots" }, held);
+}
+
 /// Returns freed slots to each sender channel's producer.
 async fn credit_step(
     k: &Kernel,
@@ -423,6 +452,8 @@ async fn credit_step(
         if ch == 0 {
             k.write_u32(lay.word(CREDITED), done as u32)?;
         }
+        let written = k.read_u32(lay.word(DOORBELL[ch]))? as u64;
+        occupancy(k, st, ch, written);
         moved = true;
     }
     Ok(moved)
