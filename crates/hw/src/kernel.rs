@@ -103,6 +103,8 @@ pub struct Kernel {
     pub(crate) flushed: Rc<[std::cell::Cell<Time>; NOC_TRIDS + 1]>,
     /// Writes issued per transaction id (the flushed-count register catches up with it).
     pub(crate) tagged: Rc<[std::cell::Cell<u32>; NOC_TRIDS]>,
+    /// Whether the run records a trace (kernel counters cost nothing otherwise).
+    pub(crate) traced: bool,
 }
 
 /// One of the things a service loop can wait for at once ([`Kernel::wait_for_any`]).
@@ -204,6 +206,9 @@ impl Kernel {
     /// Reports a value this kernel keeps (say, a router channel's occupied slots): a counter
     /// track in traces. Costs nothing when the run is not traced.
     pub fn counter(&self, name: &'static str, value: u64) {
+        if !self.traced {
+            return;
+        }
         let chip = self.chip;
         self.ctx.with(|hw, s| {
             if let Some(log) = hw.counter_log.as_mut() {
