@@ -395,3 +395,38 @@ fn reduce_scatter_workers_share_the_link_through_a_mux() {
     a.knobs.workers = Some(2);
     assert!(fabric_run(&t3000, false, vec![a]).unwrap_err().to_string().contains("workers applies"));
 }
+
+/// Every fabric op starts with tt-metal's entry barrier: with the ring's chips starting 10 µs
+/// apart, no rank's direction kernels get past it before the last chip has started, and every
+/// rank's both kernels pass it.
+#[test]
+fn ops_wait_at_an_entry_barrier_for_every_rank() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    for req in [
+        ag(ring.clone(), [1, 1, 32, 8 * 64], DType::Bf16),
+        OpRequest::new(
+            "rs",
+            ring.clone(),
+            Collective::ReduceScatter(RedOp::Sum),
+            TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap(),
+            3,
+        ),
+    ] {
+        let mut s = Session::new(&t3000, &Params::default());
+        s.set_stack(Stack::Fabric);
+        s.set_skew(ring.chips().to_vec(), 10_000);
+        s.submit(req).unwrap();
+        let run = s.run().unwrap();
+        let passed: Vec<Time> = run
+            .marks
+            .iter()
+            .filter(|m| m.label == meshsim_ccl::fabric::ENTRY_BARRIER)
+            .map(|m| m.at)
+            .collect();
+        let workers = run.ops[0].workers;
+        assert_eq!(passed.len(), 2 * 8 * workers);
+        let last_start = Time::from_ns(70_000);
+        assert!(passed.iter().all(|&t| t >= last_start), "{passed:?}");
+    }
+}

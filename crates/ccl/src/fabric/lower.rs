@@ -259,6 +259,7 @@ fn all_to_all(
                 at,
                 own: forward,
                 rank: k,
+                n_ranks: n,
                 n: t.n,
                 dim: t.dim,
                 slice: t.slice,
@@ -307,6 +308,8 @@ struct A2aCtx {
     /// Also copies the rank's own chunk.
     own: bool,
     rank: usize,
+    /// Ranks of the op.
+    n_ranks: usize,
     n: u64,
     dim: usize,
     slice: crate::tensor::TensorSpec,
@@ -329,6 +332,11 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let conn = c.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, 0)), c.base));
     if let Some(conn) = &conn {
         conn.open(&k).await?;
+    }
+    // The farthest destination first: its hops are the direction's reach.
+    let reach = c.dests.first().map_or(0, |&(_, hops)| hops);
+    entry_barrier(&k, conn.as_ref(), reach, c.n_ranks).await?;
+    if let Some(conn) = &conn {
         let packets = super::reduce::packets(c.slice.pages(), c.ppp);
         let at = c.at;
         for &(j, hops) in &c.dests {
@@ -450,6 +458,7 @@ fn reduce_scatter(
                     ports: cx.ports.clone(),
                     phase: pi,
                     worker: w,
+                    barrier: barrier_reach(n, k, forward, closed),
                     fabric: fabric.clone(),
                     side: Side { router, slices, received_before },
                     n: t.n,
@@ -639,6 +648,8 @@ struct Direction {
     packets: Vec<(u64, u64)>,
     /// Also copies the slice into this chip's own output.
     local_copy: bool,
+    /// How far its entry-barrier increment reaches.
+    barrier: u32,
 }
 
 /// Lowers all-gather phase `pi`; returns its pages per packet and the routers it injects into.
@@ -678,7 +689,8 @@ fn all_gather(
             let dirs = [true, false].map(|forward| {
                 let ranges: Vec<u32> = (0..mine.len()).map(|j| range(n, k, forward, closed, j)).collect();
                 let reach = ranges.iter().copied().max().unwrap_or(0);
-                let router = (reach > 0).then(|| {
+                let barrier = barrier_reach(n, k, forward, closed);
+                let router = (barrier > 0).then(|| {
                     let chip = req.comm.chips()[k];
                     let next = if forward {
                         req.comm.chips()[(k + 1) % n]
@@ -691,7 +703,7 @@ fn all_gather(
                     let j = if forward { (k + h) % n } else { (k + n - h) % n };
                     expected[j] += 1;
                 }
-                Direction { router, ranges, packets: mine.clone(), local_copy: forward }
+                Direction { router, ranges, packets: mine.clone(), local_copy: forward, barrier }
             });
             plans.push((k, plane, dirs));
         }
@@ -710,9 +722,12 @@ fn all_gather(
         });
     }
     let prefix = s.kernel_prefix(p.op);
+    // A core per plane, the same on every chip: the entry barrier's increments name it.
+    let cores: Vec<CoreRef> =
+        (0..planes).map(|_| take_core(s, next_core, req.comm.chips())).collect::<Result<_, _>>()?;
     for (k, plane, dirs) in plans {
         let chip = req.comm.chips()[k];
-        let core = take_core(s, next_core, &[chip])?;
+        let core = cores[plane];
         for (d, dir) in dirs.into_iter().enumerate() {
             let name = format!("{prefix}ag {} plane{plane}", if d == 0 { "forward" } else { "backward" });
             let ctx = Rc::new(SendCtx {
@@ -723,6 +738,7 @@ fn all_gather(
                 t_in: t.input,
                 t_out: t.output,
                 slice: (k as u64, t.slice, t.dim, t.n),
+                ranks: n,
                 base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * BATCH as u64 * max),
                 max,
                 sync: (sync_at, sync_sem),
@@ -760,6 +776,8 @@ struct SendCtx {
     t_out: Placement,
     /// (rank, slice spec, dim, ranks): where slice pages sit in the gathered output.
     slice: (u64, crate::tensor::TensorSpec, usize, u64),
+    /// Ranks of the op (the entry barrier waits for all others).
+    ranks: usize,
     /// Worker L1: connection words, then two packet buffers.
     base: u64,
     max: u64,
@@ -794,6 +812,7 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     if let Some(conn) = &conn {
         conn.open(&k).await?;
     }
+    entry_barrier(&k, conn.as_ref(), c.dir.barrier, c.ranks).await?;
     let (rank, slice, dim, n) = c.slice;
     let page = slice.page_bytes();
     let active = conn.is_some() || c.dir.local_copy;
@@ -843,17 +862,54 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
         }
     }
     if let Some(conn) = &conn {
-        let reach = c.dir.ranges.iter().copied().max().unwrap_or(1);
-        let (at, sem) = c.sync;
-        let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
-        conn.send(&k, Header { cmd: inc, payload: 0, route: Route::multicast(1, reach), src_ch: 0 }, 0)
-            .await?;
+        // The final increment goes where the data went (none if this plane carried nothing).
+        if let Some(reach) = c.dir.ranges.iter().copied().max().filter(|&r| r > 0) {
+            let (at, sem) = c.sync;
+            let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
+            conn.send(&k, Header { cmd: inc, payload: 0, route: Route::multicast(1, reach), src_ch: 0 }, 0)
+                .await?;
+        }
         conn.close(&k).await?;
     }
     k.noc_async_write_barrier().await?;
     c.gate.leave(&k, start);
     Ok(())
 }
+
+/// The entry-barrier semaphore on an op instance's core (the same core and address on every
+/// chip of the op).
+pub(super) const BARRIER_SEM: u64 = STAGING + 64;
+
+/// How far rank `k`'s entry-barrier increment reaches going `forward`: to the line's end, or
+/// on a ring n / 2 chips forward and the rest backward — every other rank once.
+pub(super) fn barrier_reach(n: usize, k: usize, forward: bool, closed: bool) -> u32 {
+    if !closed {
+        return if forward { (n - 1 - k) as u32 } else { k as u32 };
+    }
+    (if forward { n / 2 } else { n - 1 - n / 2 }) as u32
+}
+
+/// tt-metal's entry barrier (`shared/fabric.md` §7): a zero-payload multicast increment of the
+/// barrier semaphore of every rank this direction reaches, then a wait until all `ranks - 1`
+/// others have arrived. Both direction kernels of a rank send their half and wait.
+pub(super) async fn entry_barrier(
+    k: &Kernel,
+    conn: Option<&Connection>,
+    reach: u32,
+    ranks: usize,
+) -> Result<(), meshsim_hw::HwError> {
+    if let Some(conn) = conn.filter(|_| reach > 0) {
+        let me = k.my_core();
+        let cmd = NocCmd::AtomicInc { sem: k.get_noc_addr(me.x, me.y, BARRIER_SEM), inc: 1, flush: false };
+        conn.send(k, Header { cmd, payload: 0, route: Route::multicast(1, reach), src_ch: 0 }, 0).await?;
+    }
+    k.wait_until(BARRIER_SEM, Cond::Ge(ranks as u32 - 1)).await?;
+    k.mark(ENTRY_BARRIER);
+    Ok(())
+}
+
+/// The mark a fabric op's direction kernel leaves once its entry barrier has passed.
+pub const ENTRY_BARRIER: &str = "entry barrier passed";
 
 /// Issues NoC reads of `pages` of `place` into consecutive L1 pages at `at` (no barrier).
 pub(super) async fn issue_reads(

@@ -24,6 +24,7 @@
 //! so the table obeys the same flow control as the memory.
 
 pub(crate) mod lower;
+pub use lower::ENTRY_BARRIER;
 pub mod mux;
 pub(crate) mod reduce;
 pub mod router;

@@ -90,6 +90,8 @@ pub(crate) struct RsCtx {
     pub phase: usize,
     /// Which of the link's workers it is (its mux client, when there are several).
     pub worker: usize,
+    /// How far its entry-barrier increment reaches.
+    pub barrier: u32,
     pub side: Side,
     pub n: u64,
     pub dim: usize,
@@ -147,6 +149,7 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     if let Some(conn) = &conn {
         conn.open(&k).await?;
     }
+    super::lower::entry_barrier(&k, conn.as_ref(), c.barrier, c.n as usize).await?;
     let page = c.slice.page_bytes();
     let reduce = k.cycles(k.params().tile_reduce_cycles);
     let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
