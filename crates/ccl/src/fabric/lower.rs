@@ -73,7 +73,8 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         ppp[pi] = got;
         injects.push(routers);
     }
-    let muxes = install_muxes(s, &mut m, &fabric, &ports, &phases, &injects, &mut programs, &mut next_core)?;
+    let muxes =
+        install_muxes(s, &mut m, &fabric, &ports, &phases, &injects, &done, &mut programs, &mut next_core)?;
     // The host closes the fabric once every op has ended and every mux has let go.
     let close: Vec<SignalId> = done.iter().chain(&muxes).copied().collect();
     fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), close.into())?;
@@ -99,8 +100,9 @@ type Inject = (usize, usize);
 
 /// Puts a Tensix mux in front of every router that kernels which may run at once inject into
 /// (a sender channel takes one worker) — a reduce-scatter's workers on one link, or ops that
-/// overlap: each such kernel becomes a client of the mux. Phases ordered by `after` (and an
-/// op's own phases) take turns on the channel directly.
+/// overlap: each group of such kernels becomes the clients of a mux. Kernels ordered by
+/// `after` (and an op's own phases) take the channel in turn, directly or through their own
+/// group's mux, each once the one before has let go of it (its phase ended, or its mux).
 #[allow(clippy::too_many_arguments)]
 fn install_muxes(
     s: &Session,
@@ -109,6 +111,7 @@ fn install_muxes(
     ports: &Ports,
     phases: &[Phase],
     injects: &[Vec<Inject>],
+    done: &[SignalId],
     programs: &mut [Program],
     next_core: &mut [usize],
 ) -> Result<Vec<SignalId>, CclError> {
@@ -125,34 +128,59 @@ fn install_muxes(
         }
     }
     for (r, list) in clients {
-        let shared = list.iter().enumerate().any(|(i, &x)| list[..i].iter().any(|&y| overlap(x, y)));
-        if !shared {
-            continue;
+        // Clients that may run at once form a group (connected by overlap); groups take the
+        // channel in turn, each once the one before has let go of it.
+        let mut group: Vec<usize> = (0..list.len()).collect();
+        for a in 0..list.len() {
+            for b in 0..a {
+                if overlap(list[a], list[b]) {
+                    let (ga, gb) = (group[a], group[b]);
+                    group.iter_mut().filter(|g| **g == ga).for_each(|g| *g = gb);
+                }
+            }
         }
-        let chip = fabric.routers[r].at.chip;
-        let core = take_core(s, next_core, &[chip])?;
-        let mux = Rc::new(Mux::new(fabric, r, noc_of(core), STAGING, list.len()));
-        if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
-            return Err(CclError::Invalid(format!(
-                "{} ops inject into the fabric router on chip {} eth{} at once: their mux needs {} B of L1",
-                list.len(),
-                s.cluster.chip(chip).id,
-                fabric.routers[r].at.chan,
-                mux.l1_bytes()
-            )));
+        let mut groups: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+        for (i, &x) in list.iter().enumerate() {
+            groups.entry(group[i]).or_default().push(x);
         }
-        for (c, &(p, sub)) in list.iter().enumerate() {
-            ports.set((p, r, sub), Target::Mux(mux.clone(), c));
+        let mut groups: Vec<Vec<(usize, usize)>> = groups.into_values().collect();
+        groups.sort_by_key(|g| g.iter().map(|x| x.0).min());
+        let mut before: Vec<SignalId> = Vec::new();
+        for members in groups {
+            if let [(p, sub)] = members[..] {
+                ports.set((p, r, sub), Target::Router(r), before.clone());
+                before = vec![done[p]];
+                continue;
+            }
+            let chip = fabric.routers[r].at.chip;
+            let core = take_core(s, next_core, &[chip])?;
+            let mux = Rc::new(Mux::new(fabric, r, noc_of(core), STAGING, members.len()));
+            if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
+                return Err(CclError::Invalid(format!(
+                    "{} ops inject into the fabric router on chip {} eth{} at once: their mux needs {} B of L1",
+                    members.len(),
+                    s.cluster.chip(chip).id,
+                    fabric.routers[r].at.chan,
+                    mux.l1_bytes()
+                )));
+            }
+            for (c, &(p, sub)) in members.iter().enumerate() {
+                ports.set((p, r, sub), Target::Mux(mux.clone(), c), Vec::new());
+            }
+            let name = format!("fabric mux eth{}", fabric.routers[r].at.chan);
+            let (f, end) =
+                (fabric.clone(), m.new_event(&format!("chip {} {name} done", s.cluster.chip(chip).id)));
+            ends.push(end);
+            let wait = std::mem::replace(&mut before, vec![end]);
+            programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
+                for e in wait {
+                    k.wait_event(e).await;
+                }
+                super::mux::run(&k, f, mux).await?;
+                k.raise_event(end);
+                Ok(())
+            });
         }
-        let name = format!("fabric mux eth{}", fabric.routers[r].at.chan);
-        let (f, end) =
-            (fabric.clone(), m.new_event(&format!("chip {} {name} done", s.cluster.chip(chip).id)));
-        ends.push(end);
-        programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
-            super::mux::run(&k, f, mux).await?;
-            k.raise_event(end);
-            Ok(())
-        });
     }
     Ok(ends)
 }
@@ -329,10 +357,10 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let page = c.slice.page_bytes();
     let whole = |chunk: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, chunk as u64, q);
     let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
-    let conn = c.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, 0)), c.base));
-    if let Some(conn) = &conn {
-        conn.open(&k).await?;
-    }
+    let conn = match c.router {
+        Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
+        None => None,
+    };
     // The farthest destination first: its hops are the direction's reach.
     let reach = c.dests.first().map_or(0, |&(_, hops)| hops);
     entry_barrier(&k, conn.as_ref(), reach, c.n_ranks).await?;
@@ -668,6 +696,12 @@ fn all_gather(
     let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
     let planes = req.knobs.links();
     let (line, closed) = line_for(fabric, req);
+    // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20 for
+    // pages of 4 KiB or more); meshsim runs it on one plane.
+    let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
+    if closed && planes == 1 && t.slice.pages() >= relay_from {
+        return all_gather_relay(cx, programs, next_core, pi, p, ppp, line);
+    }
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
     let sync_core = take_core(s, next_core, req.comm.chips())?;
@@ -750,6 +784,85 @@ fn all_gather(
     Ok((ppp, routers))
 }
 
+/// Pages per device from which a Wormhole ring all-gather takes the unicast factory: (pages
+/// under 4 KiB, pages of 4 KiB or more) — `shared/fabric.md` §7.
+pub const RELAY_PAGES: (u64, u64) = (64, 20);
+
+/// Lowers a ring all-gather by the unicast (relay) factory ([`super::relay`]): per rank one
+/// core, the same on every chip, with a relay kernel per direction and a sync kernel that
+/// waits for every stripe from both neighbours.
+fn all_gather_relay(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    ppp: u64,
+    line: usize,
+) -> Result<(u64, Vec<usize>), CclError> {
+    use super::relay::{self, RelayCtx};
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let n = req.comm.size();
+    let max = fabric.config.max_payload_bytes;
+    let packets = super::reduce::packets(t.slice.pages(), ppp);
+    let total = packets.len();
+    let core = take_core(s, next_core, req.comm.chips())?;
+    let at = noc_of(core);
+    let sems = [STAGING, STAGING + 16];
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
+    let prefix = s.kernel_prefix(p.op);
+    let mut routers = Vec::new();
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        for (d, forward) in [true, false].into_iter().enumerate() {
+            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+            let router = fabric
+                .router_facing(line, 0, chip, req.comm.chips()[next])
+                .expect("a router toward each neighbour");
+            routers.push(router);
+            let ctx = Rc::new(RelayCtx {
+                ports: cx.ports.clone(),
+                phase: pi,
+                fabric: fabric.clone(),
+                router,
+                forward,
+                rank: k,
+                n,
+                slice: t.slice,
+                dim: t.dim,
+                input: t.input,
+                output: t.output,
+                packets: packets.clone(),
+                sem: (at, sems[d]),
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
+                max,
+                barrier: barrier_reach(n, k, forward, true),
+                gate: gate.clone(),
+            });
+            let name = format!("{prefix}ag relay {}", if forward { "forward" } else { "backward" });
+            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
+        }
+        let g = gate.clone();
+        let want = [relay::received(n, true, total), relay::received(n, false, total)];
+        programs[chip.0 as usize].create_kernel(
+            core,
+            &format!("{prefix}ag sync"),
+            0,
+            vec![],
+            move |kn| async move {
+                let start = g.enter(&kn).await;
+                for (sem, want) in sems.into_iter().zip(want) {
+                    kn.wait_until(sem, Cond::Ge(want as u32)).await?;
+                }
+                g.leave(&kn, start);
+                Ok(())
+            },
+        );
+    }
+    Ok((ppp, routers))
+}
+
 /// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,
 /// or half-way round a ring (an even ring alternates the two halves packet by packet).
 fn range(n: usize, k: usize, forward: bool, closed: bool, j: usize) -> u32 {
@@ -794,7 +907,7 @@ fn buffer(c: &SendCtx, b: usize, i: usize) -> u64 {
 }
 
 /// NoC address of page `q` of `place` (the same on every chip).
-pub(super) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
+pub(crate) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
     let (bank, addr) = place.page(q);
     let at = match place.memory {
         Memory::Dram => k.dram_endpoint(bank as usize),
@@ -807,11 +920,10 @@ pub(super) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
 /// then the final increment and close.
 async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn =
-        c.dir.router.map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, 0)), c.base));
-    if let Some(conn) = &conn {
-        conn.open(&k).await?;
-    }
+    let conn = match c.dir.router {
+        Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
+        None => None,
+    };
     entry_barrier(&k, conn.as_ref(), c.dir.barrier, c.ranks).await?;
     let (rank, slice, dim, n) = c.slice;
     let page = slice.page_bytes();
@@ -892,7 +1004,7 @@ pub(super) fn barrier_reach(n: usize, k: usize, forward: bool, closed: bool) -> 
 /// tt-metal's entry barrier (`shared/fabric.md` §7): a zero-payload multicast increment of the
 /// barrier semaphore of every rank this direction reaches, then a wait until all `ranks - 1`
 /// others have arrived. Both direction kernels of a rank send their half and wait.
-pub(super) async fn entry_barrier(
+pub(crate) async fn entry_barrier(
     k: &Kernel,
     conn: Option<&Connection>,
     reach: u32,
@@ -912,7 +1024,7 @@ pub(super) async fn entry_barrier(
 pub const ENTRY_BARRIER: &str = "entry barrier passed";
 
 /// Issues NoC reads of `pages` of `place` into consecutive L1 pages at `at` (no barrier).
-pub(super) async fn issue_reads(
+pub(crate) async fn issue_reads(
     k: &Kernel,
     place: &Placement,
     pages: impl IntoIterator<Item = u64>,

@@ -27,6 +27,7 @@ pub(crate) mod lower;
 pub use lower::ENTRY_BARRIER;
 pub mod mux;
 pub(crate) mod reduce;
+pub(crate) mod relay;
 pub mod router;
 pub mod worker;
 

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use meshsim_engine::{Cond, TaskResult};
+use meshsim_engine::{Cond, SignalId, TaskResult};
 use meshsim_hw::Kernel;
 use meshsim_topology::soc::CoreCoord;
 
@@ -85,19 +85,42 @@ impl Mux {
 }
 
 /// Where each kernel of a lowering injects, by (phase, router, worker of the phase on that
-/// router): the router itself unless a mux was put in front of it.
+/// router): the router itself unless a mux was put in front of it, and the events it must see
+/// first (the end of a mux or phase that held the router's channel before it).
 #[derive(Default)]
-pub(crate) struct Ports(RefCell<BTreeMap<(usize, usize, usize), Target>>);
+pub(crate) struct Ports(RefCell<BTreeMap<PortKey, (Target, Vec<SignalId>)>>);
+
+/// A kernel's place among a router's clients: (phase, router, worker of the phase on it).
+pub(crate) type PortKey = (usize, usize, usize);
 
 impl Ports {
     /// The target of a (phase, router, worker) kernel.
-    pub(crate) fn target(&self, key: (usize, usize, usize)) -> Target {
-        self.0.borrow().get(&key).cloned().unwrap_or(Target::Router(key.1))
+    pub(crate) fn target(&self, key: PortKey) -> Target {
+        self.0.borrow().get(&key).map_or(Target::Router(key.1), |(t, _)| t.clone())
     }
 
-    /// Sends a (phase, router, worker) kernel's packets through `target`.
-    pub(crate) fn set(&self, key: (usize, usize, usize), target: Target) {
-        self.0.borrow_mut().insert(key, target);
+    /// Sends a (phase, router, worker) kernel's packets through `target`, once `after` have
+    /// been raised.
+    pub(crate) fn set(&self, key: PortKey, target: Target, after: Vec<SignalId>) {
+        self.0.borrow_mut().insert(key, (target, after));
+    }
+
+    /// Waits for what must hold the channel before a (phase, router, worker) kernel, then opens
+    /// its connection, using `CONNECTION_L1_BYTES` of its L1 at `base`.
+    pub(crate) async fn open(
+        &self,
+        k: &Kernel,
+        fabric: Rc<Fabric>,
+        key: PortKey,
+        base: u64,
+    ) -> Result<Connection, meshsim_hw::HwError> {
+        let after = self.0.borrow().get(&key).map(|(_, a)| a.clone()).unwrap_or_default();
+        for e in after {
+            k.wait_event(e).await;
+        }
+        let conn = Connection::to(fabric, self.target(key), base);
+        conn.open(k).await?;
+        Ok(conn)
     }
 }
 

@@ -22,7 +22,7 @@ use meshsim_hw::Kernel;
 use meshsim_topology::soc::CoreCoord;
 
 use super::lower::{issue_reads, page_addr};
-use super::worker::{CONNECTION_L1_BYTES, Connection};
+use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::RedOp;
 use crate::session::Gate;
@@ -142,13 +142,10 @@ pub(crate) const WINDOW: usize = 8;
 /// A reduce-scatter direction kernel: its packets in waves of reads, reductions and sends.
 pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = c
-        .side
-        .router
-        .map(|r| Connection::to(c.fabric.clone(), c.ports.target((c.phase, r, c.worker)), c.base));
-    if let Some(conn) = &conn {
-        conn.open(&k).await?;
-    }
+    let conn = match c.side.router {
+        Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, c.worker), c.base).await?),
+        None => None,
+    };
     super::lower::entry_barrier(&k, conn.as_ref(), c.barrier, c.n as usize).await?;
     let page = c.slice.page_bytes();
     let reduce = k.cycles(k.params().tile_reduce_cycles);
