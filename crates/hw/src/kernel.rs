@@ -203,6 +203,11 @@ impl Kernel {
         });
     }
 
+    /// Whether the run records a trace (so a kernel can skip work only a trace would show).
+    pub fn is_traced(&self) -> bool {
+        self.traced
+    }
+
     /// Reports a value this kernel keeps (say, a router channel's occupied slots): a counter
     /// track in traces. Costs nothing when the run is not traced.
     pub fn counter(&self, name: &'static str, value: u64) {

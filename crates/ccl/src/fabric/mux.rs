@@ -136,10 +136,8 @@ pub async fn run(k: &Kernel, fabric: Rc<Fabric>, m: Rc<Mux>) -> TaskResult {
     let mut seen = vec![0u32; n];
     let mut worker: Vec<Option<(u64, u64)>> = vec![None; n];
     let mut done = vec![false; n];
-    let mut waits = Vec::with_capacity(2 * n);
     while done.iter().any(|d| !d) {
         let mut moved = false;
-        waits.clear();
         for c in 0..n {
             if done[c] {
                 continue;
@@ -191,11 +189,21 @@ pub async fn run(k: &Kernel, fabric: Rc<Fabric>, m: Rc<Mux>) -> TaskResult {
                 }
                 moved = true;
             }
-            waits.push((m.word(c, CONN), Cond::Ne(seen[c])));
-            waits.push((m.word(c, DOORBELL[0]), Cond::Ne(served[c] as u32)));
         }
-        if !moved && !waits.is_empty() {
-            k.wait_any(waits.clone()).await?;
+        if !moved {
+            // Idle: wait for any open client's connection word or doorbell to change.
+            let waits: Vec<(u64, Cond)> = (0..n)
+                .filter(|&c| !done[c])
+                .flat_map(|c| {
+                    [
+                        (m.word(c, CONN), Cond::Ne(seen[c])),
+                        (m.word(c, DOORBELL[0]), Cond::Ne(served[c] as u32)),
+                    ]
+                })
+                .collect();
+            if !waits.is_empty() {
+                k.wait_any(waits).await?;
+            }
         }
     }
     conn.close(&k).await?;

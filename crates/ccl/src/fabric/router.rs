@@ -413,8 +413,11 @@ async fn complete_step(
 fn occupancy(k: &Kernel, st: &mut State, ch: usize, written: u64) {
     let held = written.saturating_sub(st.credited[ch]);
     st.stats.peak_slots[ch] = st.stats.peak_slots[ch].max(held);
-    k.counter(if ch == 0 { "ch0 slots" } else { "ch1 slots" }, held);
+    k.counter(CHANNEL_SLOTS[ch], held);
 }
+
+/// Trace counter names of the sender channels' occupied slots.
+const CHANNEL_SLOTS: [&str; SENDER_CHANNELS] = ["ch0 slots", "ch1 slots"];
 
 /// Returns freed slots to each sender channel's producer.
 async fn credit_step(
@@ -452,8 +455,12 @@ async fn credit_step(
         if ch == 0 {
             k.write_u32(lay.word(CREDITED), done as u32)?;
         }
-        let written = k.read_u32(lay.word(DOORBELL[ch]))? as u64;
-        occupancy(k, st, ch, written);
+        // Returned slots only lower the occupancy (its peak is taken at sends): read the
+        // doorbell for the trace's counter alone.
+        if k.is_traced() {
+            let held = (k.read_u32(lay.word(DOORBELL[ch]))? as u64).saturating_sub(done);
+            k.counter(CHANNEL_SLOTS[ch], held);
+        }
         moved = true;
     }
     Ok(moved)
