@@ -126,6 +126,8 @@ fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
         FabricTestArg::FullRingMulticast => fabric::FabricTest::FullRingMulticast,
         FabricTestArg::FullRingUnicast => fabric::FabricTest::FullRingUnicast,
         FabricTestArg::HalfRingMulticast => fabric::FabricTest::HalfRingMulticast,
+        FabricTestArg::MeshMulticast => fabric::FabricTest::MeshMulticast,
+        FabricTestArg::SingleSenderMeshUnicast => fabric::FabricTest::SingleSenderMeshUnicast,
     };
     let noc_send = match a.noc_send {
         NocSendArg::Write => fabric::NocSend::Write,
@@ -150,12 +152,7 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
     let topology = match a.topology {
         LatencyTopologyArg::Line => fabric::LatencyTopology::Line,
         LatencyTopologyArg::Ring => fabric::LatencyTopology::Ring,
-        LatencyTopologyArg::Mesh => {
-            return Err(BadInput(
-                "--topology mesh needs the 2D fabric, which meshsim does not model yet".into(),
-            )
-            .into());
-        }
+        LatencyTopologyArg::Mesh => fabric::LatencyTopology::Mesh,
     };
     let noc_send = match a.noc_send {
         NocSendArg::Write => fabric::NocSend::Write,

@@ -286,7 +286,7 @@ enum LatencyTopologyArg {
     Line,
     /// The 1D ring fabric.
     Ring,
-    /// The 2D mesh fabric (not modelled yet).
+    /// The 2D mesh fabric.
     Mesh,
 }
 
@@ -342,6 +342,10 @@ enum FabricTestArg {
     FullRingUnicast,
     /// Ring fabric: every chip multicasts half the ring each way.
     HalfRingMulticast,
+    /// 2D fabric: every chip multicasts along its row both ways, and down N/S trunks whose chips branch along their rows.
+    MeshMulticast,
+    /// 2D fabric: chip 0 alone unicasts to every other chip (N/S first, then E/W).
+    SingleSenderMeshUnicast,
 }
 
 /// `bench fabric --noc-send`.

@@ -17,7 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use meshsim_ccl::fabric::worker::Connection;
-use meshsim_ccl::fabric::{Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
+use meshsim_ccl::fabric::{Dir, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route, Turn};
 use meshsim_engine::{Cond, Time};
 use meshsim_hw::{CoreRef, Program};
 use meshsim_topology::ChipIdx;
@@ -45,11 +45,16 @@ pub enum FabricTest {
     FullRingUnicast,
     /// Ring fabric: every chip multicasts half the ring one way and the rest the other.
     HalfRingMulticast,
+    /// 2D fabric: every chip multicasts east and west along its row, and north and south
+    /// trunks whose every chip branches east and west spines along its row.
+    MeshMulticast,
+    /// 2D fabric: chip 0 alone unicasts to every other chip (N/S first, then E/W).
+    SingleSenderMeshUnicast,
 }
 
 impl FabricTest {
     /// Every test, as named on the command line.
-    pub const ALL: [(&'static str, FabricTest); 8] = [
+    pub const ALL: [(&'static str, FabricTest); 10] = [
         ("neighbor-exchange", FabricTest::NeighborExchange),
         ("neighbor-exchange-linear", FabricTest::NeighborExchangeLinear),
         ("linear-multicast", FabricTest::LinearMulticast),
@@ -58,6 +63,8 @@ impl FabricTest {
         ("full-ring-multicast", FabricTest::FullRingMulticast),
         ("full-ring-unicast", FabricTest::FullRingUnicast),
         ("half-ring-multicast", FabricTest::HalfRingMulticast),
+        ("mesh-multicast", FabricTest::MeshMulticast),
+        ("single-sender-mesh-unicast", FabricTest::SingleSenderMeshUnicast),
     ];
 
     /// The golden file's test name.
@@ -71,6 +78,8 @@ impl FabricTest {
             FabricTest::FullRingMulticast => "FullRingMulticast",
             FabricTest::FullRingUnicast => "FullRingUnicast",
             FabricTest::HalfRingMulticast => "HalfRingMulticast",
+            FabricTest::MeshMulticast => "MeshMulticast",
+            FabricTest::SingleSenderMeshUnicast => "SingleSenderMeshUnicastAllDevices",
         }
     }
 
@@ -89,6 +98,7 @@ impl FabricTest {
             FabricTest::FullRingMulticast | FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => {
                 FabricKind::Ring
             }
+            FabricTest::MeshMulticast | FabricTest::SingleSenderMeshUnicast => FabricKind::Mesh,
             _ => FabricKind::Linear,
         }
     }
@@ -159,16 +169,19 @@ pub struct FabricRow {
     pub packets_per_s: f64,
 }
 
-/// A flow: packets from one chip along one direction of a line.
+/// A flow: packets from one chip along one direction of a line, or along a 2D route.
 #[derive(Clone, Debug)]
 struct Flow {
     src: ChipIdx,
+    /// The line of its first hop.
     line: usize,
     /// The first chip on the way (picks the router).
     toward: ChipIdx,
     route: Route,
     /// Chips that receive it.
     dests: Vec<ChipIdx>,
+    /// Every (chip, next chip) link it crosses, once each.
+    edges: Vec<(ChipIdx, ChipIdx)>,
 }
 
 /// Where a flow's packets land on each destination chip.
@@ -226,9 +239,43 @@ fn flows(test: FabricTest, grid: &meshsim_topology::Grid, lines: &[Line]) -> Vec
         } else {
             vec![step((start + range - 1) as usize)]
         };
-        out.push(Flow { src: l.chips[i], line, toward: step(1), route, dests });
+        let edges = (0..route.hops() as usize).map(|k| (step(k), step(k + 1))).collect();
+        out.push(Flow { src: l.chips[i], line, toward: step(1), route, dests, edges });
     };
     match test {
+        FabricTest::MeshMulticast | FabricTest::SingleSenderMeshUnicast => {
+            let (rows, cols) = (grid.rows as i32, grid.cols as i32);
+            for r in 0..rows {
+                for c in 0..cols {
+                    let mut routes: Vec<(Dir, Route)> = Vec::new();
+                    if test == FabricTest::MeshMulticast {
+                        let (east, west) = ((cols - 1 - c) as u8, c as u8);
+                        if east > 0 {
+                            routes.push((Dir::E, Route::mesh_multicast(Dir::E, east, 0, 0)));
+                        }
+                        if west > 0 {
+                            routes.push((Dir::W, Route::mesh_multicast(Dir::W, west, 0, 0)));
+                        }
+                        if r < rows - 1 {
+                            routes.push((
+                                Dir::S,
+                                Route::mesh_multicast(Dir::S, (rows - 1 - r) as u8, east, west),
+                            ));
+                        }
+                        if r > 0 {
+                            routes.push((Dir::N, Route::mesh_multicast(Dir::N, r as u8, east, west)));
+                        }
+                    } else if (r, c) == (0, 0) {
+                        for (y, x) in (0..rows).flat_map(|y| (0..cols).map(move |x| (y, x))).skip(1) {
+                            routes.push(Route::mesh_unicast(y, x));
+                        }
+                    }
+                    for (dir, route) in routes {
+                        out.push(mesh_flow(grid, lines, (r, c), dir, route));
+                    }
+                }
+            }
+        }
         FabricTest::FullRingMulticast | FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => {
             let n = lines[0].chips.len();
             for i in 0..n {
@@ -309,19 +356,53 @@ fn flows(test: FabricTest, grid: &meshsim_topology::Grid, lines: &[Line]) -> Vec
     out
 }
 
+/// The flow of a 2D `route` from the chip at (`r`, `c`), first hop toward `dir`: the chips it
+/// writes and the links it crosses, followed hop by hop as the routers will.
+fn mesh_flow(
+    grid: &meshsim_topology::Grid,
+    lines: &[Line],
+    (r, c): (i32, i32),
+    dir: Dir,
+    route: Route,
+) -> Flow {
+    let chip = |(y, x): (i32, i32)| grid.chip(y as usize, x as usize);
+    let next = |(y, x): (i32, i32), d: Dir| match d {
+        Dir::E => (y, x + 1),
+        Dir::W => (y, x - 1),
+        Dir::N => (y - 1, x),
+        Dir::S => (y + 1, x),
+    };
+    let first = next((r, c), dir);
+    let mut dests = Vec::new();
+    let mut edges = vec![(chip((r, c)), chip(first))];
+    let mut todo = vec![(route, first)];
+    while let Some((route, at)) = todo.pop() {
+        let s = route.step();
+        if s.write {
+            dests.push(chip(at));
+        }
+        for &(turn, onward) in s.forwards() {
+            let Turn::Toward(d) = turn else { unreachable!("2D routes turn by direction") };
+            let to = next(at, d);
+            edges.push((chip(at), chip(to)));
+            todo.push((onward, to));
+        }
+    }
+    let (src, toward) = (chip((r, c)), chip(first));
+    let line = lines
+        .iter()
+        .position(|l| l.chips.windows(2).any(|w| w == [src, toward] || w == [toward, src]))
+        .expect("neighbours share a row or a column");
+    Flow { src, line, toward, route, dests, edges }
+}
+
 /// T: the most flows crossing one (chip, direction) boundary at which that chip also sends.
-fn flows_per_link(flows: &[Flow], lines: &[Line]) -> u64 {
+fn flows_per_link(flows: &[Flow]) -> u64 {
     use std::collections::BTreeMap;
     let mut crossing: BTreeMap<(ChipIdx, ChipIdx), u64> = BTreeMap::new();
     for f in flows {
-        let l = &lines[f.line];
-        let n = l.chips.len();
-        let i = l.chips.iter().position(|&c| c == f.src).expect("flow on its line");
-        let forward = l.chips[(i + 1) % n] == f.toward;
-        for k in 0..f.route.hops() as usize {
-            let at = if forward { l.chips[(i + k) % n] } else { l.chips[(i + n * 2 - k) % n] };
-            let next = if forward { l.chips[(i + k + 1) % n] } else { l.chips[(i + n * 2 - k - 1) % n] };
-            *crossing.entry((at, next)).or_default() += 1;
+        for &e in &f.edges {
+            *crossing.entry(e).or_default() += 1;
         }
     }
     let sends: std::collections::BTreeSet<(ChipIdx, ChipIdx)> =
@@ -349,7 +430,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     let kind = spec.test.kind();
     let (lines, grid) = lines(setup, kind)?;
     let flows = flows(spec.test, &grid, &lines);
-    let t = flows_per_link(&flows, &lines);
+    let t = flows_per_link(&flows);
     let mut m = setup.machine();
     let soc = meshsim_topology::soc::wormhole_b0();
     let config = FabricConfig { kind, max_payload_bytes: max, planes: spec.num_links };
@@ -495,7 +576,7 @@ mod tests {
     use meshsim_hw::Params;
     use meshsim_topology::builtin;
 
-    /// T from the flows matches the table in `shared/fabric.md` for every 1D test on a T3000.
+    /// T from the flows matches the table in `shared/fabric.md` for every test on a T3000.
     #[test]
     fn flows_per_link_follow_the_profiler_rule() {
         let setup = Setup::new(builtin::cluster("t3000").unwrap(), Params::default());
@@ -507,10 +588,32 @@ mod tests {
             (FabricTest::FullRingMulticast, 7),
             (FabricTest::FullRingUnicast, 7),
             (FabricTest::HalfRingMulticast, 4),
+            (FabricTest::MeshMulticast, 6),
+            (FabricTest::SingleSenderMeshUnicast, 4),
         ] {
             let (lines, grid) = lines(&setup, test.kind()).unwrap();
-            assert_eq!(flows_per_link(&flows(test, &grid, &lines), &lines), want, "{test:?}");
+            assert_eq!(flows_per_link(&flows(test, &grid, &lines)), want, "{test:?}");
         }
+    }
+
+    /// Every chip of a mesh multicast's row and the rows its trunks reach is written once per
+    /// flow that covers it: on a T3000 each chip receives from all seven others... through
+    /// exactly one flow each.
+    #[test]
+    fn mesh_multicast_reaches_every_other_chip_once_per_sender() {
+        let setup = Setup::new(builtin::cluster("t3000").unwrap(), Params::default());
+        let (lines, grid) = lines(&setup, FabricKind::Mesh).unwrap();
+        let flows = flows(FabricTest::MeshMulticast, &grid, &lines);
+        for &src in &grid.at {
+            let mut got: Vec<ChipIdx> =
+                flows.iter().filter(|f| f.src == src).flat_map(|f| f.dests.clone()).collect();
+            got.sort();
+            let mut want: Vec<ChipIdx> = grid.at.iter().copied().filter(|&c| c != src).collect();
+            want.sort();
+            assert_eq!(got, want, "chip {src:?}");
+        }
+        let single = flows_per_link(&self::flows(FabricTest::SingleSenderMeshUnicast, &grid, &lines));
+        assert_eq!(single, 4);
     }
 }
 
@@ -521,6 +624,8 @@ pub enum LatencyTopology {
     Line,
     /// The 1D ring fabric on the mesh's perimeter.
     Ring,
+    /// The 2D mesh fabric.
+    Mesh,
 }
 
 /// One fabric latency point.
@@ -578,6 +683,7 @@ pub fn fabric_latency(
     let kind = match spec.topology {
         LatencyTopology::Line => FabricKind::Linear,
         LatencyTopology::Ring => FabricKind::Ring,
+        LatencyTopology::Mesh => FabricKind::Mesh,
     };
     let (lines, grid) = lines(setup, kind)?;
     let (a, b) = (grid.chip(0, 0), grid.chip(0, 1));
@@ -622,8 +728,14 @@ pub fn fabric_latency(
             }
         }
     };
+    let mesh = kind == FabricKind::Mesh;
     for (me, other, times) in [(a, b, raw.clone()), (b, a, resp.clone())] {
         let r = fabric.router_facing(line, 0, me, other).expect("a router between chips 0 and 1");
+        let route = match (mesh, me == a) {
+            (false, _) => Route::unicast(1),
+            (true, true) => Route::mesh_unicast(0, 1).1,
+            (true, false) => Route::mesh_unicast(0, -1).1,
+        };
         let conn = Connection::new(fabric.clone(), r, CONN_BASE);
         let pinger = me == a;
         programs[me.0 as usize].create_kernel(
@@ -636,7 +748,7 @@ pub fn fabric_latency(
                 for i in 0..samples {
                     if pinger {
                         k.write_u32(stamp, i as u32 + 1)?;
-                        conn.send(&k, header(Route::unicast(1)), PING_SRC).await?;
+                        conn.send(&k, header(route), PING_SRC).await?;
                         let t0 = k.now();
                         k.noc_async_writes_flushed().await;
                         arrived(&k, i).await?;
@@ -645,7 +757,7 @@ pub fn fabric_latency(
                         arrived(&k, i).await?;
                         let t0 = k.now();
                         k.write_u32(stamp, i as u32 + 1)?;
-                        conn.send(&k, header(Route::unicast(1)), PING_SRC).await?;
+                        conn.send(&k, header(route), PING_SRC).await?;
                         times.borrow_mut().push(k.now() - t0);
                     }
                 }
@@ -666,6 +778,7 @@ pub fn fabric_latency(
     let name = match spec.topology {
         LatencyTopology::Line => "LatencyLinearUnicast",
         LatencyTopology::Ring => "LatencyRingUnicast",
+        LatencyTopology::Mesh => "LatencyMeshUnicast",
     };
     let row = FabricLatencyRow {
         test: name.to_owned(),

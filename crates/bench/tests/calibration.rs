@@ -201,3 +201,49 @@ fn the_fabric_points_that_hold_keep_holding() {
         .collect();
     assert!(misses.is_empty(), "{misses:#?}");
 }
+
+/// The ring and 2D mesh tests have no published figures: they run, every link stays under its
+/// wire rate for the packet (header and Ethernet framing included), and a one-hop ping on the
+/// mesh takes at least the two link crossings.
+#[test]
+fn ring_and_mesh_fabric_tests_run_under_the_wire() {
+    use meshsim_bench::fabric::{
+        FabricLatencySpec, FabricSpec, FabricTest, LatencyTopology, NocSend, fabric, fabric_latency,
+    };
+    let t3000 = setup("t3000");
+    let p = &t3000.params;
+    for test in [
+        FabricTest::FullRingMulticast,
+        FabricTest::FullRingUnicast,
+        FabricTest::HalfRingMulticast,
+        FabricTest::MeshMulticast,
+        FabricTest::SingleSenderMeshUnicast,
+    ] {
+        for size in [2048u64, 4096] {
+            let spec = FabricSpec {
+                test,
+                noc_send: NocSend::Write,
+                packet_bytes: size,
+                max_packet_bytes: None,
+                num_links: 1,
+                packets: Some(200),
+            };
+            let row = fabric(&t3000, spec).unwrap().row;
+            // Payload share of the line rate: 96 B is the larger (2D) header.
+            let frames = (size + 96).div_ceil(p.eth_mtu_bytes);
+            let wire = p.eth_link_gbps as f64 / 8.0 * size as f64
+                / (size + 96 + frames * p.eth_packet_overhead_bytes) as f64;
+            assert!(row.gbps > 0.5 && row.gbps < wire, "{test:?} {size} B: {} GB/s (wire {wire:.2})", row.gbps);
+        }
+    }
+    let galaxy = setup("galaxy");
+    let spec = FabricLatencySpec {
+        topology: LatencyTopology::Mesh,
+        noc_send: NocSend::Write,
+        payload_bytes: 16,
+        samples: 16,
+    };
+    let row = fabric_latency(&galaxy, spec).unwrap().row;
+    assert_eq!(row.test, "LatencyMeshUnicast");
+    assert!(row.net_min_ns > 2.0 * galaxy.params.eth_link_latency_ns as f64, "{row:?}");
+}

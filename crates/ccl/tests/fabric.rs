@@ -474,3 +474,134 @@ fn large_ring_all_gathers_relay_hop_by_hop() {
     let small = traced(&t3000, ag(ring, [1, 1, 32, 32 * 8 * 8], DType::Bf16));
     assert!(!kernels(&small).iter().any(|k| k.contains("ag relay")));
 }
+
+/// On the 2D mesh fabric a packet goes north/south first and then turns east or west at the
+/// row it reaches; a multicast trunk writes every chip it passes and branches spines along
+/// their rows. Every byte lands where it was sent, and the turning router forwards them.
+#[test]
+fn mesh_fabric_turns_unicasts_and_branches_multicast_spines() {
+    use meshsim_ccl::fabric::Dir;
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let grid = t3000.grid().unwrap().clone();
+    let p = Params::default();
+    let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
+    let lines: Vec<Line> = grid
+        .rows_and_columns()
+        .into_iter()
+        .filter(|l| l.len() > 1)
+        .map(|chips| Line { chips, closed: false })
+        .collect();
+    let config = FabricConfig { kind: FabricKind::Mesh, ..FabricConfig::default() };
+    let fabric: Rc<Fabric> = Fabric::new(&t3000, &p, eth, config, lines).unwrap();
+    let mut m = Machine::new(t3000.clone(), p, Mode::Functional);
+    let mut progs: Vec<Program> = (0..8).map(|c| Program::new(ChipIdx(c))).collect();
+    fabric.install(&mut progs);
+    let (dst_core, data, mcast_data, bytes) = (CoreCoord { x: 2, y: 2 }, 0x40000, 0x48000, 1024u64);
+    const SEM: u64 = 0x50000;
+    let pattern = |seed: usize| (0..bytes).map(|i| (i as usize * 7 + seed * 31) as u8).collect::<Vec<u8>>();
+    // Chip (0, 0): one worker per first direction, one packet to every other chip.
+    let origin = grid.chip(0, 0);
+    let dst_at = m.device(origin).noc_coord(CoreRef::Worker(dst_core));
+    let mut done = Vec::new();
+    // Per injecting worker: its core, the direction it injects, and (pattern, route) per packet.
+    type Sender = (CoreCoord, Dir, Vec<(usize, Route)>);
+    let mut sends: Vec<Sender> = Vec::new();
+    for (i, (y, x)) in (0..2).flat_map(|y| (0..4).map(move |x| (y, x))).enumerate().skip(1) {
+        let (dir, route) = Route::mesh_unicast(y, x);
+        match sends.iter_mut().find(|s| s.1 == dir) {
+            Some(s) => s.2.push((i, route)),
+            None => sends.push((CoreCoord { x: sends.len() as u32, y: 0 }, dir, vec![(i, route)])),
+        }
+    }
+    let mcast_src = grid.chip(0, 2);
+    let trunk = (CoreCoord { x: 0, y: 0 }, Dir::S, vec![(99, Route::mesh_multicast(Dir::S, 1, 1, 2))]);
+    for (chip, (core, dir, packets)) in
+        sends.into_iter().map(|s| (origin, s)).chain(std::iter::once((mcast_src, trunk)))
+    {
+        let r = fabric.router_toward(chip, 0, dir).unwrap();
+        let conn = Connection::new(fabric.clone(), r, 0x10000);
+        let ev = m.new_event("sent");
+        done.push(ev);
+        for (j, &(i, _)) in packets.iter().enumerate() {
+            m.write_l1(chip, CoreRef::Worker(core), 0x20000 + j as u64 * bytes, &pattern(i)).unwrap();
+        }
+        progs[chip.0 as usize].create_kernel(
+            CoreRef::Worker(core),
+            "worker",
+            0,
+            vec![],
+            move |k| async move {
+                conn.open(&k).await?;
+                for (j, &(i, route)) in packets.iter().enumerate() {
+                    let at = if i == 99 { mcast_data } else { data };
+                    let h = Header {
+                        cmd: NocCmd::Write { dst: k.get_noc_addr(dst_at.x, dst_at.y, at) },
+                        payload: bytes,
+                        route,
+                        src_ch: 0,
+                    };
+                    conn.send(&k, h, 0x20000 + j as u64 * bytes).await?;
+                    // Then an increment along the same route, which lands after the data.
+                    let sem = k.get_noc_addr(dst_at.x, dst_at.y, SEM);
+                    let inc = Header {
+                        cmd: NocCmd::AtomicInc { sem, inc: 1, flush: true },
+                        payload: 0,
+                        route,
+                        src_ch: 0,
+                    };
+                    conn.send(&k, inc, 0).await?;
+                }
+                conn.close(&k).await?;
+                k.raise_event(ev);
+                Ok(())
+            },
+        );
+    }
+    // Each chip waits for the increments of the packets it receives: one per unicast, one from
+    // the trunk on row 1.
+    for i in 1..8 {
+        let chip = grid.chip(i / 4, i % 4);
+        let want = 1 + u32::from(i >= 4);
+        let ev = m.new_event("landed");
+        done.push(ev);
+        progs[chip.0 as usize].create_kernel(
+            CoreRef::Worker(dst_core),
+            "sync",
+            0,
+            vec![],
+            move |k| async move {
+                k.wait_until(SEM, meshsim_engine::Cond::Ge(want)).await?;
+                k.raise_event(ev);
+                Ok(())
+            },
+        );
+    }
+    fabric
+        .install_close(
+            &mut progs,
+            |_| Ok::<_, CclError>(CoreRef::Worker(CoreCoord { x: 7, y: 9 })),
+            done.into(),
+        )
+        .unwrap();
+    m.launch(progs, |_| Time::ZERO).unwrap();
+    for i in 1..8 {
+        let chip = grid.chip(i / 4, i % 4);
+        assert_eq!(m.read_l1(chip, CoreRef::Worker(dst_core), data, bytes).unwrap(), pattern(i), "chip {i}");
+    }
+    for x in 0..4 {
+        let got = m.read_l1(grid.chip(1, x), CoreRef::Worker(dst_core), mcast_data, bytes).unwrap();
+        assert_eq!(got, pattern(99), "spine chip (1, {x})");
+        let top = m.read_l1(grid.chip(0, x), CoreRef::Worker(dst_core), mcast_data, bytes).unwrap();
+        assert!(top.iter().all(|&b| b == 0), "the trunk's own row is not written (0, {x})");
+    }
+    // Row 1's first chip turns the three packets bound east along its row, and their
+    // increments: forwarded traffic, none of its own.
+    let turner = fabric.router_toward(grid.chip(1, 0), 0, Dir::E).unwrap();
+    assert_eq!(fabric.router_use()[turner].stats.sent, [0, 6]);
+    // Each chip has one router per neighbour, facing it: row 1 looks north, row 0 south.
+    for x in 0..4 {
+        assert!(fabric.router_toward(grid.chip(1, x), 0, Dir::N).is_some(), "(1, {x}) N");
+        assert!(fabric.router_toward(grid.chip(0, x), 0, Dir::S).is_some(), "(0, {x}) S");
+        assert!(fabric.router_toward(grid.chip(1, x), 0, Dir::S).is_none(), "(1, {x}) S");
+    }
+}

@@ -47,10 +47,15 @@ pub const MAX_PAYLOAD_WH: u64 = 7616;
 /// Bytes of the 1D low-latency header for routes of up to 16 hops, and beyond
 /// (`fabric_edm_packet_header.hpp @01656bf7`).
 pub const HEADER_1D_BYTES: (u64, u64) = (48, 64);
+/// Bytes of the 2D header (default of 80-128 B).
+pub const HEADER_2D_BYTES: u64 = 96;
 /// (sender, receiver) slots per channel tried in order for a 1D router; the first whose slots
 /// fit the router's L1 is used (`fabric_static_sized_channels_allocator.cpp @035600b7`).
 pub const SLOT_OPTIONS_1D: [(u64, u64); 8] =
     [(16, 16), (8, 16), (8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 1)];
+/// The same for a 2D mesh router: tt-metal's (7, 11) and (4, 8), then meshsim's halvings for
+/// payloads too large for those.
+pub const SLOT_OPTIONS_2D: [(u64, u64); 5] = [(7, 11), (4, 8), (2, 4), (1, 2), (1, 1)];
 /// NoC transaction ids a receiver channel rotates over: 4 on a line, 8 on a ring
 /// (`fabric_erisc_router_ct_args.hpp @0263ed93`).
 pub const RECEIVER_TRIDS: (u64, u64) = (4, 8);
@@ -58,10 +63,14 @@ pub const RECEIVER_TRIDS: (u64, u64) = (4, 8);
 pub const BUBBLE_SLOTS: u64 = 2;
 
 /// Sender channels of a 1D router: 0 for the local worker, 1 for packets forwarded from the
-/// chip's opposite-facing router.
+/// chip's opposite-facing router. Router statistics keep these two: a mesh router's forwarded
+/// channels are summed into 1.
 pub const SENDER_CHANNELS: usize = 2;
+/// Sender channels of a 2D mesh router: 0 for the local worker, 1-3 for packets forwarded from
+/// each of the chip's other three routers (in [`Dir`] order).
+pub const MESH_SENDER_CHANNELS: usize = 4;
 
-/// The 1D fabric configurations meshsim runs.
+/// The fabric configurations meshsim runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FabricKind {
     /// `FABRIC_1D_NEIGHBOR_EXCHANGE`: packets go one hop.
@@ -71,12 +80,55 @@ pub enum FabricKind {
     /// `FABRIC_1D_RING`: the lines close into rings where the links wrap; bubble flow control
     /// and first-level acknowledgements (2026).
     Ring,
+    /// `FABRIC_2D`: one router per direction of each chip of the mesh, four sender channels,
+    /// packets turning between rows and columns (N/S first, then E/W).
+    Mesh,
 }
 
 impl FabricKind {
     /// Whether routers run the ring's flow control.
     pub fn is_ring(self) -> bool {
         self == FabricKind::Ring
+    }
+
+    /// Sender channels per router.
+    pub fn sender_channels(self) -> usize {
+        if self == FabricKind::Mesh { MESH_SENDER_CHANNELS } else { SENDER_CHANNELS }
+    }
+}
+
+/// A direction on the mesh: east (up the columns), west, north (down the rows), south.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dir {
+    /// Toward higher columns.
+    E,
+    /// Toward lower columns.
+    W,
+    /// Toward lower rows.
+    N,
+    /// Toward higher rows.
+    S,
+}
+
+impl Dir {
+    /// Every direction, in channel order.
+    pub const ALL: [Dir; 4] = [Dir::E, Dir::W, Dir::N, Dir::S];
+
+    /// Whether the direction runs along a column (north or south).
+    pub fn vertical(self) -> bool {
+        matches!(self, Dir::N | Dir::S)
+    }
+
+    /// Its index in [`Dir::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The sender channel of a router facing `self` that takes packets from the chip's router
+    /// facing `from`: 1-3, the other directions in [`Dir::ALL`] order.
+    pub fn channel_from(self, from: Dir) -> usize {
+        debug_assert_ne!(self, from, "a router does not forward to itself");
+        1 + Dir::ALL.iter().filter(|&&d| d != self).position(|&d| d == from).expect("another direction")
     }
 }
 
@@ -128,16 +180,133 @@ pub enum FabricError {
     NoGrid(String),
 }
 
-/// The 1D route of a packet, one 2-bit code per hop, lowest first: 01 write, 10 forward,
-/// 11 write and forward.
+/// The route of a packet: 1D codes, or a 2D mesh route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Route(pub u64);
+pub enum Route {
+    /// 1D: one 2-bit code per hop, lowest first: 01 write, 10 forward, 11 write and forward.
+    Line(u64),
+    /// 2D: a leg along one direction, then (N/S legs) east and west legs.
+    Mesh(MeshRoute),
+}
+
+/// Where a packet goes on from a router that received it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// On along the line (1D): the router facing the other way.
+    Onward,
+    /// To the chip's router facing this direction (2D).
+    Toward(Dir),
+}
+
+/// What a router does with a packet it received: write it here, and forward it (up to three
+/// ways on a mesh, one on a line) with the route the next router reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Write the payload on this chip.
+    pub write: bool,
+    /// Forwards: where, and the route from there; `count` are used.
+    pub forwards: [(Turn, Route); 3],
+    /// Forwards used.
+    pub count: usize,
+}
+
+impl Step {
+    fn new(write: bool) -> Step {
+        Step { write, forwards: [(Turn::Onward, Route::Line(0)); 3], count: 0 }
+    }
+
+    fn push(&mut self, turn: Turn, route: Route) {
+        self.forwards[self.count] = (turn, route);
+        self.count += 1;
+    }
+
+    /// The forwards used.
+    pub fn forwards(&self) -> &[(Turn, Route)] {
+        &self.forwards[..self.count]
+    }
+}
+
+/// A 2D route as the router that receives the packet reads it: the leg it travels, the hops
+/// left on that leg beyond this chip, and — on a north/south leg — the east and west legs that
+/// follow (a unicast's last leg, or a multicast's spines, branched at every chip of the trunk
+/// after the first hop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshRoute {
+    /// Direction of the current leg.
+    pub dir: Dir,
+    /// Hops left on it after this chip.
+    pub left: u8,
+    /// East and west legs after a north/south leg (their hop counts).
+    pub east: u8,
+    /// See `east`.
+    pub west: u8,
+    /// Multicast: every chip on the way writes (and trunk chips branch east and west).
+    pub mcast: bool,
+}
+
+impl MeshRoute {
+    /// What the router receiving a packet on this route does.
+    pub fn step(self) -> Step {
+        let leg = |dir: Dir, hops: u8, mcast: bool| {
+            Route::Mesh(MeshRoute { dir, left: hops - 1, east: 0, west: 0, mcast })
+        };
+        if self.mcast {
+            let mut s = Step::new(true);
+            if self.left > 0 {
+                s.push(Turn::Toward(self.dir), Route::Mesh(MeshRoute { left: self.left - 1, ..self }));
+            }
+            if self.dir.vertical() {
+                if self.east > 0 {
+                    s.push(Turn::Toward(Dir::E), leg(Dir::E, self.east, true));
+                }
+                if self.west > 0 {
+                    s.push(Turn::Toward(Dir::W), leg(Dir::W, self.west, true));
+                }
+            }
+            return s;
+        }
+        let mut s = Step::new(false);
+        if self.left > 0 {
+            s.push(Turn::Toward(self.dir), Route::Mesh(MeshRoute { left: self.left - 1, ..self }));
+        } else if self.dir.vertical() && self.east > 0 {
+            s.push(Turn::Toward(Dir::E), leg(Dir::E, self.east, false));
+        } else if self.dir.vertical() && self.west > 0 {
+            s.push(Turn::Toward(Dir::W), leg(Dir::W, self.west, false));
+        } else {
+            s.write = true;
+        }
+        s
+    }
+}
 
 impl Route {
     /// Unicast to the chip `hops` away: `hops - 1` forwards, then a write.
     pub fn unicast(hops: u32) -> Route {
         assert!((1..=32).contains(&hops), "a 1D route spans 1 to 32 hops");
-        Route((0..hops - 1).fold(0, |r, i| r | 0b10 << (2 * i)) | 0b01 << (2 * (hops - 1)))
+        Route::Line((0..hops - 1).fold(0, |r, i| r | 0b10 << (2 * i)) | 0b01 << (2 * (hops - 1)))
+    }
+
+    /// 2D unicast over `dy` rows (positive: south) and then `dx` columns (positive: east), N/S
+    /// first; with the direction of the first hop, which picks the injecting router.
+    pub fn mesh_unicast(dy: i32, dx: i32) -> (Dir, Route) {
+        assert!(dy != 0 || dx != 0, "a route goes somewhere");
+        let (east, west) = (dx.max(0) as u8, (-dx).max(0) as u8);
+        let r = if dy != 0 {
+            let dir = if dy > 0 { Dir::S } else { Dir::N };
+            MeshRoute { dir, left: dy.unsigned_abs() as u8 - 1, east, west, mcast: false }
+        } else {
+            let dir = if dx > 0 { Dir::E } else { Dir::W };
+            MeshRoute { dir, left: dx.unsigned_abs() as u8 - 1, east: 0, west: 0, mcast: false }
+        };
+        (r.dir, Route::Mesh(r))
+    }
+
+    /// 2D multicast along `dir` over `hops` chips; on a north/south trunk every chip reached
+    /// also branches `east` and `west` chips along its row (spines).
+    pub fn mesh_multicast(dir: Dir, hops: u8, east: u8, west: u8) -> Route {
+        assert!(hops >= 1, "a multicast reaches at least one chip");
+        let (east, west) = if dir.vertical() { (east, west) } else { (0, 0) };
+        Route::Mesh(MeshRoute { dir, left: hops - 1, east, west, mcast: true })
     }
 
     /// Multicast to `range` chips starting `start` hops away: forwards up to the first, then
@@ -153,22 +322,32 @@ impl Route {
             let code = if j + 1 == range { 0b01 } else { 0b11 };
             r |= code << (2 * hop);
         }
-        Route(r)
+        Route::Line(r)
     }
 
-    /// Hops the packet travels.
+    /// Hops of the longest way the packet travels.
     pub fn hops(self) -> u32 {
-        (64 - self.0.leading_zeros()).div_ceil(2)
+        match self {
+            Route::Line(r) => (64 - r.leading_zeros()).div_ceil(2),
+            Route::Mesh(m) => {
+                let legs = if m.dir.vertical() { m.east.max(m.west) } else { 0 };
+                1 + m.left as u32 + legs as u32
+            }
+        }
     }
 
-    /// This hop's code: (write here, forward on).
-    pub fn here(self) -> (bool, bool) {
-        (self.0 & 0b01 != 0, self.0 & 0b10 != 0)
-    }
-
-    /// The route after one hop.
-    pub fn next(self) -> Route {
-        Route(self.0 >> 2)
+    /// What the receiving router does.
+    pub fn step(self) -> Step {
+        match self {
+            Route::Line(r) => {
+                let mut s = Step::new(r & 0b01 != 0);
+                if r & 0b10 != 0 {
+                    s.push(Turn::Onward, Route::Line(r >> 2));
+                }
+                s
+            }
+            Route::Mesh(m) => m.step(),
+        }
     }
 }
 
@@ -249,7 +428,7 @@ pub struct Header {
     pub cmd: NocCmd,
     /// Payload bytes (0 for inline writes and increments).
     pub payload: u64,
-    /// The 1D route, shifted once per hop.
+    /// The route, advanced once per hop.
     pub route: Route,
     /// The sender channel it was sent from (filled in by the router).
     pub src_ch: u8,
@@ -269,6 +448,26 @@ pub struct RouterSpec {
     pub line: usize,
     /// Its routing plane.
     pub plane: usize,
+    /// On a mesh, the direction it faces.
+    pub dir: Option<Dir>,
+    /// The routers it forwards into, with the sender channel each takes its packets on; index
+    /// `o` has the downstream-credit word `DOWN_FREED[o]`.
+    pub outs: Vec<Out>,
+    /// Per sender channel: the router forwarding into it and the index of this router among
+    /// that router's [`RouterSpec::outs`] (channel 0, the worker's, has none).
+    pub ups: Vec<Option<(u8, usize)>>,
+}
+
+/// A router a receiver forwards into: its Ethernet channel on the same chip, and the sender
+/// channel there that takes the packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Out {
+    /// The router's Ethernet channel.
+    pub chan: u8,
+    /// Its sender channel.
+    pub channel: usize,
+    /// On a mesh, the direction it faces.
+    pub dir: Option<Dir>,
 }
 
 /// Where a router keeps things in its ERISC L1 (the peer's layout mirrors it).
@@ -284,6 +483,8 @@ pub struct Layout {
     pub slot_bytes: u64,
     /// Header bytes.
     pub header_bytes: u64,
+    /// Sender channels.
+    pub channels: usize,
 }
 
 /// Offsets of the router's words from its base (each 16 B record alone, so remote writes of
@@ -296,44 +497,65 @@ pub mod words {
     /// Connection record the worker writes: its credit word's NoC address (low, high), its
     /// teardown word's NoC address (low, high).
     pub const CONN_INFO: u64 = 16;
-    /// Doorbells: packets written into sender channel 0 and 1 (NoC increments).
-    pub const DOORBELL: [u64; 2] = [32, 48];
+    /// Doorbells: packets written into each sender channel (NoC increments).
+    pub const DOORBELL: [u64; 4] = [32, 48, 64, 80];
     /// Packets the peer's sender channels have sent into this receiver (written over Ethernet).
-    pub const RX_SENT: u64 = 64;
+    pub const RX_SENT: u64 = 96;
     /// Packets of this router's sender channels the peer acknowledged (first level).
-    pub const ACKED: [u64; 2] = [80, 96];
+    pub const ACKED: [u64; 4] = [112, 128, 144, 160];
     /// Packets of this router's sender channels the peer completed.
-    pub const COMPLETED: [u64; 2] = [112, 128];
-    /// Slots of the partner's sender channel 1 freed so far (NoC increments from the partner).
-    pub const DOWN_FREED: u64 = 144;
+    pub const COMPLETED: [u64; 4] = [176, 192, 208, 224];
+    /// Slots freed so far in the sender channel of each router this one forwards into (NoC
+    /// increments from that router), by [`super::RouterSpec::outs`] index.
+    pub const DOWN_FREED: [u64; 3] = [240, 256, 272];
     /// Host termination word: 2 = IMMEDIATELY_TERMINATE.
-    pub const TERMINATE: u64 = 160;
-    /// Staging records for the counter writes this router sends: sent, acked[2], completed[2].
-    pub const STAGE: u64 = 176;
+    pub const TERMINATE: u64 = 288;
+    /// Staging records for the counter writes this router sends: sent, acked[4], completed[4].
+    pub const STAGE: u64 = 304;
+    /// Staging record of the acked count of channel `ch`.
+    pub const fn stage_acked(ch: usize) -> u64 {
+        STAGE + 16 + 16 * ch as u64
+    }
+    /// Staging record of the completed count of channel `ch`.
+    pub const fn stage_completed(ch: usize) -> u64 {
+        STAGE + 80 + 16 * ch as u64
+    }
     /// The Ethernet handshake record.
-    pub const HANDSHAKE: u64 = 272;
+    pub const HANDSHAKE: u64 = 448;
     /// Slots of sender channel 0 returned to its producers so far (a worker reads it at open).
-    pub const CREDITED: u64 = 288;
+    pub const CREDITED: u64 = 464;
 }
 
 impl Layout {
-    /// The layout for `max_payload` and `route_hops` (the longest route the fabric carries),
-    /// with the most slots that fit `p.fabric_router_l1_bytes`.
+    /// The layout of a 1D router for `max_payload` and `route_hops` (the longest route the
+    /// fabric carries), with the most slots that fit `p.fabric_router_l1_bytes`.
     pub fn new(p: &Params, max_payload: u64, route_hops: u32) -> Result<Layout, FabricError> {
+        let header_bytes = if route_hops <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
+        Layout::with(p, max_payload, header_bytes, SENDER_CHANNELS, &SLOT_OPTIONS_1D)
+    }
+
+    /// The layout of a 2D mesh router for `max_payload`: the 2D header, four sender channels.
+    pub fn mesh(p: &Params, max_payload: u64) -> Result<Layout, FabricError> {
+        Layout::with(p, max_payload, HEADER_2D_BYTES, MESH_SENDER_CHANNELS, &SLOT_OPTIONS_2D)
+    }
+
+    fn with(
+        p: &Params,
+        max_payload: u64,
+        header_bytes: u64,
+        channels: usize,
+        options: &[(u64, u64)],
+    ) -> Result<Layout, FabricError> {
         if max_payload == 0 || max_payload % 16 != 0 || max_payload > MAX_PAYLOAD_WH {
             return Err(FabricError::Payload(max_payload));
         }
-        let header_bytes = if route_hops <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
         let slot_bytes = (header_bytes + max_payload).next_multiple_of(32);
         let have = p.fabric_router_l1_bytes;
-        let fits = |&(s, r): &(u64, u64)| (SENDER_CHANNELS as u64 * s + r) * slot_bytes <= have;
-        let (sender_slots, receiver_slots) = SLOT_OPTIONS_1D
-            .iter()
-            .copied()
-            .find(fits)
-            .ok_or(FabricError::DoesNotFit { slot: slot_bytes, have })?;
+        let fits = |&(s, r): &(u64, u64)| (channels as u64 * s + r) * slot_bytes <= have;
+        let (sender_slots, receiver_slots) =
+            options.iter().copied().find(fits).ok_or(FabricError::DoesNotFit { slot: slot_bytes, have })?;
         let base = p.erisc_kernel_l1_base;
-        Ok(Layout { base, sender_slots, receiver_slots, slot_bytes, header_bytes })
+        Ok(Layout { base, sender_slots, receiver_slots, slot_bytes, header_bytes, channels })
     }
 
     /// Address of a word (see [`words`]).
@@ -348,7 +570,7 @@ impl Layout {
 
     /// Address of receiver slot `i`.
     pub fn receiver_slot(&self, i: u64) -> u64 {
-        self.base + FABRIC_CONFIG_BYTES + (SENDER_CHANNELS as u64 * self.sender_slots + i) * self.slot_bytes
+        self.base + FABRIC_CONFIG_BYTES + (self.channels as u64 * self.sender_slots + i) * self.slot_bytes
     }
 
     /// Side-table index of sender channel `ch`'s slot `i`.
@@ -358,11 +580,11 @@ impl Layout {
 
     /// Side-table index of receiver slot `i`.
     pub fn receiver_entry(&self, i: u64) -> usize {
-        (SENDER_CHANNELS as u64 * self.sender_slots + i) as usize
+        (self.channels as u64 * self.sender_slots + i) as usize
     }
 
     fn entries(&self) -> usize {
-        (SENDER_CHANNELS as u64 * self.sender_slots + self.receiver_slots) as usize
+        (self.channels as u64 * self.sender_slots + self.receiver_slots) as usize
     }
 }
 
@@ -470,7 +692,12 @@ impl Fabric {
         lines: Vec<Line>,
     ) -> Result<Rc<Fabric>, FabricError> {
         let longest = lines.iter().map(|l| l.chips.len() as u32).max().unwrap_or(1);
-        let layout = Layout::new(p, config.max_payload_bytes, longest)?;
+        let mesh = config.kind == FabricKind::Mesh;
+        let layout = if mesh {
+            Layout::mesh(p, config.max_payload_bytes)?
+        } else {
+            Layout::new(p, config.max_payload_bytes, longest)?
+        };
         let mut routers: Vec<RouterSpec> = Vec::new();
         for (li, line) in lines.iter().enumerate() {
             let n = line.chips.len();
@@ -503,20 +730,35 @@ impl Fabric {
                     ] {
                         let Some(at) = mine else { continue };
                         let peer = cluster.connected(at).expect("a usable link has a far end");
+                        let partner = other.map(|e| e.chan);
                         routers.push(RouterSpec {
                             at,
                             peer,
-                            partner: other.map(|e| e.chan),
+                            partner,
                             line: li,
                             plane,
+                            dir: None,
+                            outs: partner
+                                .map(|chan| Out { chan, channel: 1, dir: None })
+                                .into_iter()
+                                .collect(),
+                            ups: vec![None, partner.map(|chan| (chan, 0))],
                         });
                     }
                 }
             }
         }
+        if mesh {
+            mesh_turns(cluster, &mut routers)?;
+        }
         let headers = RefCell::new(vec![vec![None; layout.entries()]; routers.len()]);
         let stats = RefCell::new(vec![RouterStats::default(); routers.len()]);
         Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers, stats }))
+    }
+
+    /// The router on `chip` and `plane` of a mesh fabric facing `dir`.
+    pub fn router_toward(&self, chip: ChipIdx, plane: usize, dir: Dir) -> Option<usize> {
+        self.routers.iter().position(|r| r.at.chip == chip && r.plane == plane && r.dir == Some(dir))
     }
 
     /// The line that carries `chips` (in this order or reversed, consecutive on it), and
@@ -621,22 +863,139 @@ impl Fabric {
     }
 }
 
+/// Turns the routers of a mesh's rows and columns into 2D routers: each faces a direction and
+/// forwards into any of its chip's other routers on the same plane, each of which takes the
+/// packets on the sender channel kept for this direction.
+fn mesh_turns(cluster: &Cluster, routers: &mut [RouterSpec]) -> Result<(), FabricError> {
+    let grid = cluster.grid().ok_or_else(|| FabricError::NoGrid(cluster.shape().to_string()))?;
+    let pos = |c: ChipIdx| {
+        let i = grid.at.iter().position(|&x| x == c).expect("every chip of a mesh is on its grid");
+        (i / grid.cols, i % grid.cols)
+    };
+    for r in routers.iter_mut() {
+        let ((r1, c1), (r2, c2)) = (pos(r.at.chip), pos(r.peer.chip));
+        // Neighbours one apart; a torus's wrap links are not mesh links (and are never built
+        // from open lines), so a step is +1 or -1 without wrapping.
+        r.dir = Some(if r1 == r2 {
+            if c2 == c1 + 1 { Dir::E } else { Dir::W }
+        } else if r2 == r1 + 1 {
+            Dir::S
+        } else {
+            Dir::N
+        });
+    }
+    let snapshot: Vec<(Endpoint, usize, Dir)> =
+        routers.iter().map(|r| (r.at, r.plane, r.dir.expect("set above"))).collect();
+    let on_chip = |at: Endpoint, plane: usize| -> Vec<(u8, Dir)> {
+        let mut v: Vec<(u8, Dir)> = snapshot
+            .iter()
+            .filter(|(e, p, _)| e.chip == at.chip && *p == plane && e.chan != at.chan)
+            .map(|(e, _, d)| (e.chan, *d))
+            .collect();
+        v.sort_by_key(|&(_, d)| d);
+        v
+    };
+    for (i, r) in routers.iter_mut().enumerate() {
+        let (at, plane, me) = snapshot[i];
+        let others = on_chip(at, plane);
+        r.partner = None;
+        r.outs =
+            others.iter().map(|&(chan, d)| Out { chan, channel: d.channel_from(me), dir: Some(d) }).collect();
+        r.ups = vec![None; MESH_SENDER_CHANNELS];
+        for &(chan, d) in &others {
+            // That router's outs are its chip's other routers in direction order: find this one.
+            let theirs = on_chip(Endpoint { chip: at.chip, chan }, plane);
+            let idx = theirs.iter().position(|&(c, _)| c == at.chan).expect("routers see each other");
+            r.ups[me.channel_from(d)] = Some((chan, idx));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn routes_encode_forwards_then_writes_lowest_hop_first() {
-        assert_eq!(Route::unicast(1).0, 0b01);
-        assert_eq!(Route::unicast(3).0, 0b01_10_10);
-        assert_eq!(Route::multicast(1, 3).0, 0b01_11_11);
-        assert_eq!(Route::multicast(2, 2).0, 0b01_11_10);
+        assert_eq!(Route::unicast(1), Route::Line(0b01));
+        assert_eq!(Route::unicast(3), Route::Line(0b01_10_10));
+        assert_eq!(Route::multicast(1, 3), Route::Line(0b01_11_11));
+        assert_eq!(Route::multicast(2, 2), Route::Line(0b01_11_10));
         let r = Route::multicast(2, 2);
         assert_eq!(r.hops(), 3);
-        assert_eq!(r.here(), (false, true));
-        assert_eq!(r.next().here(), (true, true));
-        assert_eq!(r.next().next().here(), (true, false));
-        assert_eq!(r.next().next().next().0, 0);
+        let s = r.step();
+        assert_eq!((s.write, s.count), (false, 1));
+        let s = s.forwards()[0].1.step();
+        assert_eq!((s.write, s.count), (true, 1));
+        let s = s.forwards()[0].1.step();
+        assert_eq!((s.write, s.count), (true, 0));
+    }
+
+    /// Follows a 2D route from the first chip it reaches, at (row, col) offset (dy, dx) from
+    /// the sender: every chip written, in visiting order.
+    fn walk(route: Route, at: (i32, i32)) -> Vec<(i32, i32)> {
+        let mut out = Vec::new();
+        let mut todo = vec![(route, at)];
+        while let Some((r, (y, x))) = todo.pop() {
+            let s = r.step();
+            if s.write {
+                out.push((y, x));
+            }
+            for &(turn, next) in s.forwards() {
+                let Turn::Toward(d) = turn else { panic!("a mesh route turns by direction") };
+                let (dy, dx) = match d {
+                    Dir::E => (0, 1),
+                    Dir::W => (0, -1),
+                    Dir::N => (-1, 0),
+                    Dir::S => (1, 0),
+                };
+                todo.push((next, (y + dy, x + dx)));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn mesh_unicast_goes_north_south_first_and_writes_once() {
+        let (dir, r) = Route::mesh_unicast(1, 3);
+        assert_eq!(dir, Dir::S);
+        assert_eq!(walk(r, (1, 0)), vec![(1, 3)]);
+        assert_eq!(r.hops(), 4);
+        let (dir, r) = Route::mesh_unicast(0, -2);
+        assert_eq!(dir, Dir::W);
+        assert_eq!(walk(r, (0, -1)), vec![(0, -2)]);
+        let (dir, r) = Route::mesh_unicast(-2, 0);
+        assert_eq!(dir, Dir::N);
+        assert_eq!(walk(r, (-1, 0)), vec![(-2, 0)]);
+    }
+
+    #[test]
+    fn mesh_multicast_trunk_branches_spines_after_the_first_hop() {
+        // A 2-hop south trunk with 1 chip east and 2 west: the rows below, not the sender's.
+        let r = Route::mesh_multicast(Dir::S, 2, 1, 2);
+        let mut want = vec![];
+        for y in 1..=2 {
+            for x in -2..=1 {
+                want.push((y, x));
+            }
+        }
+        assert_eq!(walk(r, (1, 0)), want);
+        // A pure east line of 3.
+        assert_eq!(walk(Route::mesh_multicast(Dir::E, 3, 5, 5), (0, 1)), vec![(0, 1), (0, 2), (0, 3)]);
+    }
+
+    #[test]
+    fn mesh_channels_give_each_upstream_direction_its_own() {
+        for me in Dir::ALL {
+            let mut seen: Vec<usize> =
+                Dir::ALL.iter().filter(|&&d| d != me).map(|&d| me.channel_from(d)).collect();
+            seen.sort();
+            assert_eq!(seen, vec![1, 2, 3]);
+        }
+        let l = Layout::mesh(&Params::default(), DEFAULT_MAX_PAYLOAD).unwrap();
+        assert_eq!((l.sender_slots, l.receiver_slots, l.header_bytes, l.channels), (4, 8, 96, 4));
     }
 
     #[test]

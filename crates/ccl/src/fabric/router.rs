@@ -31,11 +31,16 @@ use std::rc::Rc;
 use meshsim_engine::{Cond, TaskResult, Time};
 use meshsim_hw::{Kernel, Wake};
 
+use meshsim_topology::soc::CoreCoord;
+
 use super::words::{
     ACKED, CLOSE, COMPLETED, CONN, CONN_INFO, CREDITED, DOORBELL, DOWN_FREED, HANDSHAKE, RX_SENT, STAGE,
-    TERMINATE,
+    TERMINATE, stage_acked, stage_completed,
 };
-use super::{BUBBLE_SLOTS, Fabric, Header, NocCmd, RECEIVER_TRIDS, SENDER_CHANNELS};
+use super::{BUBBLE_SLOTS, Fabric, Header, MESH_SENDER_CHANNELS, NocCmd, RECEIVER_TRIDS, Turn};
+
+/// Room for the most sender channels a router has (a mesh router's four).
+const CHANNELS: usize = MESH_SENDER_CHANNELS;
 
 /// The host's termination value (IMMEDIATELY_TERMINATE).
 pub const TERMINATE_NOW: u32 = 2;
@@ -56,21 +61,39 @@ type StepError = Box<dyn std::error::Error>;
 /// What blocks a step, so an idle pass knows what to wait for.
 struct Waits(Vec<Wake>);
 
+/// A router this one forwards into: its index, its core, and the sender channel taking the
+/// packets there.
+#[derive(Clone, Copy)]
+struct Down {
+    router: usize,
+    at: CoreCoord,
+    channel: usize,
+    dir: Option<super::Dir>,
+}
+
+/// Where things go: the routers forwarded into and, per sender channel, the upstream router's
+/// downstream-credit word to return freed slots to.
+struct Wiring {
+    downs: Vec<Down>,
+    ups: [Option<u64>; CHANNELS],
+    channels: usize,
+}
+
 /// The router's running state.
 struct State {
     /// Packets sent per sender channel.
-    sent: [u64; SENDER_CHANNELS],
-    /// Packets sent over both channels (the peer's receiver slots fill in this order).
+    sent: [u64; CHANNELS],
+    /// Packets sent over all channels (the peer's receiver slots fill in this order).
     total_sent: u64,
     /// Slots returned to each channel's producer.
-    credited: [u64; SENDER_CHANNELS],
-    /// Packets forwarded into the partner's channel 1.
-    forwarded: u64,
+    credited: [u64; CHANNELS],
+    /// Packets forwarded into each downstream router.
+    forwarded: [u64; 3],
     /// Receiver packets taken.
     taken: u64,
     /// Packets acknowledged (first level) and completed per source channel of the peer.
-    acked: [u64; SENDER_CHANNELS],
-    completed: [u64; SENDER_CHANNELS],
+    acked: [u64; CHANNELS],
+    completed: [u64; CHANNELS],
     /// Landed receiver packets acknowledged (first level, rings).
     acks_sent: u64,
     /// Processed receiver slots awaiting completion: (transaction id, source channel).
@@ -81,7 +104,7 @@ struct State {
     /// What the router did (the link report's router table).
     stats: super::RouterStats,
     /// Since when each sender channel has had a packet but no free slot at the peer.
-    starved: [Option<Time>; SENDER_CHANNELS],
+    starved: [Option<Time>; CHANNELS],
 }
 
 /// Runs router `me` of `fabric` until the host terminates it.
@@ -90,12 +113,30 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let lay = fabric.layout;
     let ring = fabric.config.kind.is_ring();
     let peer = fabric.router_on(spec.peer).expect("every router's peer is a router");
-    let partner = spec.partner.map(|chan| {
+    let on_chip = |chan: u8| {
         fabric
             .router_on(meshsim_topology::Endpoint { chip: spec.at.chip, chan })
-            .expect("partners are routers")
-    });
-    let partner_at = partner.map(|p| fabric.core_of(p));
+            .expect("routers forward to routers")
+    };
+    let mut wiring = Wiring {
+        downs: spec
+            .outs
+            .iter()
+            .map(|o| {
+                let router = on_chip(o.chan);
+                Down { router, at: fabric.core_of(router), channel: o.channel, dir: o.dir }
+            })
+            .collect(),
+        ups: [None; CHANNELS],
+        channels: lay.channels,
+    };
+    for (ch, up) in spec.ups.iter().enumerate() {
+        if let Some(&(chan, idx)) = up.as_ref() {
+            let at = fabric.core_of(on_chip(chan));
+            wiring.ups[ch] = Some(k.get_noc_addr(at.x, at.y, lay.word(DOWN_FREED[idx])));
+        }
+    }
+    let wiring = wiring;
     let trids = if ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as usize;
     let pass = k.cycles(k_params_pass(&k));
     let w = |o: u64| lay.word(o);
@@ -104,19 +145,19 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     k.eth_setup_handshake(w(HANDSHAKE), master).await?;
     k.mark(crate::edm::HANDSHAKE_DONE);
     let mut st = State {
-        sent: [0; 2],
+        sent: [0; CHANNELS],
         total_sent: 0,
-        credited: [0; 2],
-        forwarded: 0,
+        credited: [0; CHANNELS],
+        forwarded: [0; 3],
         taken: 0,
-        acked: [0; 2],
-        completed: [0; 2],
+        acked: [0; CHANNELS],
+        completed: [0; CHANNELS],
         acks_sent: 0,
         pending: VecDeque::new(),
         conn_seen: 0,
         worker: None,
         stats: super::RouterStats::default(),
-        starved: [None; SENDER_CHANNELS],
+        starved: [None; CHANNELS],
     };
     let name = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
     let err = |what: String| -> TaskResult { Err(Box::new(RouterError { router: name.clone(), what })) };
@@ -145,14 +186,14 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
                     moved |= send_step(&k, &fabric, me, peer, 0, ring, &mut st, &mut waits).await?;
                 }
                 1 => {
-                    moved |=
-                        receive_step(&k, &fabric, me, partner, partner_at, trids, ring, &mut st, &mut waits)
-                            .await?;
+                    moved |= receive_step(&k, &fabric, me, &wiring, trids, ring, &mut st, &mut waits).await?;
                     moved |= complete_step(&k, &fabric, &mut st, &mut waits).await?;
                 }
                 _ => {
-                    moved |= send_step(&k, &fabric, me, peer, 1, ring, &mut st, &mut waits).await?;
-                    moved |= credit_step(&k, &fabric, partner_at, ring, &mut st, &mut waits).await?;
+                    for ch in 1..wiring.channels {
+                        moved |= send_step(&k, &fabric, me, peer, ch, ring, &mut st, &mut waits).await?;
+                    }
+                    moved |= credit_step(&k, &fabric, &wiring, ring, &mut st, &mut waits).await?;
                 }
             }
         }
@@ -177,8 +218,8 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     }
 }
 
-/// Steps of a pass: sender channel 0; the receiver channel and its completions; sender
-/// channel 1 with credits and the connection check.
+/// Steps of a pass: sender channel 0 with the connection check; the receiver channel and its
+/// completions; the forwarding sender channels (1, and 2-3 on a mesh) with credits.
 const STEPS: usize = 3;
 
 /// When step `s` comes round within a pass of length `pass`.
@@ -214,12 +255,15 @@ async fn send_step(
         waits.0.push(Wake::Word(lay.word(DOORBELL[ch]), Cond::Ne(written as u32)));
         return Ok(false);
     }
-    let completed = k.read_u32(lay.word(COMPLETED[0]))? as u64 + k.read_u32(lay.word(COMPLETED[1]))? as u64;
+    let mut completed = 0;
+    for &c in &COMPLETED[..lay.channels] {
+        completed += k.read_u32(lay.word(c))? as u64;
+    }
     let free = lay.receiver_slots - (st.total_sent - completed);
     let need = if ring && ch == 0 { BUBBLE_SLOTS } else { 1 };
     if free < need {
         st.starved[ch].get_or_insert(k.now());
-        for c in COMPLETED {
+        for &c in &COMPLETED[..lay.channels] {
             waits.0.push(Wake::Word(lay.word(c), Cond::Ne(k.read_u32(lay.word(c))?)));
         }
         return Ok(false);
@@ -249,7 +293,7 @@ async fn send_step(
     k.eth_txq_wait_idle(0).await?;
     st.sent[ch] += 1;
     st.total_sent += 1;
-    st.stats.sent[ch] += 1;
+    st.stats.sent[ch.min(1)] += 1;
     if let Some(since) = st.starved[ch].take() {
         st.stats.credit_wait += k.now() - since;
     }
@@ -266,8 +310,7 @@ async fn receive_step(
     k: &Kernel,
     fabric: &Fabric,
     me: usize,
-    partner: Option<usize>,
-    partner_at: Option<meshsim_topology::soc::CoreCoord>,
+    wiring: &Wiring,
     trids: usize,
     ring: bool,
     st: &mut State,
@@ -289,7 +332,7 @@ async fn receive_step(
                 .expect("a landed packet has a header")
                 .src_ch as usize;
             st.acked[src] += 1;
-            let stage = lay.word(STAGE + 16 + 16 * src as u64);
+            let stage = lay.word(stage_acked(src));
             k.write_u32(stage, st.acked[src] as u32)?;
             k.eth_send_packet(0, stage >> 4, lay.word(ACKED[src]) >> 4, 1).await?;
             st.acks_sent += 1;
@@ -303,37 +346,49 @@ async fn receive_step(
     let Some(header) = fabric.headers.borrow()[me][lay.receiver_entry(idx)] else {
         return Err(protocol(k, format!("receiver slot {idx} was counted as landed but holds no packet")));
     };
-    let (write_here, forward) = header.route.here();
-    if forward {
-        let freed = k.read_u32(lay.word(DOWN_FREED))? as u64;
-        if st.forwarded - freed >= lay.sender_slots {
-            waits.0.push(Wake::Word(lay.word(DOWN_FREED), Cond::Ne(freed as u32)));
+    let step = header.route.step();
+    // Every way the packet goes on needs a free slot there before the packet is taken.
+    let mut outs = [0usize; 3];
+    for (i, &(turn, _)) in step.forwards().iter().enumerate() {
+        let o = match turn {
+            Turn::Onward => (!wiring.downs.is_empty()).then_some(0),
+            Turn::Toward(d) => wiring.downs.iter().position(|w| w.dir == Some(d)),
+        };
+        let Some(o) = o else {
+            return Err(protocol(
+                k,
+                format!("a packet is routed on ({turn:?}) from a chip with no router that way"),
+            ));
+        };
+        outs[i] = o;
+        let freed = k.read_u32(lay.word(DOWN_FREED[o]))? as u64;
+        if st.forwarded[o] - freed >= lay.sender_slots {
+            waits.0.push(Wake::Word(lay.word(DOWN_FREED[o]), Cond::Ne(freed as u32)));
             return Ok(moved);
         }
     }
     let trid = (st.taken % trids as u64) as usize;
     let slot = lay.receiver_slot(idx);
-    if forward {
-        let (p, at) =
-            (partner.expect("a forwarding route has a next router"), partner_at.expect("partner core"));
-        let into = st.forwarded % lay.sender_slots;
+    for (&(_, route), &o) in step.forwards().iter().zip(&outs) {
+        let d = wiring.downs[o];
+        let into = st.forwarded[o] % lay.sender_slots;
         let mut next = header;
-        next.route = header.route.next();
-        fabric.headers.borrow_mut()[p][lay.sender_entry(1, into)] = Some(next);
+        next.route = route;
+        fabric.headers.borrow_mut()[d.router][lay.sender_entry(d.channel, into)] = Some(next);
         let bytes = (lay.header_bytes + header.payload).next_multiple_of(16);
-        let dst = k.get_noc_addr(at.x, at.y, lay.sender_slot(1, into));
+        let dst = k.get_noc_addr(d.at.x, d.at.y, lay.sender_slot(d.channel, into));
         k.noc_async_write_with_trid(slot, dst, bytes, trid).await?;
-        k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, lay.word(DOORBELL[1])), 1).await?;
-        st.forwarded += 1;
+        k.noc_semaphore_inc(k.get_noc_addr(d.at.x, d.at.y, lay.word(DOORBELL[d.channel])), 1).await?;
+        st.forwarded[o] += 1;
     }
-    if write_here {
+    if step.write {
         local_write(k, slot + lay.header_bytes, &header, trid).await?;
     }
     st.pending.push_back((trid, header.src_ch));
     st.taken += 1;
     st.stats.received += 1;
-    st.stats.forwarded += u64::from(forward);
-    st.stats.written += u64::from(write_here);
+    st.stats.forwarded += u64::from(step.count > 0);
+    st.stats.written += u64::from(step.write);
     let held = landed - st.completed.iter().sum::<u64>();
     st.stats.peak_rx_slots = st.stats.peak_rx_slots.max(held);
     k.counter("rx slots", held);
@@ -401,7 +456,7 @@ async fn complete_step(
     let lay = fabric.layout;
     let src = src as usize;
     st.completed[src] += 1;
-    let stage = lay.word(STAGE + 48 + 16 * src as u64);
+    let stage = lay.word(stage_completed(src));
     k.write_u32(stage, st.completed[src] as u32)?;
     k.eth_send_packet(0, stage >> 4, lay.word(COMPLETED[src]) >> 4, 1).await?;
     st.pending.pop_front();
@@ -412,25 +467,26 @@ async fn complete_step(
 /// that have not been returned to it.
 fn occupancy(k: &Kernel, st: &mut State, ch: usize, written: u64) {
     let held = written.saturating_sub(st.credited[ch]);
-    st.stats.peak_slots[ch] = st.stats.peak_slots[ch].max(held);
+    let peak = &mut st.stats.peak_slots[ch.min(1)];
+    *peak = (*peak).max(held);
     k.counter(CHANNEL_SLOTS[ch], held);
 }
 
 /// Trace counter names of the sender channels' occupied slots.
-const CHANNEL_SLOTS: [&str; SENDER_CHANNELS] = ["ch0 slots", "ch1 slots"];
+const CHANNEL_SLOTS: [&str; CHANNELS] = ["ch0 slots", "ch1 slots", "ch2 slots", "ch3 slots"];
 
 /// Returns freed slots to each sender channel's producer.
 async fn credit_step(
     k: &Kernel,
     fabric: &Fabric,
-    partner_at: Option<meshsim_topology::soc::CoreCoord>,
+    wiring: &Wiring,
     ring: bool,
     st: &mut State,
     waits: &mut Waits,
 ) -> Result<bool, StepError> {
     let lay = fabric.layout;
     let mut moved = false;
-    for ch in 0..SENDER_CHANNELS {
+    for ch in 0..wiring.channels {
         let word = lay.word(if ring { ACKED[ch] } else { COMPLETED[ch] });
         let done = k.read_u32(word)? as u64;
         waits.0.push(Wake::Word(word, Cond::Ne(done as u32)));
@@ -440,7 +496,7 @@ async fn credit_step(
         let delta = (done - st.credited[ch]) as u32;
         let to = match ch {
             0 => st.worker.map(|(credit, _)| credit),
-            _ => partner_at.map(|at| k.get_noc_addr(at.x, at.y, lay.word(DOWN_FREED))),
+            _ => wiring.ups[ch],
         };
         let Some(to) = to else {
             // No producer to tell (a worker closed): the slots are simply free.
