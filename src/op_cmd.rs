@@ -83,6 +83,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "chip_ids": ids(cluster, &done.chips),
                 "topology": format!("{:?}", done.topology).to_lowercase(),
                 "stack": done.ops[0].stack.as_str(),
+                "algorithm": done.ops[0].algorithm,
                 "bidir": if done.ops[0].stack == meshsim_ccl::op::Stack::Fabric {
                     serde_json::Value::Null
                 } else {
@@ -131,6 +132,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
             #[derive(serde::Serialize)]
             struct Row {
                 op: String,
+                algorithm: String,
                 chips: usize,
                 size_bytes: u64,
                 time_us: f64,
@@ -140,6 +142,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
             }
             let row = Row {
                 op: name,
+                algorithm: done.ops[0].algorithm.clone(),
                 chips: done.chips.len(),
                 size_bytes: size,
                 time_us: run.time.as_us_f64(),
@@ -203,6 +206,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
 pub(crate) struct OpRow {
     name: String,
     op: &'static str,
+    algorithm: String,
     chips: usize,
     start_us: f64,
     end_us: f64,
@@ -219,6 +223,7 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
         .map(|o| OpRow {
             name: o.name.clone(),
             op: o.collective.name(),
+            algorithm: o.algorithm.clone(),
             chips: o.chips.len(),
             start_us: o.start.as_us_f64(),
             end_us: o.end.as_us_f64(),
@@ -233,7 +238,7 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
 /// The JSON of one op instance: the row's keys with `chip_ids` and `verified` as a boolean.
 pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
     serde_json::json!({
-        "name": r.name, "op": r.op, "chips": r.chips, "chip_ids": r.chip_ids,
+        "name": r.name, "op": r.op, "algorithm": r.algorithm, "chips": r.chips, "chip_ids": r.chip_ids,
         "start_us": r.start_us, "end_us": r.end_us, "time_us": r.time_us,
         "busbw_gbps": r.busbw_gbps,
         "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },

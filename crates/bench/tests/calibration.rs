@@ -233,7 +233,11 @@ fn ring_and_mesh_fabric_tests_run_under_the_wire() {
             let frames = (size + 96).div_ceil(p.eth_mtu_bytes);
             let wire = p.eth_link_gbps as f64 / 8.0 * size as f64
                 / (size + 96 + frames * p.eth_packet_overhead_bytes) as f64;
-            assert!(row.gbps > 0.5 && row.gbps < wire, "{test:?} {size} B: {} GB/s (wire {wire:.2})", row.gbps);
+            assert!(
+                row.gbps > 0.5 && row.gbps < wire,
+                "{test:?} {size} B: {} GB/s (wire {wire:.2})",
+                row.gbps
+            );
         }
     }
     let galaxy = setup("galaxy");

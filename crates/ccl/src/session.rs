@@ -130,6 +130,10 @@ pub struct OpResult {
     pub links: usize,
     /// The transport it ran on.
     pub stack: Stack,
+    /// The algorithm of each of its phases, joined by " + ": on the fabric a reduce-scatter's
+    /// `ring`, `line` or `direct` (one-shot), an all-gather's `multicast` or `relay` factory,
+    /// all-to-all's `direct`; on the EDM stack the communicator's topology.
+    pub algorithm: String,
 }
 
 /// What a session's run measured.
@@ -180,6 +184,9 @@ pub struct Session<'c> {
     pub(crate) skew: Option<(Vec<ChipIdx>, u64)>,
     pub(crate) ops: Vec<OpRequest>,
     pub(crate) stack: Stack,
+    /// Per op, whether its links were given (not tt-metal's default): a knob that keeps a
+    /// ring reduce-scatter off the direct path.
+    pub(crate) links_given: Vec<bool>,
 }
 
 /// A plan of one op (an all-reduce has two) with what lowering needs.
@@ -379,6 +386,7 @@ impl<'c> Session<'c> {
             skew: None,
             ops: Vec::new(),
             stack: Stack::Edm,
+            links_given: Vec::new(),
         }
     }
 
@@ -491,6 +499,7 @@ impl<'c> Session<'c> {
 
     /// Builds every op, runs them in one launch and measures each.
     pub fn run(mut self) -> Result<SessionRun, CclError> {
+        self.links_given = self.ops.iter().map(|o| o.knobs.links.is_some()).collect();
         let defaults = match self.stack {
             Stack::Fabric => crate::fabric::lower::default_links(&self)?,
             Stack::Edm => vec![1; self.ops.len()],
@@ -566,8 +575,13 @@ impl<'c> Session<'c> {
             )));
         }
         let times = times.borrow();
+        // The EDM ops run their plans over the communicator's topology.
+        let algorithms: Vec<&'static str> = phases
+            .iter()
+            .map(|p| if self.ops[p.op].comm.topology() == Topology::Ring { "ring" } else { "line" })
+            .collect();
         let ops: Vec<OpResult> = (0..self.ops.len())
-            .map(|i| self.result(i, &b.m, &phases, &times, &start_of, (&workers, &ppp)))
+            .map(|i| self.result(i, &b.m, &phases, &times, &start_of, (&workers, &ppp, &algorithms)))
             .collect();
         let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
             - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
@@ -740,7 +754,7 @@ impl<'c> Session<'c> {
         phases: &[Phase],
         times: &[(usize, ChipIdx, Time, Time)],
         start_of: &dyn Fn(ChipIdx) -> Time,
-        (workers, ppp): (&[usize], &[u64]),
+        (workers, ppp, algorithms): (&[usize], &[u64], &[&'static str]),
     ) -> OpResult {
         let req = &self.ops[i];
         let mine: Vec<usize> = (0..phases.len()).filter(|&p| phases[p].op == i).collect();
@@ -783,6 +797,7 @@ impl<'c> Session<'c> {
             pages_per_packet: ppp[first],
             links: req.knobs.links(),
             stack: self.stack,
+            algorithm: mine.iter().map(|&p| algorithms[p]).collect::<Vec<_>>().join(" + "),
         }
     }
 

@@ -605,3 +605,38 @@ fn mesh_fabric_turns_unicasts_and_branches_multicast_spines() {
         assert!(fabric.router_toward(grid.chip(1, x), 0, Dir::S).is_none(), "(1, {x}) S");
     }
 }
+
+/// A ring reduce-scatter of at most 512 KiB per rank with no knob set takes tt-metal's one-shot
+/// direct path and verifies; a knob, a larger input, a line or an all-reduce keep the ring
+/// algorithm. The direct path sends each slice the shorter way to its owner, so every link
+/// carries more than the ring's bytes: at 512 KiB per rank it is the slower of the two here.
+#[test]
+fn small_ring_reduce_scatters_take_the_one_shot_direct_path() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let line = Communicator::world(&t3000, Topology::Line, Some(4)).unwrap();
+    let req = |comm: &Communicator, collective, shape: [u64; 4], links: Option<usize>| {
+        let t = TensorSpec::new(shape, DType::Bf16, Layout::Tile).unwrap();
+        let mut r = OpRequest::new("rs", comm.clone(), collective, t, 3);
+        r.knobs.links = links;
+        r
+    };
+    let rs = Collective::ReduceScatter(RedOp::Sum);
+    let small = [1, 1, 32, 8 * 32];
+    let run = |r: OpRequest| fabric_run(&t3000, true, vec![r]).unwrap();
+    let direct = run(req(&ring, rs, small, None));
+    verified(&direct);
+    assert_eq!(direct.ops[0].algorithm, "direct");
+    let ringed = run(req(&ring, rs, small, Some(1)));
+    verified(&ringed);
+    assert_eq!(ringed.ops[0].algorithm, "ring");
+    assert_eq!(run(req(&ring, rs, [1, 1, 64, 8 * 1024], None)).ops[0].algorithm, "ring");
+    assert_eq!(run(req(&line, rs, small, None)).ops[0].algorithm, "line");
+    assert_eq!(
+        run(req(&ring, Collective::AllReduce(RedOp::Sum), small, None)).ops[0].algorithm,
+        "ring + multicast"
+    );
+    let big = [1, 1, 64, 4096];
+    let timed = |links| fabric_run(&t3000, false, vec![req(&ring, rs, big, links)]).unwrap().ops[0].time;
+    assert!(timed(None) > timed(Some(1)), "{} {}", timed(None), timed(Some(1)));
+}

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use meshsim_engine::{Cond, SignalId, Time};
-use meshsim_hw::{CoreRef, Kernel, Machine, Program};
+use meshsim_hw::{CoreRef, Kernel, Machine, Program, Wake};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, LinkId};
 
@@ -56,21 +56,29 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let mut injects: Vec<Vec<Inject>> = Vec::with_capacity(phases.len());
     // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
     let mut workers = vec![1usize; s.ops.len()];
+    // The algorithm each phase runs.
+    let mut algorithms = vec![""; phases.len()];
     for (pi, p) in phases.iter().enumerate() {
         let cx = Lowering { s, fabric: &fabric, ports: &ports, times: &times, done: &done };
-        let (got, routers) = if p.kind == "rs" {
+        let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
+        let (got, routers, algorithm) = if p.kind == "rs" && direct_path(s, p) {
+            let (got, routers) =
+                reduce_scatter_direct(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+            (got, one(routers), "direct")
+        } else if p.kind == "rs" {
             let (got, routers, w) =
                 reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
             workers[p.op] = w;
-            (got, routers)
+            (got, routers, if line_for(&fabric, &s.ops[p.op]).1 { "ring" } else { "line" })
         } else if p.kind == "a2a" {
             let (got, routers) = all_to_all(&cx, &mut programs, &mut next_core, pi, p)?;
-            (got, routers.into_iter().map(|r| (r, 0)).collect())
+            (got, one(routers), "direct")
         } else {
-            let (got, routers) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
-            (got, routers.into_iter().map(|r| (r, 0)).collect())
+            let (got, routers, algorithm) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
+            (got, one(routers), algorithm)
         };
         ppp[pi] = got;
+        algorithms[pi] = algorithm;
         injects.push(routers);
     }
     let muxes =
@@ -85,8 +93,9 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
     let stats =
         m.launch(programs, &start_of).map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
     let times = times.borrow();
-    let ops: Vec<_> =
-        (0..s.ops.len()).map(|i| s.result(i, &m, &phases, &times, &start_of, (&workers, &ppp))).collect();
+    let ops: Vec<_> = (0..s.ops.len())
+        .map(|i| s.result(i, &m, &phases, &times, &start_of, (&workers, &ppp, &algorithms)))
+        .collect();
     let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
         - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
     let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
@@ -247,6 +256,64 @@ fn all_to_all(
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
+    let core = take_core(s, next_core, req.comm.chips())?;
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
+    let sem = STAGING;
+    let prefix = s.kernel_prefix(p.op);
+    let sends =
+        Sends { core, land: t.output, signal: vec![noc_of(core)], per_source: false, ppp, max, name: "a2a" };
+    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    for &chip in req.comm.chips() {
+        let (g, want) = (gate.clone(), (n - 1) as u32);
+        programs[chip.0 as usize].create_kernel(
+            core,
+            &format!("{prefix}a2a sync"),
+            0,
+            vec![],
+            move |kn| async move {
+                let start = g.enter(&kn).await;
+                kn.wait_until(sem, Cond::Ge(want)).await?;
+                g.leave(&kn, start);
+                Ok(())
+            },
+        );
+    }
+    Ok((ppp, routers))
+}
+
+/// How a phase's chunk senders send (all-to-all's, and the direct reduce-scatter's).
+struct Sends {
+    /// The core, the same on every chip.
+    core: CoreRef,
+    /// Where chunks land on their destination, at the source's chunk.
+    land: Placement,
+    /// The cores each chunk's increment goes to, and whether each source has its own
+    /// semaphore there (`STAGING + 16 * source`) or all share `STAGING`.
+    signal: Vec<CoreCoord>,
+    per_source: bool,
+    ppp: u64,
+    max: u64,
+    /// The kernels' name.
+    name: &'static str,
+}
+
+/// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
+/// (`shared/fabric.md` §7, all-to-all): one core on link 0, each kernel covering one direction
+/// (a line's side; on a ring the shorter way, the antipode forward), destinations farthest
+/// first; an all-to-all's forward kernel also copies the rank's own chunk. Returns the routers
+/// they inject into.
+fn chunk_senders(
+    cx: &Lowering,
+    programs: &mut [Program],
+    pi: usize,
+    p: &Phase,
+    x: &Sends,
+    gate: &Gate,
+) -> Vec<usize> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let n = req.comm.size();
     let (line, closed) = line_for(fabric, req);
     // (forward, hops) from rank k to rank j: along a line, or the shorter way round a ring.
     let way = |k: usize, j: usize| -> (bool, u32) {
@@ -259,10 +326,6 @@ fn all_to_all(
             (false, (k - j) as u32)
         }
     };
-    let core = take_core(s, next_core, req.comm.chips())?;
-    let at = noc_of(core);
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
-    let sem = STAGING;
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
     for (k, &chip) in req.comm.chips().iter().enumerate() {
@@ -284,8 +347,7 @@ fn all_to_all(
                 fabric: fabric.clone(),
                 router,
                 dests,
-                at,
-                own: forward,
+                own: forward && !x.per_source,
                 rank: k,
                 n_ranks: n,
                 n: t.n,
@@ -293,30 +355,166 @@ fn all_to_all(
                 slice: t.slice,
                 input: t.input,
                 output: t.output,
-                ppp,
-                sem,
-                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * max),
-                max,
+                land: x.land,
+                signal: x.signal.clone(),
+                per_source: x.per_source,
+                ppp: x.ppp,
+                sem: STAGING,
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * x.max),
+                max: x.max,
                 gate: gate.clone(),
             });
-            let name = format!("{prefix}a2a {}", if forward { "forward" } else { "backward" });
-            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
+            let name = format!("{prefix}{} {}", x.name, if forward { "forward" } else { "backward" });
+            programs[chip.0 as usize].create_kernel(x.core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
         }
-        let (g, want) = (gate.clone(), (n - 1) as u32);
-        programs[chip.0 as usize].create_kernel(
-            core,
-            &format!("{prefix}a2a sync"),
-            0,
-            vec![],
-            move |kn| async move {
-                let start = g.enter(&kn).await;
-                kn.wait_until(sem, Cond::Ge(want)).await?;
-                g.leave(&kn, start);
-                Ok(())
-            },
-        );
+    }
+    routers
+}
+
+/// Largest input per rank (bytes) a ring reduce-scatter takes the one-shot direct path for
+/// (`reduce_scatter.cpp @039c252a`).
+pub const DIRECT_MAX_BYTES: u64 = 512 << 10;
+/// Reducer cores per rank of the direct path, each adding the contributions to every
+/// `DIRECT_REDUCERS`-th packet of the rank's slice (meshsim's choice: tt-metal's core count for
+/// this path is not known).
+pub const DIRECT_REDUCERS: usize = 4;
+
+/// Whether reduce-scatter phase `p` takes the one-shot direct path, as tt-metal's host does: a
+/// reduce-scatter (not an all-reduce's) on a ring, at most [`DIRECT_MAX_BYTES`] of input per
+/// rank, and no knob set (links, workers, packet size).
+fn direct_path(s: &Session, p: &Phase) -> bool {
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let k = &req.knobs;
+    matches!(req.collective, crate::op::Collective::ReduceScatter(_))
+        && req.comm.topology() == Topology::Ring
+        && req.comm.size() > 2
+        && t.slice.bytes() * t.n <= DIRECT_MAX_BYTES
+        && k.workers.is_none()
+        && k.packet_bytes.is_none()
+        && !s.links_given.get(p.op).copied().unwrap_or(false)
+}
+
+/// Lowers reduce-scatter phase `pi` by the one-shot direct path (`shared/fabric.md` §7): every
+/// rank unicasts slice j of its input straight to rank j — all-to-all's senders, one core on
+/// link 0 whose two kernels take the shorter way round the ring, farthest destination first —
+/// into rank j's receive buffer, and each chunk is followed by an increment of that source's
+/// semaphore on each of rank j's reducer cores. The reducers add every contribution to the
+/// rank's own pages as it completes, each on its share of the slice, and write the output.
+fn reduce_scatter_direct(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    scratch_base: &mut u64,
+) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let red = req.collective.redop().expect("a reduction");
+    let n = req.comm.size();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    let ppp = (max / page).clamp(1, 2);
+    // Every rank's receive buffer: one slice per source rank, at the source's chunk.
+    let recv = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
+    *scratch_base = recv.after(t.slice.pages() * t.n).base;
+    let sender = take_core(s, next_core, req.comm.chips())?;
+    let packets = super::reduce::packets(t.slice.pages(), ppp).len();
+    let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
+        .map(|_| take_core(s, next_core, req.comm.chips()))
+        .collect::<Result<_, _>>()?;
+    let signal: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
+    let gate = Gate::new(pi, &p.deps, cx.done, (2 + reducers.len()) * n, cx.times);
+    let prefix = s.kernel_prefix(p.op);
+    let sends = Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name: "rs direct" };
+    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        for (r, &core) in reducers.iter().enumerate() {
+            let ctx = Rc::new(DirectReducer {
+                rank: k,
+                ranks: n,
+                n: t.n,
+                dim: t.dim,
+                slice: t.slice,
+                input: t.input,
+                output: t.output,
+                recv,
+                red,
+                ppp,
+                share: (r, reducers.len()),
+                sems: STAGING,
+                base: STAGING + 0x1000,
+                gate: gate.clone(),
+            });
+            let name = format!("{prefix}rs direct reduce {r}");
+            programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |kn| direct_reduce(kn, ctx));
+        }
     }
     Ok((ppp, routers))
+}
+
+/// What a direct reduce-scatter's reducer needs.
+struct DirectReducer {
+    rank: usize,
+    ranks: usize,
+    n: u64,
+    dim: usize,
+    slice: crate::tensor::TensorSpec,
+    input: Placement,
+    output: Placement,
+    recv: Placement,
+    red: crate::op::RedOp,
+    ppp: u64,
+    /// Which of the rank's reducers it is, of how many: it takes every such packet.
+    share: (usize, usize),
+    /// Per source rank a semaphore (`sems + 16 * source`) its chunk's increment lands on.
+    sems: u64,
+    /// L1 for the running sum and one contribution.
+    base: u64,
+    gate: Gate,
+}
+
+/// A direct reduce-scatter reducer: its share of the rank's own slice, then each source's
+/// contribution added as soon as that source's chunk has landed, then the output.
+async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let page = c.slice.page_bytes();
+    let reduce = k.cycles(k.params().tile_reduce_cycles);
+    let mine: Vec<u64> = super::reduce::plane_packets(c.slice.pages(), c.ppp, c.share)
+        .into_iter()
+        .flat_map(|(lo, pages)| lo..lo + pages)
+        .collect();
+    let bytes = mine.len() as u64 * page;
+    let (acc, tmp) = (c.base, c.base + bytes);
+    let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
+    issue_reads(&k, &c.input, mine.iter().map(|&q| whole(c.rank, q)), acc, page).await?;
+    k.noc_async_read_barrier().await?;
+    let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
+    while !pending.is_empty() {
+        let ready = pending.iter().position(|&j| k.read_u32(c.sems + 16 * j as u64).is_ok_and(|v| v > 0));
+        let Some(i) = ready else {
+            let waits: Vec<Wake> =
+                pending.iter().map(|&j| Wake::Word(c.sems + 16 * j as u64, Cond::Ge(1))).collect();
+            k.wait_for_any(&waits).await?;
+            continue;
+        };
+        let j = pending.remove(i);
+        issue_reads(&k, &c.recv, mine.iter().map(|&q| whole(j, q)), tmp, page).await?;
+        k.noc_async_read_barrier().await?;
+        if k.is_functional() {
+            let mut a = k.read_bytes(acc, bytes)?;
+            c.red.reduce_words(&mut a, &k.read_bytes(tmp, bytes)?);
+            k.write_bytes(acc, &a)?;
+        }
+        k.delay(Time(reduce.0 * mine.len() as u64)).await;
+    }
+    for (x, &q) in mine.iter().enumerate() {
+        k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.output, q), page).await?;
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
 }
 
 /// Packets an all-to-all kernel reads at once.
@@ -331,8 +529,6 @@ struct A2aCtx {
     router: Option<usize>,
     /// Destinations, farthest first: (rank, hops).
     dests: Vec<(usize, u32)>,
-    /// The ranks' core, where their semaphores are.
-    at: CoreCoord,
     /// Also copies the rank's own chunk.
     own: bool,
     rank: usize,
@@ -343,6 +539,13 @@ struct A2aCtx {
     slice: crate::tensor::TensorSpec,
     input: Placement,
     output: Placement,
+    /// Where a destination's chunk lands (the output; a direct reduce-scatter's receive
+    /// buffer), at the sender's rank's chunk.
+    land: Placement,
+    /// The cores whose semaphore each destination's chunk increments, and whether each source
+    /// has its own semaphore there (`sem + 16 * rank`) or all share `sem`.
+    signal: Vec<CoreCoord>,
+    per_source: bool,
     ppp: u64,
     sem: u64,
     base: u64,
@@ -366,7 +569,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     entry_barrier(&k, conn.as_ref(), reach, c.n_ranks).await?;
     if let Some(conn) = &conn {
         let packets = super::reduce::packets(c.slice.pages(), c.ppp);
-        let at = c.at;
+        let sem = if c.per_source { c.sem + 16 * c.rank as u64 } else { c.sem };
         for &(j, hops) in &c.dests {
             let route = Route::unicast(hops);
             for wave in packets.chunks(A2A_WINDOW) {
@@ -377,13 +580,15 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
                 k.noc_async_read_barrier().await?;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
                     let out: Vec<u64> =
-                        (lo..lo + pages).map(|q| page_addr(&k, &c.output, whole(c.rank, q))).collect();
+                        (lo..lo + pages).map(|q| page_addr(&k, &c.land, whole(c.rank, q))).collect();
                     let cmd = NocCmd::pages(&out, page);
                     conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(i)).await?;
                 }
             }
-            let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, c.sem), inc: 1, flush: true };
-            conn.send(&k, Header { cmd: inc, payload: 0, route, src_ch: 0 }, 0).await?;
+            for at in &c.signal {
+                let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
+                conn.send(&k, Header { cmd: inc, payload: 0, route, src_ch: 0 }, 0).await?;
+            }
         }
         conn.close(&k).await?;
     }
@@ -687,7 +892,7 @@ fn all_gather(
     next_core: &mut [usize],
     pi: usize,
     p: &Phase,
-) -> Result<(u64, Vec<usize>), CclError> {
+) -> Result<(u64, Vec<usize>, &'static str), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
@@ -700,7 +905,8 @@ fn all_gather(
     // pages of 4 KiB or more); meshsim runs it on one plane.
     let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
     if closed && planes == 1 && t.slice.pages() >= relay_from {
-        return all_gather_relay(cx, programs, next_core, pi, p, ppp, line);
+        let (got, routers) = all_gather_relay(cx, programs, next_core, pi, p, ppp, line)?;
+        return Ok((got, routers, "relay"));
     }
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
@@ -781,7 +987,7 @@ fn all_gather(
             programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
         }
     }
-    Ok((ppp, routers))
+    Ok((ppp, routers, "multicast"))
 }
 
 /// Pages per device from which a Wormhole ring all-gather takes the unicast factory: (pages
