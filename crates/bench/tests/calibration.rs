@@ -75,8 +75,10 @@ fn larger_pings_cost_more_per_hop_and_bandwidth_saturates_near_the_line_rate() {
 #[test]
 fn bidirectional_bandwidth_is_two_directions_and_forwarding_to_a_worker_costs_little_for_large_packets() {
     let s = setup("n300");
+    // 16 slots, as the published bidirectional curve was measured: with fewer, each direction's
+    // acknowledgements wait behind the other's 4 KiB transfers long enough to cost slots.
     let uni =
-        BandwidthSpec { size_bytes: 4096, slots: Some(8), packets: 128, bidir: false, to_worker: false };
+        BandwidthSpec { size_bytes: 4096, slots: Some(16), packets: 128, bidir: false, to_worker: false };
     let one = bandwidth::bandwidth(&s, uni).unwrap().row;
     let both = bandwidth::bandwidth(&s, BandwidthSpec { bidir: true, ..uni }).unwrap().row;
     assert_eq!(both.directions, 2);
@@ -89,8 +91,12 @@ fn bidirectional_bandwidth_is_two_directions_and_forwarding_to_a_worker_costs_li
     let fwd_small = bandwidth::bandwidth(&s, BandwidthSpec { to_worker: true, ..small }).unwrap().row;
     assert!(fwd_small.gbps < direct.gbps, "the NoC hop lengthens the slot turnaround");
     // Forwarded with transaction ids, a slot is acknowledged once its write has left the
-    // ERISC, not once it has landed: small packets lose little of the direct rate.
-    assert!(fwd_small.gbps > 0.85 * direct.gbps, "to worker {} vs {}", fwd_small.gbps, direct.gbps);
+    // ERISC, not once it has landed: per packet the ERISC adds its NoC command and nothing
+    // waits for the write to travel.
+    let per_packet = |gbps: f64| 256.0 / gbps;
+    let added = per_packet(fwd_small.gbps) - per_packet(direct.gbps);
+    let issue = s.params.noc_issue_cycles as f64 * 1000.0 / s.params.aiclk_mhz as f64;
+    assert!(added <= issue, "to worker adds {added:.1} ns per packet, its NoC command {issue:.1} ns");
 }
 
 /// One ERISC sends and acknowledges at once: its RISC-V issues both streams' commands, but the
@@ -182,18 +188,26 @@ fn event_logs_do_not_depend_on_the_number_of_threads() {
     assert_eq!(one.len(), 3);
 }
 
-/// The fabric set: every write and scatter point from 3 KiB packets up and the one-hop write
-/// latency meet ±10 % (docs/calibration.md lists the 2 KiB and fused points that do not yet);
-/// a change of physics that loses one of these fails here.
+/// The fabric set: 27 of its 34 points meet ±10 % — every write and scatter point but the
+/// single sender's 2 KiB scatter, the line multicasts' fused points and the 2 KiB fused points
+/// of neighbour exchange and unidirectional multicast, and the 4 KiB latencies
+/// (docs/calibration.md lists the seven that do not yet); a change of physics that loses one
+/// of these fails here.
 #[test]
 fn the_fabric_points_that_hold_keep_holding() {
     let rows = calibration::run_fabric(&setup("t3000"), &setup("galaxy")).unwrap();
     assert_eq!(rows.len(), 34);
-    let held: Vec<_> = rows
-        .iter()
-        .filter(|r| !r.measure.contains("fused") && (r.size_bytes >= 3264 || r.measure.contains("latency")))
-        .collect();
-    assert_eq!(held.len(), 15);
+    let open = |r: &&calibration::CalibrationRow| {
+        let m = r.measure.as_str();
+        let fused = m.contains("fused");
+        ((m.contains("NeighborExchange") || m.contains("UnidirLinearMulticast"))
+            && fused
+            && r.size_bytes == 4096)
+            || (m.contains("SingleSender") && (fused || m.contains("scatter")) && r.size_bytes == 2048)
+            || (m.contains("latency") && r.size_bytes == 16)
+    };
+    let held: Vec<_> = rows.iter().filter(|r| !open(r)).collect();
+    assert_eq!(held.len(), 27);
     let misses: Vec<String> = held
         .iter()
         .filter(|r| !r.ok)

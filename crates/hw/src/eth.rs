@@ -7,8 +7,11 @@
 //! A kernel waits for a tx command queue to be idle, spends `eth_send_initiate_cycles` of its
 //! core's one RISC-V writing the command (source, destination, size) into the queue's
 //! registers, and submits it. Only the submitted command makes the queue busy: until the
-//! Ethernet subsystem latches it, `eth_txq_latch_cycles` after submission or when the tx DMA
-//! engine is free, whichever is later; there is no completion signal. Commands of one queue complete in order. A latched command is split into
+//! Ethernet subsystem latches it, `eth_txq_latch_cycles` after submission or once the tx DMA
+//! has started on the previous command, whichever is later: one command may wait behind the one
+//! the DMA is moving (so a router's counter write does not spin for its data packet's DMA, and
+//! its per-packet cost does not grow with the packet: `shared/calibration/`'s unidirectional
+//! multicast takes the same time per packet at 2 and 4 KiB); there is no completion signal. Commands of one queue complete in order. A latched command is split into
 //! packets of at most `eth_mtu_bytes`; each packet flows through three store-and-forward stages
 //! — tx DMA at `eth_dma_bytes_per_cycle`, the serializer at the line rate with
 //! `eth_packet_overhead_bytes` added, and rx DMA into the peer L1 — with the fixed
@@ -51,6 +54,9 @@ pub struct EthPort {
     pub cpu_free: Time,
     /// When the tx DMA engine can start the next packet.
     pub tx_dma_free: Time,
+    /// When the tx DMA engine started (or starts) on the newest command: the queue latches the
+    /// next command no earlier.
+    pub tx_dma_start: Time,
     /// When the serializer can start the next packet.
     pub wire_free: Time,
     /// When the rx DMA engine can start the next incoming packet.
@@ -92,6 +98,7 @@ impl EthPort {
             txq: free.map(|free| TxQueue { pending: None, free }),
             cpu_free: Time::ZERO,
             tx_dma_free: Time::ZERO,
+            tx_dma_start: Time::ZERO,
             wire_free: Time::ZERO,
             rx_dma_free: Time::ZERO,
             bytes_sent: 0,
@@ -115,6 +122,7 @@ pub fn transmit(
     let latency = Time::from_ns(p.eth_link_latency_ns);
     let mut offset = 0;
     let mut ready = now;
+    tx.tx_dma_start = now.max(tx.tx_dma_free);
     while offset < bytes {
         let chunk = (bytes - offset).min(p.eth_mtu_bytes);
         let dma_end = ready.max(tx.tx_dma_free) + p.eth_dma_time(chunk);

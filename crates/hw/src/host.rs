@@ -351,6 +351,8 @@ impl Machine {
                         local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
                         flushed: Default::default(),
                         tagged: Default::default(),
+                        atomics_acked: Default::default(),
+                        issue_cycles: Default::default(),
                         traced: hw.counter_log.is_some(),
                     };
                     (k, name, core_name)

@@ -105,6 +105,12 @@ pub struct Kernel {
     pub(crate) tagged: Rc<[std::cell::Cell<u32>; NOC_TRIDS]>,
     /// Whether the run records a trace (kernel counters cost nothing otherwise).
     pub(crate) traced: bool,
+    /// When the responses of every NoC atomic this kernel issued are back
+    /// (`noc_async_atomic_barrier`).
+    pub(crate) atomics_acked: Rc<std::cell::Cell<Time>>,
+    /// Cycles each NoC command costs this kernel, when it differs from `noc_issue_cycles`
+    /// ([`Kernel::set_noc_issue_cycles`]).
+    pub(crate) issue_cycles: Rc<std::cell::Cell<Option<u64>>>,
 }
 
 /// One of the things a service loop can wait for at once ([`Kernel::wait_for_any`]).
@@ -455,7 +461,17 @@ impl Kernel {
     }
 
     async fn issue(&self) {
-        self.delay_cycles(self.ctx.with(|hw, _| hw.params.noc_issue_cycles)).await;
+        let c = match self.issue_cycles.get() {
+            Some(c) => c,
+            None => self.ctx.with(|hw, _| hw.params.noc_issue_cycles),
+        };
+        self.delay_cycles(c).await;
+    }
+
+    /// Makes every NoC command this kernel issues cost `cycles` of its core (a firmware whose
+    /// command path does more than the dataflow API's, such as the fabric router's).
+    pub fn set_noc_issue_cycles(&self, cycles: u64) {
+        self.issue_cycles.set(Some(cycles));
     }
 
     /// `noc_async_write_barrier()`: waits until every write this kernel's NoC issued from this
@@ -473,16 +489,33 @@ impl Kernel {
     }
 
     /// `noc_semaphore_inc(noc_addr, inc)`: an atomic increment of a word on a core of this
-    /// chip, on the same NoC as this kernel's writes (so it lands after them).
+    /// chip, on the same NoC as this kernel's writes (so it lands after them). The atomic is
+    /// non-posted: its target answers with a one-flit response, back the same way round the
+    /// NoC ([`Kernel::noc_async_atomic_barrier`] waits for it; the response's flit is not
+    /// booked on the links).
     pub async fn noc_semaphore_inc(&self, noc_addr: u64, inc: u32) -> Result<(), HwError> {
         let (at, mem, addr, _) = self.target(noc_addr, 4)?;
         self.issue().await;
-        self.ctx.with(|hw, s| {
+        let answered = self.ctx.with(|hw, s| -> Result<Time, HwError> {
             let p = Rc::clone(&hw.params);
-            let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, at, 4, s.now());
-            hw.post(s, arrive, Delivery { mem, addr, what: Payload::Add(inc), done: None, eth_to: None })
+            let noc = &mut hw.chips[self.chip.0 as usize].noc;
+            let arrive = noc.send(&p, self.noc, self.at, at, 4, s.now());
+            let back = noc.hops(self.noc, at, self.at) as u64 * p.noc_hop_cycles
+                + p.noc_inject_cycles
+                + p.noc_eject_cycles
+                + 1;
+            hw.post(s, arrive, Delivery { mem, addr, what: Payload::Add(inc), done: None, eth_to: None })?;
+            Ok(arrive + p.cycles(back))
         })?;
+        self.atomics_acked.set(self.atomics_acked.get().max(answered));
         Ok(())
+    }
+
+    /// `noc_async_atomic_barrier()`: waits until every NoC atomic this kernel issued has been
+    /// answered by its target.
+    pub async fn noc_async_atomic_barrier(&self) {
+        let at = self.atomics_acked.get();
+        self.ctx.delay(at.saturating_sub(self.now())).await;
     }
 
     /// `noc_semaphore_set(addr, value)` on this core.
@@ -644,7 +677,7 @@ impl Kernel {
             let txq = &mut port.txq[q];
             txq.pending = Some(EthCmd { src, dst, bytes });
             s.write_u32(self.regs, reg_txq_busy(q), 1).expect("the register block holds the flags");
-            let at = latch_time(&p, s.now(), port.tx_dma_free);
+            let at = latch_time(&p, s.now(), port.tx_dma_start);
             s.schedule(at, HwEvent::TxLatch { chip: self.chip.0, chan, q: q as u8 });
         });
         Ok(())

@@ -55,6 +55,9 @@ pub struct Params {
     /// ERISC cycles of one pass of a fabric router's main loop (its channel checks and
     /// bookkeeping), beyond the sends and NoC commands it issues.
     pub fabric_router_pass_cycles: u64,
+    /// ERISC cycles a fabric router spends on each NoC command it issues (the command and the
+    /// router's bookkeeping around it), in place of `noc_issue_cycles`.
+    pub fabric_router_noc_cycles: u64,
     /// ERISC L1 a fabric router has for its channels' packet slots, bytes.
     pub fabric_router_l1_bytes: u64,
     /// Tensix L1 size, bytes.
@@ -95,6 +98,7 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "fabric_router_pass_cycles",
         "ERISC cycles of one fabric router main-loop pass, beyond its sends and NoC commands",
     ),
+    ("fabric_router_noc_cycles", "ERISC cycles a fabric router spends per NoC command it issues"),
     ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
     ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),

@@ -576,7 +576,9 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
     }
 }
 
-/// Time of the latch of a command submitted at `now` on a port whose DMA is free at `dma_free`.
-pub(crate) fn latch_time(p: &Params, now: Time, dma_free: Time) -> Time {
-    (now + p.cycles(p.eth_txq_latch_cycles)).max(dma_free)
+/// Time of the latch of a command submitted at `now` on a port whose tx DMA started on its
+/// newest command at `dma_start`: `eth_txq_latch_cycles` later, but not before the DMA has
+/// taken the previous command (one command waits behind the one being moved).
+pub(crate) fn latch_time(p: &Params, now: Time, dma_start: Time) -> Time {
+    (now + p.cycles(p.eth_txq_latch_cycles)).max(dma_start)
 }

@@ -139,6 +139,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let wiring = wiring;
     let trids = if ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as usize;
     let pass = k.cycles(k_params_pass(&k));
+    k.set_noc_issue_cycles(k.params().fabric_router_noc_cycles);
     let w = |o: u64| lay.word(o);
     // Memory starts zeroed: every counter and semaphore begins at 0.
     let master = k.chip() < spec.peer.chip;
@@ -417,12 +418,14 @@ async fn local_write(
             }
             Ok(k.noc_semaphore_inc(sem, inc).await?)
         }
-        // Write and increment go to the same core on one NoC route, which keeps them in order:
-        // the increment need only follow the write out of the L1.
+        // Write and increment go to the same core on one NoC route, which keeps them in order,
+        // so the increment follows the write at once; the router then waits for the atomic's
+        // response (a non-posted atomic flushed) before it moves on.
         NocCmd::FusedWriteInc { dst, sem, inc } => {
             k.noc_async_write_with_trid(payload, dst, header.payload, trid).await?;
-            k.noc_async_write_flushed_with_trid(trid).await;
-            Ok(k.noc_semaphore_inc(sem, inc).await?)
+            k.noc_semaphore_inc(sem, inc).await?;
+            k.noc_async_atomic_barrier().await;
+            Ok(())
         }
         NocCmd::Scatter { chunks, count } => {
             let mut off = 0;
