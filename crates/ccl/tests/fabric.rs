@@ -640,3 +640,23 @@ fn small_ring_reduce_scatters_take_the_one_shot_direct_path() {
     let timed = |links| fabric_run(&t3000, false, vec![req(&ring, rs, big, links)]).unwrap().ops[0].time;
     assert!(timed(None) > timed(Some(1)), "{} {}", timed(None), timed(Some(1)));
 }
+
+/// A ring all-gather large enough for the unicast (relay) factory runs it on every routing
+/// plane, each relaying its share of every slice: it verifies, and more planes take less time.
+#[test]
+fn relay_all_gathers_use_every_routing_plane() {
+    let torus = builtin::cluster("galaxy_torus").unwrap();
+    let row = Communicator::axis(&torus, 1, Some(Topology::Ring)).unwrap().remove(0);
+    let run = |links: usize| {
+        let mut r = ag(row.clone(), [1, 1, 256, 8 * 256], DType::Bf16);
+        r.knobs.links = Some(links);
+        fabric_run(&torus, true, vec![r]).unwrap()
+    };
+    let (one, four) = (run(1), run(4));
+    for r in [&one, &four] {
+        verified(r);
+        assert_eq!(r.ops[0].algorithm, "relay");
+    }
+    assert_eq!(four.ops[0].links, 4);
+    assert!(four.ops[0].time < one.ops[0].time, "{} vs {}", four.ops[0].time, one.ops[0].time);
+}

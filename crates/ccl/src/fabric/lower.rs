@@ -902,9 +902,9 @@ fn all_gather(
     let planes = req.knobs.links();
     let (line, closed) = line_for(fabric, req);
     // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20 for
-    // pages of 4 KiB or more); meshsim runs it on one plane.
+    // pages of 4 KiB or more), on every plane.
     let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
-    if closed && planes == 1 && t.slice.pages() >= relay_from {
+    if closed && t.slice.pages() >= relay_from {
         let (got, routers) = all_gather_relay(cx, programs, next_core, pi, p, ppp, line)?;
         return Ok((got, routers, "relay"));
     }
@@ -1012,59 +1012,65 @@ fn all_gather_relay(
     let t = p.tensors.expect("placed");
     let n = req.comm.size();
     let max = fabric.config.max_payload_bytes;
-    let packets = super::reduce::packets(t.slice.pages(), ppp);
-    let total = packets.len();
-    let core = take_core(s, next_core, req.comm.chips())?;
-    let at = noc_of(core);
+    let planes = req.knobs.links();
     let sems = [STAGING, STAGING + 16];
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes, cx.times);
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
-    for (k, &chip) in req.comm.chips().iter().enumerate() {
-        for (d, forward) in [true, false].into_iter().enumerate() {
-            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
-            let router = fabric
-                .router_facing(line, 0, chip, req.comm.chips()[next])
-                .expect("a router toward each neighbour");
-            routers.push(router);
-            let ctx = Rc::new(RelayCtx {
-                ports: cx.ports.clone(),
-                phase: pi,
-                fabric: fabric.clone(),
-                router,
-                forward,
-                rank: k,
-                n,
-                slice: t.slice,
-                dim: t.dim,
-                input: t.input,
-                output: t.output,
-                packets: packets.clone(),
-                sem: (at, sems[d]),
-                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
-                max,
-                barrier: barrier_reach(n, k, forward, true),
-                gate: gate.clone(),
-            });
-            let name = format!("{prefix}ag relay {}", if forward { "forward" } else { "backward" });
-            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
+    // A plane relays every planes-th packet of each slice: independent relays over disjoint
+    // pages, each with its own core and semaphores.
+    for plane in 0..planes {
+        let packets = super::reduce::plane_packets(t.slice.pages(), ppp, (plane, planes));
+        let total = packets.len();
+        let core = take_core(s, next_core, req.comm.chips())?;
+        let at = noc_of(core);
+        for (k, &chip) in req.comm.chips().iter().enumerate() {
+            for (d, forward) in [true, false].into_iter().enumerate() {
+                let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+                let router = fabric
+                    .router_facing(line, plane, chip, req.comm.chips()[next])
+                    .expect("a router toward each neighbour");
+                routers.push(router);
+                let ctx = Rc::new(RelayCtx {
+                    ports: cx.ports.clone(),
+                    phase: pi,
+                    fabric: fabric.clone(),
+                    router,
+                    forward,
+                    rank: k,
+                    n,
+                    slice: t.slice,
+                    dim: t.dim,
+                    input: t.input,
+                    output: t.output,
+                    packets: packets.clone(),
+                    sem: (at, sems[d]),
+                    base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
+                    max,
+                    barrier: barrier_reach(n, k, forward, true),
+                    gate: gate.clone(),
+                });
+                let name = format!("{prefix}ag relay {}", if forward { "forward" } else { "backward" });
+                programs[chip.0 as usize]
+                    .create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
+            }
+            let g = gate.clone();
+            let want = [relay::received(n, true, total), relay::received(n, false, total)];
+            programs[chip.0 as usize].create_kernel(
+                core,
+                &format!("{prefix}ag sync"),
+                0,
+                vec![],
+                move |kn| async move {
+                    let start = g.enter(&kn).await;
+                    for (sem, want) in sems.into_iter().zip(want) {
+                        kn.wait_until(sem, Cond::Ge(want as u32)).await?;
+                    }
+                    g.leave(&kn, start);
+                    Ok(())
+                },
+            );
         }
-        let g = gate.clone();
-        let want = [relay::received(n, true, total), relay::received(n, false, total)];
-        programs[chip.0 as usize].create_kernel(
-            core,
-            &format!("{prefix}ag sync"),
-            0,
-            vec![],
-            move |kn| async move {
-                let start = g.enter(&kn).await;
-                for (sem, want) in sems.into_iter().zip(want) {
-                    kn.wait_until(sem, Cond::Ge(want as u32)).await?;
-                }
-                g.leave(&kn, start);
-                Ok(())
-            },
-        );
     }
     Ok((ppp, routers))
 }
