@@ -660,3 +660,20 @@ fn relay_all_gathers_use_every_routing_plane() {
     assert_eq!(four.ops[0].links, 4);
     assert!(four.ops[0].time < one.ops[0].time, "{} vs {}", four.ops[0].time, one.ops[0].time);
 }
+
+/// tt-metal's relay runs one worker per link and direction for long stripes (64 packets or more
+/// per link) and two behind a mux for shorter ones above 64 KiB: both verify.
+#[test]
+fn mid_size_relay_all_gathers_run_two_workers_behind_a_mux() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
+    let run = |shape: [u64; 4]| fabric_run(&t3000, true, vec![ag(ring.clone(), shape, DType::Bf16)]).unwrap();
+    // A slice of 64 pages in 32 packets of 2 pages, 128 KiB: two workers.
+    let mid = run([1, 1, 128, 8 * 512]);
+    verified(&mid);
+    assert_eq!((mid.ops[0].algorithm.as_str(), mid.ops[0].workers), ("relay", 2));
+    // 128 pages in 64 packets: one.
+    let long = run([1, 1, 256, 8 * 512]);
+    verified(&long);
+    assert_eq!((long.ops[0].algorithm.as_str(), long.ops[0].workers), ("relay", 1));
+}

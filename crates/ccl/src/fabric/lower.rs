@@ -74,8 +74,9 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
             let (got, routers) = all_to_all(&cx, &mut programs, &mut next_core, pi, p)?;
             (got, one(routers), "direct")
         } else {
-            let (got, routers, algorithm) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
-            (got, one(routers), algorithm)
+            let (got, routers, w, algorithm) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
+            workers[p.op] = workers[p.op].max(w);
+            (got, routers, algorithm)
         };
         ppp[pi] = got;
         algorithms[pi] = algorithm;
@@ -892,7 +893,7 @@ fn all_gather(
     next_core: &mut [usize],
     pi: usize,
     p: &Phase,
-) -> Result<(u64, Vec<usize>, &'static str), CclError> {
+) -> Result<(u64, Vec<Inject>, usize, &'static str), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
@@ -905,8 +906,7 @@ fn all_gather(
     // pages of 4 KiB or more), on every plane.
     let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
     if closed && t.slice.pages() >= relay_from {
-        let (got, routers) = all_gather_relay(cx, programs, next_core, pi, p, ppp, line)?;
-        return Ok((got, routers, "relay"));
+        return all_gather_relay(cx, programs, next_core, pi, p, ppp, line);
     }
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
@@ -987,7 +987,7 @@ fn all_gather(
             programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
         }
     }
-    Ok((ppp, routers, "multicast"))
+    Ok((ppp, routers.into_iter().map(|r| (r, 0)).collect(), 1, "multicast"))
 }
 
 /// Pages per device from which a Wormhole ring all-gather takes the unicast factory: (pages
@@ -1005,7 +1005,7 @@ fn all_gather_relay(
     p: &Phase,
     ppp: u64,
     line: usize,
-) -> Result<(u64, Vec<usize>), CclError> {
+) -> Result<(u64, Vec<Inject>, usize, &'static str), CclError> {
     use super::relay::{self, RelayCtx};
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
@@ -1013,14 +1013,18 @@ fn all_gather_relay(
     let n = req.comm.size();
     let max = fabric.config.max_payload_bytes;
     let planes = req.knobs.links();
+    let per_plane = super::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
+    let workers = relay::workers(t.slice.bytes() / planes as u64, per_plane);
     let sems = [STAGING, STAGING + 16];
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes, cx.times);
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes * workers, cx.times);
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
-    // A plane relays every planes-th packet of each slice: independent relays over disjoint
-    // pages, each with its own core and semaphores.
-    for plane in 0..planes {
-        let packets = super::reduce::plane_packets(t.slice.pages(), ppp, (plane, planes));
+    // Each (plane, worker) relays every (planes x workers)-th packet of each slice: independent
+    // relays over disjoint pages, each with its own core and semaphores; a plane's workers
+    // share its routers through a mux.
+    for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
+        let on = (plane * workers + w, planes * workers);
+        let packets = super::reduce::plane_packets(t.slice.pages(), ppp, on);
         let total = packets.len();
         let core = take_core(s, next_core, req.comm.chips())?;
         let at = noc_of(core);
@@ -1030,12 +1034,13 @@ fn all_gather_relay(
                 let router = fabric
                     .router_facing(line, plane, chip, req.comm.chips()[next])
                     .expect("a router toward each neighbour");
-                routers.push(router);
+                routers.push((router, w));
                 let ctx = Rc::new(RelayCtx {
                     ports: cx.ports.clone(),
                     phase: pi,
                     fabric: fabric.clone(),
                     router,
+                    worker: w,
                     forward,
                     rank: k,
                     n,
@@ -1072,7 +1077,7 @@ fn all_gather_relay(
             );
         }
     }
-    Ok((ppp, routers))
+    Ok((ppp, routers, workers, "relay"))
 }
 
 /// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,

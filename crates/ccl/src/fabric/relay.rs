@@ -53,6 +53,8 @@ pub(crate) struct RelayCtx {
     pub phase: usize,
     pub fabric: Rc<Fabric>,
     pub router: usize,
+    /// Which of the link's workers it is (its mux client when there are two).
+    pub worker: usize,
     pub forward: bool,
     pub rank: usize,
     pub n: usize,
@@ -70,6 +72,13 @@ pub(crate) struct RelayCtx {
     pub gate: Gate,
 }
 
+/// tt-metal's relay workers per link and direction on a Wormhole ring (`shared/fabric.md` §7,
+/// `@022ab700`): 1 for at most 64 KiB of a device's slice per link, or for long stripes (64
+/// packets or more per link); otherwise 2, behind a mux.
+pub(crate) fn workers(bytes_per_link: u64, packets_per_link: u64) -> usize {
+    if bytes_per_link <= 64 << 10 || packets_per_link >= 64 { 1 } else { 2 }
+}
+
 /// One packet a relay kernel sends: its slice, pages, the packets it must have received first,
 /// and the increment that follows it.
 struct Item {
@@ -84,7 +93,7 @@ struct Item {
 /// A relay kernel: its stripes in waves of reads and sends.
 pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = c.ports.open(&k, c.fabric.clone(), (c.phase, c.router, 0), c.base).await?;
+    let conn = c.ports.open(&k, c.fabric.clone(), (c.phase, c.router, c.worker), c.base).await?;
     entry_barrier(&k, Some(&conn), c.barrier, c.n).await?;
     let (n, total) = (c.n, c.packets.len());
     let page = c.slice.page_bytes();
