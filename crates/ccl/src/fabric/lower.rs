@@ -351,16 +351,11 @@ fn chunk_senders(
                 own: forward && !x.per_source,
                 rank: k,
                 n_ranks: n,
-                n: t.n,
-                dim: t.dim,
-                slice: t.slice,
-                input: t.input,
-                output: t.output,
+                t,
                 land: x.land,
                 signal: x.signal.clone(),
                 per_source: x.per_source,
                 ppp: x.ppp,
-                sem: STAGING,
                 base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * x.max),
                 max: x.max,
                 gate: gate.clone(),
@@ -435,16 +430,11 @@ fn reduce_scatter_direct(
             let ctx = Rc::new(DirectReducer {
                 rank: k,
                 ranks: n,
-                n: t.n,
-                dim: t.dim,
-                slice: t.slice,
-                input: t.input,
-                output: t.output,
+                t,
                 recv,
                 red,
                 ppp,
                 share: (r, reducers.len()),
-                sems: STAGING,
                 base: STAGING + 0x1000,
                 gate: gate.clone(),
             });
@@ -455,22 +445,18 @@ fn reduce_scatter_direct(
     Ok((ppp, routers))
 }
 
-/// What a direct reduce-scatter's reducer needs.
+/// What a direct reduce-scatter's reducer needs. Per source rank a semaphore at
+/// `STAGING + 16 * source` on its core counts that source's chunk.
 struct DirectReducer {
     rank: usize,
     ranks: usize,
-    n: u64,
-    dim: usize,
-    slice: crate::tensor::TensorSpec,
-    input: Placement,
-    output: Placement,
+    /// The phase's tensors: slice, chunk count and dim, input and output.
+    t: Tensors,
     recv: Placement,
     red: crate::op::RedOp,
     ppp: u64,
     /// Which of the rank's reducers it is, of how many: it takes every such packet.
     share: (usize, usize),
-    /// Per source rank a semaphore (`sems + 16 * source`) its chunk's increment lands on.
-    sems: u64,
     /// L1 for the running sum and one contribution.
     base: u64,
     gate: Gate,
@@ -480,23 +466,23 @@ struct DirectReducer {
 /// contribution added as soon as that source's chunk has landed, then the output.
 async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
-    let page = c.slice.page_bytes();
+    let page = c.t.slice.page_bytes();
     let reduce = k.cycles(k.params().tile_reduce_cycles);
-    let mine: Vec<u64> = super::reduce::plane_packets(c.slice.pages(), c.ppp, c.share)
+    let mine: Vec<u64> = super::reduce::plane_packets(c.t.slice.pages(), c.ppp, c.share)
         .into_iter()
         .flat_map(|(lo, pages)| lo..lo + pages)
         .collect();
     let bytes = mine.len() as u64 * page;
     let (acc, tmp) = (c.base, c.base + bytes);
-    let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
-    issue_reads(&k, &c.input, mine.iter().map(|&q| whole(c.rank, q)), acc, page).await?;
+    let whole = |j: usize, q: u64| c.t.slice.page_in_whole(c.t.dim, c.t.n, j as u64, q);
+    issue_reads(&k, &c.t.input, mine.iter().map(|&q| whole(c.rank, q)), acc, page).await?;
     k.noc_async_read_barrier().await?;
     let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
     while !pending.is_empty() {
-        let ready = pending.iter().position(|&j| k.read_u32(c.sems + 16 * j as u64).is_ok_and(|v| v > 0));
+        let ready = pending.iter().position(|&j| k.read_u32(STAGING + 16 * j as u64).is_ok_and(|v| v > 0));
         let Some(i) = ready else {
             let waits: Vec<Wake> =
-                pending.iter().map(|&j| Wake::Word(c.sems + 16 * j as u64, Cond::Ge(1))).collect();
+                pending.iter().map(|&j| Wake::Word(STAGING + 16 * j as u64, Cond::Ge(1))).collect();
             k.wait_for_any(&waits).await?;
             continue;
         };
@@ -511,7 +497,7 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
         k.delay(Time(reduce.0 * mine.len() as u64)).await;
     }
     for (x, &q) in mine.iter().enumerate() {
-        k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.output, q), page).await?;
+        k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.t.output, q), page).await?;
     }
     k.noc_async_write_barrier().await?;
     c.gate.leave(&k, start);
@@ -535,20 +521,16 @@ struct A2aCtx {
     rank: usize,
     /// Ranks of the op.
     n_ranks: usize,
-    n: u64,
-    dim: usize,
-    slice: crate::tensor::TensorSpec,
-    input: Placement,
-    output: Placement,
+    /// The phase's tensors: slice, chunk count and dim, input and output.
+    t: Tensors,
     /// Where a destination's chunk lands (the output; a direct reduce-scatter's receive
     /// buffer), at the sender's rank's chunk.
     land: Placement,
     /// The cores whose semaphore each destination's chunk increments, and whether each source
-    /// has its own semaphore there (`sem + 16 * rank`) or all share `sem`.
+    /// has its own semaphore there (`STAGING + 16 * rank`) or all share `STAGING`.
     signal: Vec<CoreCoord>,
     per_source: bool,
     ppp: u64,
-    sem: u64,
     base: u64,
     max: u64,
     gate: Gate,
@@ -558,8 +540,8 @@ struct A2aCtx {
 /// its increment.
 async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
-    let page = c.slice.page_bytes();
-    let whole = |chunk: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, chunk as u64, q);
+    let page = c.t.slice.page_bytes();
+    let whole = |chunk: usize, q: u64| c.t.slice.page_in_whole(c.t.dim, c.t.n, chunk as u64, q);
     let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
     let conn = match c.router {
         Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
@@ -569,14 +551,14 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let reach = c.dests.first().map_or(0, |&(_, hops)| hops);
     entry_barrier(&k, conn.as_ref(), reach, c.n_ranks).await?;
     if let Some(conn) = &conn {
-        let packets = super::reduce::packets(c.slice.pages(), c.ppp);
-        let sem = if c.per_source { c.sem + 16 * c.rank as u64 } else { c.sem };
+        let packets = super::reduce::packets(c.t.slice.pages(), c.ppp);
+        let sem = if c.per_source { STAGING + 16 * c.rank as u64 } else { STAGING };
         for &(j, hops) in &c.dests {
             let route = Route::unicast(hops);
             for wave in packets.chunks(A2A_WINDOW) {
                 k.noc_async_writes_flushed().await;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
-                    issue_reads(&k, &c.input, (lo..lo + pages).map(|q| whole(j, q)), buf(i), page).await?;
+                    issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| whole(j, q)), buf(i), page).await?;
                 }
                 k.noc_async_read_barrier().await?;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
@@ -595,10 +577,10 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     }
     if c.own {
         // The rank's own chunk stays: input chunk `rank` to output chunk `rank`.
-        for q in 0..c.slice.pages() {
-            k.noc_async_read(page_addr(&k, &c.input, whole(c.rank, q)), buf(0), page).await?;
+        for q in 0..c.t.slice.pages() {
+            k.noc_async_read(page_addr(&k, &c.t.input, whole(c.rank, q)), buf(0), page).await?;
             k.noc_async_read_barrier().await?;
-            k.noc_async_write(buf(0), page_addr(&k, &c.output, whole(c.rank, q)), page).await?;
+            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, whole(c.rank, q)), page).await?;
             k.noc_async_writes_flushed().await;
         }
     }
