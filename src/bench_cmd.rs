@@ -1,5 +1,6 @@
 //! `meshsim bench`: microbenchmark sweeps, their plots and single-point traces.
 
+use crate::out::out;
 use meshsim_bench::plot;
 use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
 
@@ -20,9 +21,13 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
     if common.trace.is_some() && common.sizes.len() != 1 {
         return Err(BadInput("--trace records one run: give exactly one --sizes value".into()).into());
     }
-    let mut setup = Setup::new(load_cluster(&common.cluster)?, load_params(common.params.as_deref())?);
+    let cluster = common.cluster.clone().unwrap_or_else(|| {
+        // An N300 has one usable link: no ring of hops with a link each.
+        if matches!(b, Bench::Ring { .. }) { "t3000" } else { "n300" }.to_owned()
+    });
+    let mut setup = Setup::new(load_cluster(&cluster)?, load_params(common.params.as_deref())?);
     let format = common.format.into();
-    let label = common.cluster.clone();
+    let label = cluster;
     // With --trace the single point runs traced (the sweep of one point is that run).
     setup.trace = common.trace.is_some();
     let mut trace = None;
@@ -104,7 +109,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
             (report::render(&rows, format), plot)
         }
     };
-    print!("{table}");
+    out!("{table}")?;
     if let Some(path) = &common.plot {
         plot::write(path, &plot).map_err(|e| BadInput(e.to_string()))?;
     }
@@ -143,7 +148,7 @@ fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
         packets: a.packets,
     };
     let row = fabric::fabric(&setup, spec).map_err(bench_error)?.row;
-    print!("{}", report::render(&[row], a.format.into()));
+    out!("{}", report::render(&[row], a.format.into()))?;
     Ok(())
 }
 
@@ -166,7 +171,7 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
     let setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
     let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };
     let row = fabric::fabric_latency(&setup, spec).map_err(bench_error)?.row;
-    print!("{}", report::render(&[row], a.format.into()));
+    out!("{}", report::render(&[row], a.format.into()))?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 mod bench_cmd;
 mod op_cmd;
+mod out;
 mod regress;
 mod regress_cmd;
 mod run_cmd;
@@ -18,6 +19,7 @@ mod workload;
 
 use bench_cmd::run_bench;
 use op_cmd::run_op;
+use out::out;
 use regress_cmd::run_regress;
 use scenario::{Kind, parse_size};
 use sweep_cmd::{SweepKnobs, busbw_plot, render_sweep, run_sweep};
@@ -106,9 +108,9 @@ enum Command {
         /// is larger than twice the ERISC L1, full otherwise].
         #[arg(long, value_enum)]
         bidir: Option<BidirArg>,
-        /// Reduction (reduce-scatter, all-reduce).
-        #[arg(long, default_value = "sum")]
-        redop: String,
+        /// Reduction (reduce-scatter, all-reduce): sum or max [default: sum].
+        #[arg(long)]
+        redop: Option<String>,
         /// Run on N chips forming the ring or line.
         #[arg(long)]
         chips: Option<usize>,
@@ -158,9 +160,10 @@ enum Command {
     /// baseline has no scenario.
     Regress {
         /// A suite file, or a directory whose *.yaml files are suites. Baselines sit next to
-        /// them as <suite>.baseline.
-        #[arg(long, default_value = "configs/regress", value_name = "PATH")]
-        suite: PathBuf,
+        /// them as <suite>.baseline [default: configs/regress of the working directory or its
+        /// nearest parent with one, else of the checkout meshsim was built from].
+        #[arg(long, value_name = "PATH")]
+        suite: Option<PathBuf>,
         /// Rewrite the baselines with the times measured now (exit 0 unless a run failed).
         #[arg(long)]
         update: bool,
@@ -384,9 +387,9 @@ struct OpArgs {
     /// reduced input of a reduce-scatter or an all-reduce.
     #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
     shape: Vec<u64>,
-    /// The reduction of a reduce-scatter or all-reduce: sum or max.
-    #[arg(long, default_value = "sum")]
-    redop: String,
+    /// The reduction of a reduce-scatter or all-reduce: sum or max [default: sum].
+    #[arg(long)]
+    redop: Option<String>,
     /// The dimension gathered or scattered along (0..3).
     #[arg(long, default_value_t = 3)]
     dim: usize,
@@ -534,9 +537,10 @@ enum BidirArg {
 /// Arguments every benchmark takes.
 #[derive(clap::Args)]
 struct BenchArgs {
-    /// A cluster description file or a built-in name (n300, t3000, galaxy, galaxy_torus).
-    #[arg(long, default_value = "n300")]
-    cluster: String,
+    /// A cluster description file or a built-in name (n300, t3000, galaxy, galaxy_torus)
+    /// [default: n300; t3000 for ring, whose ping needs a link per hop].
+    #[arg(long)]
+    cluster: Option<String>,
     /// Payload sizes in bytes, comma-separated; K and M suffixes are powers of 1024.
     #[arg(long, value_delimiter = ',', default_value = "16,128,256,512,1K,2K,4K,8K", value_parser = parse_size)]
     sizes: Vec<u64>,
@@ -603,14 +607,94 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("meshsim: internal error (please report): {info}");
     }));
-    let cli = Cli::parse();
+    let cli = match parse_args() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
+            if let Some(o) = e.downcast_ref::<out::OutputError>() {
+                // A closed pipe has nobody left to tell; a full disk gets its one line.
+                if o.is_closed_pipe() {
+                    return ExitCode::SUCCESS;
+                }
+                eprintln!("meshsim: {o}");
+                return ExitCode::FAILURE;
+            }
             eprintln!("meshsim: {e}");
             if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
+}
+
+/// Parses the command line. Every command takes negative numbers as values, so `--dim -1` is
+/// refused as a value of `--dim` rather than read as an unknown flag.
+fn parse_args() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    fn negatives(c: clap::Command) -> clap::Command {
+        let subs: Vec<String> = c.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+        let mut c = c.allow_negative_numbers(true);
+        for name in subs {
+            c = c.mut_subcommand(name, negatives);
+        }
+        c
+    }
+    let matches = negatives(Cli::command()).try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
+/// Help and version go to standard output (exit 0); every other parse error is bad input in
+/// one line (exit 2).
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return match out!("{}", e.render()) {
+            Err(o) if !o.is_closed_pipe() => {
+                eprintln!("meshsim: {o}");
+                ExitCode::FAILURE
+            }
+            _ => ExitCode::SUCCESS,
+        };
+    }
+    eprintln!("meshsim: {}", one_line(&e.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// clap's several-line message as one line: its first paragraph, with the command's `--help`
+/// pointed to; a missing command lists the commands there are.
+fn one_line(text: &str) -> String {
+    let path = command_path();
+    let commands: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim() != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|&c| c != "help")
+        .collect();
+    if !commands.is_empty() {
+        return format!("`{path}` needs a command: {} (see `{path} --help`)", commands.join(", "));
+    }
+    let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    let what = first.join(" ");
+    let what = what.strip_prefix("error: ").unwrap_or(&what);
+    format!("{what} (see `{path} --help`)")
+}
+
+/// The (sub)command the command line names: `meshsim op all-gather`.
+fn command_path() -> String {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path = vec!["meshsim".to_owned()];
+    for arg in std::env::args_os().skip(1) {
+        let Some(next) = arg.to_str().and_then(|a| cmd.find_subcommand(a)).cloned() else {
+            break;
+        };
+        path.push(next.get_name().to_owned());
+        cmd = next;
+    }
+    path.join(" ")
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -622,7 +706,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TopoFormat::Json => serde_json::to_string_pretty(&topo_json(&cluster))? + "\n",
                 TopoFormat::Dot => topo_dot(&cluster),
             };
-            print!("{out}");
+            out!("{out}")?;
         }
         Command::Params { params, format } => {
             let p = load_params(params.as_deref())?;
@@ -637,7 +721,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .map(|(name, value, description)| Row { name, value, description })
                 .collect();
-            print!("{}", report::render(&rows, format.into()));
+            out!("{}", report::render(&rows, format.into()))?;
         }
         Command::Bench(b) => run_bench(b)?,
         Command::Op(Op::AllGather(args)) => return run_op(Kind::AllGather, args),
@@ -678,7 +762,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 false => num_links.into_iter().map(Some).collect(),
             };
             let series = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p)?;
-            print!("{}", render_sweep(&series, &knobs, format));
+            out!("{}", render_sweep(&series, &knobs, format))?;
             if let Some(path) = plot_path {
                 plot::write(&path, &busbw_plot(knobs.op_name(), &series))
                     .map_err(|e| BadInput(e.to_string()))?;
@@ -695,6 +779,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return run_cmd::run_workload(&workload, format, link_report, trace.as_deref(), verify, params);
         }
         Command::Regress { suite, update, scenario, trace, check_determinism, params, format } => {
+            let suite = match suite {
+                Some(s) => s,
+                None => regress::default_suites().map_err(BadInput)?,
+            };
             return run_regress(
                 &suite,
                 update,
@@ -715,7 +803,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 calibration::run(&n300, &t3000).map_err(bench_error)?
             };
-            print!("{}", report::render(&rows, format.into()));
+            out!("{}", report::render(&rows, format.into()))?;
             if rows.iter().any(|r| !r.ok) {
                 eprintln!(
                     "meshsim: {} calibration point(s) miss their tolerance",
@@ -743,7 +831,7 @@ fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
 }
 
 /// Checks, before anything is simulated, that the output files asked for can be written: a
-/// plot's extension and directory, a trace's directory.
+/// plot's extension, a trace's and a plot's directory, and that each file opens for writing.
 fn check_outputs(plot: Option<&Path>, trace: Option<&Path>) -> anyhow::Result<()> {
     if let Some(p) = plot {
         plot::check_path(p).map_err(|e| BadInput(e.to_string()))?;
@@ -757,6 +845,9 @@ fn check_outputs(plot: Option<&Path>, trace: Option<&Path>) -> anyhow::Result<()
             dir.display()
         ))
         .into());
+    }
+    if let Some(t) = trace {
+        plot::writable(t).map_err(|e| BadInput(format!("{}: cannot write the trace: {e}", t.display())))?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `meshsim op`: one CCL op as a scenario, its summary, link report, trace and determinism check.
 
+use crate::out::{out, outln};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,7 +30,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         links: a.num_links,
         workers: a.workers,
         bidir: a.bidir.map(|b| BidirValue::Mode(b.name().into())),
-        redop: matches!(kind, Kind::ReduceScatter | Kind::AllReduce).then(|| a.redop.clone()),
+        redop: a.redop.clone(),
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),
         axis: a.axis.map(usize::from),
@@ -89,7 +90,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     serde_json::json!(done.ops[0].bidir.as_str())
                 },
-                "redop": if !matches!(kind, Kind::ReduceScatter | Kind::AllReduce) { serde_json::Value::Null } else { serde_json::json!(a.redop) },
+                "redop": if !matches!(kind, Kind::ReduceScatter | Kind::AllReduce) { serde_json::Value::Null } else { serde_json::json!(a.redop.as_deref().unwrap_or("sum")) },
                 "links": done.ops[0].links,
                 "workers": done.ops[0].workers,
                 "pages_per_packet": done.ops[0].pages_per_packet,
@@ -126,7 +127,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                     },
                 );
             }
-            println!("{}", serde_json::to_string_pretty(&json)?);
+            outln!("{}", serde_json::to_string_pretty(&json)?)?;
         }
         Format::Csv | Format::Text => {
             #[derive(serde::Serialize)]
@@ -150,9 +151,9 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 busbw_gbps: busbw,
                 verified: verified.map_or("-".into(), |v| v.to_string()),
             };
-            print!("{}", report::render(&[row], a.format.into()));
+            out!("{}", report::render(&[row], a.format.into()))?;
             if matches!(a.format, Format::Text) && a.axis.is_some() {
-                print!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text));
+                out!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text))?;
             } else if matches!(a.format, Format::Text) {
                 #[derive(serde::Serialize)]
                 struct Chip {
@@ -169,26 +170,26 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                         end_us: e.as_us_f64(),
                     })
                     .collect();
-                print!("\n{}", report::render(&chips, report::Format::Text));
+                out!("\n{}", report::render(&chips, report::Format::Text))?;
             }
             if a.link_report {
                 let rows = link_rows(cluster, &run.links, run.time);
-                print!("\n{}", report::render(&rows, a.format.into()));
+                out!("\n{}", report::render(&rows, a.format.into()))?;
                 let routers = router_rows(cluster, &run.routers, run.time);
                 if !routers.is_empty() {
-                    print!("\n{}", report::render(&routers, a.format.into()));
+                    out!("\n{}", report::render(&routers, a.format.into()))?;
                 }
                 if matches!(a.format, Format::Text) {
-                    print!("{}", critical_text(cluster, critical.as_ref(), run.time));
-                    print!("{}", resources_text(cluster, &run.resources, run.time));
+                    out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
+                    out!("{}", resources_text(cluster, &run.resources, run.time))?;
                     if let Some((kind, what, busy)) =
                         bound_by(cluster, &run.links, &run.resources, &run.routers)
                     {
                         let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
-                        println!(
+                        outln!(
                             "bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the op)",
                             busy.as_us_f64()
-                        );
+                        )?;
                     }
                 }
             }

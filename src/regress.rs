@@ -54,6 +54,22 @@ impl Suite {
     }
 }
 
+/// Where the suites are when `--suite` is not given: `configs/regress` in the working directory
+/// or the nearest parent that has one (so `regress` runs from anywhere in a checkout), else in
+/// the checkout meshsim was built from.
+pub fn default_suites() -> Result<PathBuf, String> {
+    const DIR: &str = "configs/regress";
+    let cwd = std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+    cwd.ancestors()
+        .map(|d| d.join(DIR))
+        .find(|p| p.is_dir())
+        .or_else(|| built.is_dir().then_some(built))
+        .ok_or_else(|| {
+            format!("no regression suites: no {DIR} in {} or its parents; pass --suite PATH", cwd.display())
+        })
+}
+
 /// Loads the suite `path` names: one YAML file, or every `*.yaml` in a directory.
 pub fn load_suites(path: &Path) -> Result<Vec<Suite>, String> {
     let files: Vec<PathBuf> = if path.is_dir() {
@@ -75,9 +91,19 @@ pub fn load_suites(path: &Path) -> Result<Vec<Suite>, String> {
     files
         .into_iter()
         .map(|f| {
-            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-            let file: SuiteFile = serde_yaml::from_str(&text)
-                .map_err(|e| format!("{}: {}", f.display(), one_line(&e.to_string())))?;
+            let text =
+                meshsim_topology::input::read_input_text(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let file: SuiteFile = serde_yaml::from_str(&text).map_err(|e| {
+                format!(
+                    "{}: {}",
+                    f.display(),
+                    one_line(&meshsim_topology::input::plain_message(&e.to_string()))
+                )
+            })?;
+            if file.scenarios.is_empty() {
+                // A gate with nothing to run would pass whatever changed.
+                return Err(format!("{}: the suite has no scenarios", f.display()));
+            }
             let mut seen = BTreeMap::new();
             for s in &file.scenarios {
                 if s.name.is_empty() || s.name.contains(char::is_whitespace) {
@@ -102,7 +128,7 @@ pub type Baseline = Vec<(String, Time)>;
 
 /// Reads a baseline file; a missing file is an empty baseline.
 pub fn read_baseline(path: &Path) -> Result<Baseline, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match meshsim_topology::input::read_input_text(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("{}: {e}", path.display())),

@@ -1,5 +1,6 @@
 //! `meshsim regress`: the regression gate's command — run, compare, update, report.
 
+use crate::out::out;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -57,7 +58,7 @@ pub(crate) fn run_regress(
         }
         rows.extend(r);
     }
-    print!("{}", report::render(&rows, format.into()));
+    out!("{}", report::render(&rows, format.into()))?;
     let count = |st: regress::Status| rows.iter().filter(|r| r.status == st).count();
     use regress::Status as S;
     let failing = rows.iter().filter(|r| r.status.fails()).count();

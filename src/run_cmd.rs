@@ -1,6 +1,7 @@
 //! `meshsim run`: a workload of many ops on one machine — a row per op instance, the
 //! makespan, link use across all ops, a trace of every op.
 
+use crate::out::{out, outln};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -43,28 +44,28 @@ pub(crate) fn run_workload(
                 json["link_use"] = serde_json::to_value(link_rows(&cluster, &run.links, run.makespan))?;
                 json["routers"] = serde_json::to_value(router_rows(&cluster, &run.routers, run.makespan))?;
             }
-            println!("{}", serde_json::to_string_pretty(&json)?);
+            outln!("{}", serde_json::to_string_pretty(&json)?)?;
         }
         Format::Csv | Format::Text => {
-            print!("{}", report::render(&rows, format.into()));
+            out!("{}", report::render(&rows, format.into()))?;
             if matches!(format, Format::Text) {
-                println!("\nmakespan_us {:.3}", run.makespan.as_us_f64());
+                outln!("\nmakespan_us {:.3}", run.makespan.as_us_f64())?;
             }
             if link_report {
-                print!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()));
+                out!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()))?;
                 let routers = router_rows(&cluster, &run.routers, run.makespan);
                 if !routers.is_empty() {
-                    print!("\n{}", report::render(&routers, format.into()));
+                    out!("\n{}", report::render(&routers, format.into()))?;
                 }
                 if matches!(format, Format::Text)
                     && let Some((kind, what, busy)) =
                         bound_by(&cluster, &run.links, &run.resources, &run.routers)
                 {
                     let pct = 100.0 * busy.as_ns_f64() / run.makespan.as_ns_f64().max(1e-9);
-                    println!(
+                    outln!(
                         "bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the makespan)",
                         busy.as_us_f64()
-                    );
+                    )?;
                 }
             }
         }

@@ -417,7 +417,7 @@ impl Scenario {
         session.set_verify(self.verify.unwrap_or(false));
         session.set_trace(trace);
         let all: Vec<ChipIdx> = comms.iter().flat_map(|c| c.chips().iter().copied()).collect();
-        session.set_skew(all, self.skew_ns.unwrap_or(0));
+        session.set_skew(all, self.skew_ns.unwrap_or(0)).map_err(ccl_error)?;
         let many = comms.len() > 1;
         for (i, comm) in comms.iter().enumerate() {
             let name = if many { format!("{}[{i}]", self.op.name()) } else { self.op.name().to_owned() };

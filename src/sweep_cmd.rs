@@ -15,7 +15,7 @@ pub(crate) struct SweepKnobs {
     pub(crate) axis: Option<u8>,
     pub(crate) bidir: Option<BidirArg>,
     pub(crate) stack: meshsim_ccl::op::Stack,
-    pub(crate) redop: String,
+    pub(crate) redop: Option<String>,
     pub(crate) chips: Option<usize>,
     pub(crate) chip_ids: Option<Vec<u64>>,
     pub(crate) min: u64,
@@ -31,6 +31,11 @@ impl SweepKnobs {
             SweepOpArg::AllReduce => "all_reduce",
             SweepOpArg::AllToAll => "all_to_all",
         }
+    }
+
+    /// The reduction asked for, or the default.
+    pub(crate) fn redop(&self) -> &str {
+        self.redop.as_deref().unwrap_or("sum")
     }
 }
 
@@ -76,10 +81,13 @@ pub(crate) fn run_sweep(
     let topology = k.topology.map(Topology::from);
     let op = match k.op {
         SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.map(Into::into)),
-        SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop.parse().map_err(bad)?),
-        SweepOpArg::AllReduce => SweepOp::AllReduce(k.redop.parse().map_err(bad)?),
+        SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop().parse().map_err(bad)?),
+        SweepOpArg::AllReduce => SweepOp::AllReduce(k.redop().parse().map_err(bad)?),
         SweepOpArg::AllToAll => SweepOp::AllToAll,
     };
+    if k.redop.is_some() && op.collective().redop().is_none() {
+        return Err(bad(format!("--redop applies to reduce-scatter and all-reduce, not {}", k.op_name())));
+    }
     if matches!(op, SweepOp::ReduceScatter(_)) && k.bidir.is_some_and(|b| !matches!(b, BidirArg::None)) {
         return Err(bad(format!("--bidir applies to all-gather and all-reduce, not {}", k.op_name())));
     }
@@ -211,6 +219,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
             k.max,
             k.factor
         );
+        s.push_str(&rounding_note(k, se));
         s.push_str("#                                                              out-of-place                       in-place          
 ");
         s.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
@@ -287,6 +296,38 @@ pub(crate) fn busbw_plot(op: &str, series: &[SweepSeries]) -> Plot {
     }
 }
 
+/// A header line saying which sizes asked for ran as larger ones (whole tiles, an equal number
+/// per chip), or nothing when every size ran as asked.
+fn rounding_note(k: &SweepKnobs, se: &SweepSeries) -> String {
+    let (Ok(dtype), Ok(sizes)) =
+        (se.dtype.parse::<meshsim_ccl::tensor::DType>(), meshsim_ccl::sweep::sizes(k.min, k.max, k.factor))
+    else {
+        return String::new();
+    };
+    // Runs of consecutive sizes that round to the same size.
+    let mut groups: Vec<(u64, u64, u64)> = Vec::new();
+    for size in sizes {
+        let run = meshsim_ccl::sweep::size_run(size, se.chips, dtype);
+        match groups.last_mut() {
+            Some(g) if g.2 == run => g.1 = size,
+            _ => groups.push((size, size, run)),
+        }
+    }
+    let moved: Vec<String> = groups
+        .iter()
+        .filter(|&&(lo, hi, run)| lo != run || hi != run)
+        .map(|&(lo, hi, run)| if lo == hi { format!("{lo} as {run}") } else { format!("{lo}-{hi} as {run}") })
+        .collect();
+    if moved.is_empty() {
+        return String::new();
+    }
+    format!(
+        "# sizes run (B): {} (whole {dtype} tiles of {} B, an equal number per chip)\n#\n",
+        moved.join(", "),
+        dtype.tile_bytes()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,7 +368,7 @@ mod tests {
             axis: None,
             bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,
-            redop: "sum".into(),
+            redop: None,
             chips: None,
             chip_ids: None,
             min: 1024,

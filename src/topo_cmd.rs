@@ -44,7 +44,14 @@ pub(crate) fn topo_text(c: &Cluster) -> String {
     let _ = writeln!(s, "diameter  {}", c.diameter().map_or("disconnected".into(), |d| d.to_string()));
     match c.ring() {
         Some(r) => {
-            let _ = writeln!(s, "ring      {}", chip_list(ids(c, &r.chips)));
+            // A 2-chip ring is both directions of one link: collectives run on it, but the
+            // ring ping (a receiver and a sender per hop) needs a link per hop.
+            let note = if r.chips.len() == 2 && r.hops[0].links.len() < 2 {
+                "   (both directions of one link: collectives only, not `bench ring`)"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "ring      {}{note}", chip_list(ids(c, &r.chips)));
         }
         None => {
             let _ = writeln!(s, "ring      none found");

@@ -30,9 +30,6 @@ use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 use serde::Deserialize;
 
-/// The largest workload file read, bytes.
-const MAX_FILE_BYTES: u64 = 4 << 20;
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WorkloadFile {
@@ -96,16 +93,15 @@ impl Workload {
     /// cyclic `after` are errors naming the op).
     pub fn load(path: &Path) -> Result<Workload, String> {
         let here = path.display();
-        let meta = std::fs::metadata(path).map_err(|e| format!("{here}: {e}"))?;
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(format!(
-                "{here}: {} B is larger than the {MAX_FILE_BYTES} B a workload may be",
-                meta.len()
-            ));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{here}: {e}"))?;
+        let text = meshsim_topology::input::read_input_text(path).map_err(|e| format!("{here}: {e}"))?;
         let file: WorkloadFile = serde_yaml::from_str(&text).map_err(|e| {
-            format!("{here}: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+            format!(
+                "{here}: {}",
+                meshsim_topology::input::plain_message(&e.to_string())
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
         })?;
         if file.ops.is_empty() {
             return Err(format!("{here}: the workload has no ops"));

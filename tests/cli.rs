@@ -173,7 +173,7 @@ mod bad_input {
     #[test]
     fn empty_and_binary_files_are_refused() {
         check("empty.yaml", b"", &["file is empty"]);
-        check("comments.yaml", b"# nothing here\n", &["file is empty"]);
+        check("comments.yaml", b"# nothing here\n", &["holds only comments, no cluster description"]);
         check(
             "binary.yaml",
             &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0xff, 0xfe],
@@ -1122,6 +1122,196 @@ ops:
             assert!(out.is_empty());
             assert_eq!(err.lines().count(), 1, "case {i}: {err}");
             assert!(err.contains(want), "case {i}: {err}");
+        }
+    }
+}
+
+/// Every reproducer of the robustness issue: each fails on the main before it and passes now.
+mod robustness {
+    use super::*;
+    use std::process::Stdio;
+
+    /// Runs meshsim with `args` and asserts bad input: exit 2, nothing on stdout, exactly one
+    /// line on stderr, starting `meshsim: `; returns that line.
+    fn bad(args: &[&str]) -> String {
+        let (code, out, err) = meshsim(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.starts_with("meshsim: "), "{err}");
+        assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+        err
+    }
+
+    #[test]
+    fn argument_errors_are_one_line_naming_the_command() {
+        let err = bad(&["op", "all-gather", "--shape", "1,1,32,256", "--dim", "-1"]);
+        assert!(err.contains("'-1' for '--dim"), "{err}");
+        assert!(err.contains("meshsim op all-gather --help"), "{err}");
+        assert!(bad(&["op", "all-gather", "--bogus"]).contains("'--bogus'"));
+        assert!(bad(&["op", "all-gather"]).contains("--shape"));
+        assert!(
+            bad(&["op", "all-gather", "--shape", "1,1,32,32", "--topology", "star"]).contains("ring, line")
+        );
+        assert!(bad(&[]).contains("needs a command: params, calibrate, bench"));
+        assert!(bad(&["bench"]).contains("`meshsim bench` needs a command: latency"));
+        let (code, out, _) = meshsim(&["op", "all-gather", "--help"]);
+        assert_eq!(code, 0);
+        assert!(out.contains("Usage: meshsim op all-gather"));
+    }
+
+    #[test]
+    fn a_closed_pipe_ends_quietly_and_a_full_disk_in_one_line() {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_meshsim"))
+            .args(["topo", "galaxy_torus", "--format", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        let full = std::fs::File::create("/dev/full").unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_meshsim"))
+            .args(["topo", "t3000"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("cannot write the output") && err.contains("No space left"), "{err}");
+    }
+
+    #[test]
+    fn numbers_that_overflow_are_refused_not_wrapped() {
+        for skew in ["18446744073709551615", "3000000000000000"] {
+            let err = bad(&["op", "all-gather", "--shape", "1,1,32,256", "--skew-ns", skew]);
+            assert!(err.contains("start skew") && err.contains("3600 s"), "{err}");
+        }
+        let err = bad(&["bench", "ring", "--skew-ns", "18446744073709551615"]);
+        assert!(err.contains("start skew"), "{err}");
+        let err = bad(&["op", "all-gather", "--shape", "4294967296,4294967296,32,256"]);
+        assert!(err.contains("1 TiB"), "{err}");
+        assert!(
+            bad(&["op", "all-gather", "--shape", "1,1,32,256", "--pages-per-packet", "0", "--stack", "edm"])
+                .contains("at least 1")
+        );
+    }
+
+    #[test]
+    fn cluster_files_that_cannot_be_are_refused_by_name() {
+        let n300 =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/cluster_descriptions/n300.yaml"))
+                .unwrap();
+        let path = |name: &str, text: &str| file(name, text.as_bytes()).to_str().unwrap().to_owned();
+        let selfie = n300.replace("{chip: 1, chan: 1}]", "{chip: 0, chan: 3}]");
+        let err = bad(&["topo", &path("self-link.yaml", &selfie)]);
+        assert!(err.contains("ethernet_connections[1]") && err.contains("same chip"), "{err}");
+        let dup = n300.replace("arch: {0: wormhole_b0,", "arch: {0: wormhole_b0, 0: wormhole_b0,");
+        assert!(bad(&["topo", &path("dup-arch.yaml", &dup)]).contains("arch: chip 0 appears twice"));
+        let bh = n300.replace("arch: {0: wormhole_b0", "arch: {0: blackhole");
+        assert!(bad(&["topo", &path("bh.yaml", &bh)]).contains("arch[0]: blackhole chips are not modelled"));
+        let err = bad(&["topo", &path("comments.yaml", "# only\n# comments\n")]);
+        assert!(err.contains("only comments"), "{err}");
+        let err = bad(&["topo", &path("string.yaml", "\"hello\"\n")]);
+        assert!(!err.contains("Raw") && err.contains("expected a cluster description"), "{err}");
+        let err = bad(&[
+            "topo",
+            &path("chan.yaml", "arch: {0: wormhole_b0}\nethernet_connections: [[{chip: 0, chan: x}]]\n"),
+        ]);
+        assert!(!err.contains("i64") && err.contains("expected a whole number"), "{err}");
+        let err = bad(&["topo", "/dev/zero"]);
+        assert!(err.contains("larger than the 4 MiB"), "{err}");
+        // A byte-order mark is not a second document.
+        let (code, out, err) = meshsim(&["topo", &path("bom.yaml", &format!("\u{feff}{n300}"))]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("chips     2"));
+    }
+
+    #[test]
+    fn knobs_that_do_not_apply_are_refused() {
+        assert!(bad(&["op", "all-gather", "--shape", "1,1,32,256", "--redop", "max"]).contains("redop"));
+        assert!(
+            bad(&["sweep", "all-gather", "--redop", "max", "-b", "16K", "-e", "16K"]).contains("--redop")
+        );
+        assert!(
+            bad(&["op", "reduce-scatter", "--shape", "1,1,32,256", "--bidir", "full"]).contains("--bidir")
+        );
+    }
+
+    #[test]
+    fn the_ring_ping_needs_a_link_per_hop_and_topo_says_so() {
+        let err = bad(&["bench", "ring", "--cluster", "n300", "--hops", "2"]);
+        assert!(err.contains("no ring of 2 hops with a usable link of its own per hop"), "{err}");
+        let (code, out, _) = meshsim(&["topo", "n300"]);
+        assert_eq!(code, 0);
+        assert!(out.contains("ring      0 1   (both directions of one link: collectives only"), "{out}");
+        // Collectives do run on that ring.
+        let (code, _, err) = meshsim(&[
+            "op",
+            "all-gather",
+            "--cluster",
+            "n300",
+            "--topology",
+            "ring",
+            "--shape",
+            "1,1,64,64",
+            "--verify",
+        ]);
+        assert_eq!(code, 0, "{err}");
+    }
+
+    #[test]
+    fn regress_refuses_an_empty_suite_and_finds_its_suites_from_anywhere() {
+        let empty = file("suites/empty.yaml", b"scenarios: []\n");
+        assert!(bad(&["regress", "--suite", empty.to_str().unwrap()]).contains("the suite has no scenarios"));
+        // From a directory outside the checkout (the tests run in the temporary directory).
+        let (code, out, err) = meshsim(&["regress", "--scenario", "n300-ag-line-bf16"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("n300-ag-line-bf16") && out.contains(" ok"), "{out}");
+    }
+
+    #[test]
+    fn sweeps_say_which_sizes_ran_and_check_the_plot_before_running() {
+        let (code, out, err) = meshsim(&["sweep", "all-gather", "-b", "1K", "-e", "16K"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("# sizes run (B): 1024-8192 as 8704, 16384 as 17408 (whole bfp8 tiles of 1088 B"),
+            "{out}"
+        );
+        let sizes: Vec<&str> =
+            out.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split_whitespace().next()).collect();
+        assert_eq!(sizes, ["8704", "17408"]);
+        let started = std::time::Instant::now();
+        let err = bad(&["sweep", "all-gather", "-b", "16K", "-e", "256M", "--plot", "/proc/meshsim.svg"]);
+        assert!(err.contains("/proc/meshsim.svg: cannot write"), "{err}");
+        // Refused before the 256 MiB point ran (which takes seconds).
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let err = bad(&["op", "all-gather", "--shape", "1,1,32,256", "--trace", "/proc/meshsim.json"]);
+        assert!(err.contains("cannot write the trace"), "{err}");
+    }
+
+    #[test]
+    fn the_readme_knob_lists_run_with_their_defaults() {
+        for args in [
+            [
+                "sweep",
+                "all-gather",
+                "--cluster",
+                "galaxy_torus",
+                "--num-links",
+                "1,2",
+                "-b",
+                "16K",
+                "-e",
+                "16K",
+            ],
+            ["sweep", "reduce-scatter", "--workers", "1,2,4", "-b", "16K", "-e", "16K", "--format", "csv"],
+        ] {
+            let (code, _, err) = meshsim(&args);
+            assert_eq!(code, 0, "{args:?}: {err}");
         }
     }
 }

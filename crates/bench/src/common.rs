@@ -73,7 +73,9 @@ pub enum BenchError {
     #[error("cluster '{0}' has no Ethernet link usable by user kernels")]
     NoLink(String),
     /// No ring of the requested hop count.
-    #[error("cluster '{cluster}' has no ring of {hops} hops over usable links")]
+    #[error(
+        "cluster '{cluster}' has no ring of {hops} hops with a usable link of its own per hop (the ring ping runs a receiver and a sender on each hop's Ethernet cores)"
+    )]
     NoRing {
         /// The cluster.
         cluster: String,

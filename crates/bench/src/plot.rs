@@ -74,8 +74,19 @@ pub fn check_path(path: &Path) -> Result<(), PlotError> {
         Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
             Err(PlotError::Draw(name, format!("directory {} does not exist", dir.display())))
         }
-        _ => Ok(()),
+        _ => writable(path).map_err(|e| PlotError::Draw(name, format!("cannot write: {e}"))),
     }
+}
+
+/// Whether `path` can be written, found by opening it for writing (without truncating it); a
+/// file that did not exist is removed again.
+pub fn writable(path: &Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new().append(true).create(true).open(path)?;
+    if !existed {
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
 }
 
 /// Writes `plot` to `path` (`.svg` or `.png`).

@@ -74,8 +74,17 @@ pub fn ring_walk(cluster: &Cluster, hops: usize) -> Option<Vec<WalkHop>> {
         return None;
     }
     if hops == n {
+        // The cluster's ring, unless it goes both ways over one link (a 2-chip ring): a hop's
+        // Ethernet cores run a receiver and a sender each, so every hop needs its own link.
         let ring = cluster.ring()?;
-        return Some(ring.hops.iter().map(|h| WalkHop { chip: h.from, link: h.links[0] }).collect());
+        let walk: Vec<WalkHop> =
+            ring.hops.iter().map(|h| WalkHop { chip: h.from, link: h.links[0] }).collect();
+        let mut links: Vec<LinkId> = walk.iter().map(|h| h.link).collect();
+        links.sort();
+        links.dedup();
+        if links.len() == walk.len() {
+            return Some(walk);
+        }
     }
     let mut walk = Vec::new();
     let mut used = vec![false; cluster.links().len()];
@@ -231,6 +240,14 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchErr
         );
     }
     let skew = spec.start_skew_ns;
+    let last = programs.len().saturating_sub(1) as u64;
+    if skew.checked_mul(last).is_none_or(|t| t > meshsim_ccl::session::MAX_START_NS) {
+        return Err(BenchError::BadArgument(format!(
+            "a start skew of {skew} ns per chip over {} chips starts the last one more than {} s after the first, the longest meshsim simulates",
+            programs.len(),
+            meshsim_ccl::session::MAX_START_NS / 1_000_000_000
+        )));
+    }
     let stats = m.launch(programs, |c| Time::from_ns(c.0 as u64 * skew))?;
     let times = times.borrow();
     let rtt = times.iter().map(|t| t.as_ns_f64()).sum::<f64>() / times.len() as f64;

@@ -102,7 +102,7 @@ pub(crate) fn run_one(
     let mut s = Session::new(cluster, params);
     s.set_verify(verify);
     s.set_trace(trace);
-    s.set_skew(chips, skew_ns);
+    s.set_skew(chips, skew_ns)?;
     s.submit(req)?;
     let mut run = s.run()?;
     let mut one = run.op_run(0);

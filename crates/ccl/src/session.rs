@@ -25,6 +25,10 @@ use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
+/// The latest a chip may start after the first, in ns: one hour of simulated time (the clock
+/// counts picoseconds in 64 bits, about 213 days).
+pub const MAX_START_NS: u64 = 3_600_000_000_000;
+
 use crate::build::{host_read, host_write, read_pages, write_pages};
 use crate::comm::Communicator;
 use crate::edm::{ChannelInterface, EdmConfig, EdmLink, Termination, WorkerSlot};
@@ -407,8 +411,20 @@ impl<'c> Session<'c> {
     }
 
     /// Chip `k` of `chips` starts its program `k * skew_ns` after the first.
-    pub fn set_skew(&mut self, chips: Vec<ChipIdx>, skew_ns: u64) {
+    ///
+    /// The last chip must start within [`MAX_START_NS`] of the first: a larger skew is refused
+    /// as bad input rather than overflowing the simulated clock.
+    pub fn set_skew(&mut self, chips: Vec<ChipIdx>, skew_ns: u64) -> Result<(), CclError> {
+        let last = chips.len().saturating_sub(1) as u64;
+        if skew_ns.checked_mul(last).is_none_or(|t| t > MAX_START_NS) {
+            return Err(CclError::Invalid(format!(
+                "a start skew of {skew_ns} ns per chip over {} chips starts the last one more than {} s after the first, the longest meshsim simulates",
+                chips.len(),
+                MAX_START_NS / 1_000_000_000
+            )));
+        }
         self.skew = Some((chips, skew_ns));
+        Ok(())
     }
 
     /// The cluster.
@@ -919,6 +935,12 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     let k = &req.knobs;
     if k.links == Some(0) {
         return Err(OpError("links must be at least 1".into()));
+    }
+    if k.pages_per_packet == Some(0) {
+        return Err(OpError("pages per packet must be at least 1".into()));
+    }
+    if k.packet_bytes == Some(0) {
+        return Err(OpError("packet size must be at least 16 B".into()));
     }
     if k.workers.is_some_and(|w| w == 0 || w > MAX_WORKERS) {
         return Err(OpError(format!("workers per link must be 1..{MAX_WORKERS}")));

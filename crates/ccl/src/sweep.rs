@@ -105,6 +105,11 @@ impl SweepSpec {
     }
 }
 
+/// The bytes a point asked for as `size` runs: whole tiles, an equal number per chip.
+pub fn size_run(size: u64, chips: usize, dtype: DType) -> u64 {
+    points(&[size], chips, dtype)[0] * dtype.tile_bytes()
+}
+
 /// The tile counts a sweep over `sizes` runs, largest first: each size rounded up to whole tiles
 /// that divide evenly over `chips` chips, duplicates removed.
 pub fn points(sizes: &[u64], chips: usize, dtype: DType) -> Vec<u64> {

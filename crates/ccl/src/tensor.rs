@@ -86,6 +86,10 @@ pub struct TensorSpec {
     pub layout: Layout,
 }
 
+/// The largest tensor, in bytes (1 TiB: far beyond any chip's DRAM, far below where the
+/// shape's products would overflow).
+pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
+
 /// A tensor specification that cannot exist.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[error("{0}")]
@@ -97,6 +101,15 @@ impl TensorSpec {
     pub fn new(shape: [u64; 4], dtype: DType, layout: Layout) -> Result<TensorSpec, TensorError> {
         if shape.contains(&0) {
             return Err(TensorError(format!("shape {shape:?} has a zero dimension")));
+        }
+        // Every later product of the shape (pages, bytes, offsets) stays below this.
+        let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+        let bytes = elements.and_then(|n| n.checked_mul(dtype.element_bytes().unwrap_or(1)));
+        if bytes.is_none_or(|b| b > MAX_TENSOR_BYTES) {
+            return Err(TensorError(format!(
+                "shape {shape:?} of {dtype} is more than {} TiB, the largest tensor meshsim models",
+                MAX_TENSOR_BYTES >> 40
+            )));
         }
         match layout {
             Layout::Tile if shape[2] % 32 != 0 || shape[3] % 32 != 0 => {

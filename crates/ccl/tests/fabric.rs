@@ -419,7 +419,7 @@ fn ops_wait_at_an_entry_barrier_for_every_rank() {
     ] {
         let mut s = Session::new(&t3000, &Params::default());
         s.set_stack(Stack::Fabric);
-        s.set_skew(ring.chips().to_vec(), 10_000);
+        s.set_skew(ring.chips().to_vec(), 10_000).unwrap();
         s.submit(req).unwrap();
         let run = s.run().unwrap();
         let passed: Vec<Time> = run

@@ -134,7 +134,8 @@ impl Params {
     /// Parses parameters from YAML text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Params, ParamsError> {
         let err = |message: String| ParamsError { file: file.to_owned(), message };
-        let p: Params = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let p: Params = serde_yaml::from_str(text)
+            .map_err(|e| err(meshsim_topology::input::plain_message(&e.to_string())))?;
         p.validate().map_err(err)?;
         Ok(p)
     }
@@ -142,7 +143,7 @@ impl Params {
     /// Reads parameters from a file.
     pub fn load(path: &std::path::Path) -> Result<Params, ParamsError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = meshsim_topology::input::read_input_text(path)
             .map_err(|e| ParamsError { file: file.clone(), message: format!("cannot read: {e}") })?;
         Params::parse(&file, &text)
     }

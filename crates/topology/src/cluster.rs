@@ -26,9 +26,9 @@ pub struct LinkId(pub u32);
 pub enum Arch {
     /// Wormhole B0 (written `wormhole_b0`, or `Wormhole` in older files).
     WormholeB0,
-    /// Grayskull (no Ethernet; accepted so descriptors parse).
+    /// Grayskull: recognised, so a descriptor naming it is refused by name (no Ethernet).
     Grayskull,
-    /// Blackhole.
+    /// Blackhole: recognised, so a descriptor naming it is refused by name (not modelled).
     Blackhole,
 }
 
@@ -192,7 +192,7 @@ impl Cluster {
     /// Reads, parses and resolves the cluster description at `path`.
     pub fn load(path: &std::path::Path) -> Result<Cluster, TopologyError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path)
+        let bytes = crate::input::read_input(path)
             .map_err(|e| TopologyError::Io { file: file.clone(), reason: e.to_string() })?;
         Cluster::from_bytes(&file, &bytes)
     }
@@ -215,6 +215,12 @@ impl Cluster {
             let a = Arch::parse(name).ok_or_else(|| {
                 bad(format!("arch[{id}]"), format!("unknown architecture '{name}' (expected wormhole_b0)"))
             })?;
+            if a != Arch::WormholeB0 {
+                return Err(bad(
+                    format!("arch[{id}]"),
+                    format!("{a} chips are not modelled: meshsim simulates Wormhole (wormhole_b0) only"),
+                ));
+            }
             index.insert(id, ChipIdx(chips.len() as u32));
             chips.push(Chip {
                 id,
@@ -331,6 +337,15 @@ impl Cluster {
                 return Err(bad(
                     entry,
                     format!("links chip {} channel {} to itself", chips[a.chip.0 as usize].id, a.chan),
+                ));
+            }
+            if a.chip == b.chip {
+                return Err(bad(
+                    entry,
+                    format!(
+                        "links chip {} channel {} to channel {} of the same chip: an Ethernet link joins two chips",
+                        chips[a.chip.0 as usize].id, a.chan, b.chan
+                    ),
                 ));
             }
             if let Some(&prev) = by_ends.get(&(a, b)) {

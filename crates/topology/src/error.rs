@@ -19,6 +19,12 @@ pub enum TopologyError {
         /// The path as given.
         file: String,
     },
+    /// The file holds only comments.
+    #[error("{file}: holds only comments, no cluster description")]
+    OnlyComments {
+        /// The path as given.
+        file: String,
+    },
     /// The file is not text.
     #[error("{file}: not a YAML text file (binary data at byte {offset})")]
     Binary {
@@ -66,7 +72,7 @@ impl TopologyError {
 
     /// Converts a YAML error, keeping the parser's location when it has one.
     pub(crate) fn yaml(file: &str, err: serde_yaml::Error) -> Self {
-        let message = err.to_string();
+        let message = crate::input::plain_message(&err.to_string());
         // The parser appends " at line L column C" to its message; the location goes in front.
         let message = match message.find(" at line ") {
             Some(i) => message[..i].to_owned(),
@@ -86,6 +92,8 @@ impl TopologyError {
 
 /// Checks that `bytes` are non-empty UTF-8 text without NUL bytes and returns the text.
 pub(crate) fn text_of<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, TopologyError> {
+    // A byte-order mark is not part of the YAML.
+    let bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(TopologyError::Empty { file: file.to_owned() });
     }

@@ -12,6 +12,7 @@
 pub mod builtin;
 mod cluster;
 mod error;
+pub mod input;
 pub mod raw;
 mod shape;
 pub mod soc;

@@ -18,13 +18,47 @@ use serde::Deserialize;
 /// A chip id as written in the file (arbitrary, not necessarily dense).
 pub type FileChipId = u64;
 
+/// A map keyed by chip id in which a chip id may appear once: YAML keeps the last of two equal
+/// keys, which would silently drop a chip's entry.
+fn unique_keys<'de, D, V>(d: D) -> Result<Option<BTreeMap<FileChipId, V>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Unique<V>(BTreeMap<FileChipId, V>);
+    impl<'de, V: Deserialize<'de>> Deserialize<'de> for Unique<V> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit<V>(std::marker::PhantomData<V>);
+            impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Visit<V> {
+                type Value = BTreeMap<FileChipId, V>;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a mapping from chip id to a value")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                    let mut out = BTreeMap::new();
+                    while let Some((k, v)) = m.next_entry::<FileChipId, V>()? {
+                        if out.insert(k, v).is_some() {
+                            return Err(serde::de::Error::custom(format!("chip {k} appears twice")));
+                        }
+                    }
+                    Ok(out)
+                }
+            }
+            d.deserialize_map(Visit(std::marker::PhantomData)).map(Unique)
+        }
+    }
+    Ok(Option::<Unique<V>>::deserialize(d)?.map(|u| u.0))
+}
+
 /// A whole cluster descriptor file.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a cluster description: a mapping with keys arch, ethernet_connections, ...")]
 pub struct RawCluster {
     /// Chip id -> architecture name. Defines the chips.
+    #[serde(default, deserialize_with = "unique_keys")]
     pub arch: Option<BTreeMap<FileChipId, String>>,
     /// Chip id -> `[x, y, rack, shelf]` Ethernet coordinates; may be empty.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub chips: Option<BTreeMap<FileChipId, Vec<i64>>>,
     /// One entry per physical link: two endpoints, optionally a `{routing_enabled}` element.
     pub ethernet_connections: Option<Vec<Vec<RawEnd>>>,
@@ -35,31 +69,31 @@ pub struct RawCluster {
     #[serde(default)]
     pub chips_with_mmio: Option<Vec<RawMmio>>,
     /// Per-chip harvesting masks.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub harvesting: Option<BTreeMap<FileChipId, RawHarvesting>>,
     /// Boards: each a list of single-key maps (`board_id`, `board_type`, `chips`).
     #[serde(default)]
     pub boards: Option<Vec<Vec<RawBoardField>>>,
     /// Chip id -> board type.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub chip_to_boardtype: Option<BTreeMap<FileChipId, Option<String>>>,
     /// Legacy name of `chip_to_boardtype`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub boardtype: Option<BTreeMap<FileChipId, Option<String>>>,
     /// Chip id -> unique (board-level) chip id.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub chip_unique_ids: Option<BTreeMap<FileChipId, u64>>,
     /// Chip id -> PCIe bus id string.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub chip_to_bus_id: Option<BTreeMap<FileChipId, serde_yaml::Value>>,
     /// Chip id -> ASIC location on its board.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub asic_locations: Option<BTreeMap<FileChipId, serde_yaml::Value>>,
     /// The IO device type of the host (`PCIe`, `JTAG`, ...).
     #[serde(default)]
     pub io_device_type: Option<serde_yaml::Value>,
     /// Chip id -> PCIe bus/device/function.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub chip_pci_bdfs: Option<BTreeMap<FileChipId, serde_yaml::Value>>,
     /// Keys this version does not know; kept so newer files still load.
     #[serde(flatten)]
@@ -69,7 +103,7 @@ pub struct RawCluster {
 /// One element of a connection entry: an endpoint, a remote endpoint or the routing flag.
 /// All fields are optional here; which combination is valid is checked when resolving.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an endpoint mapping such as {chip: 0, chan: 8}")]
 pub struct RawEnd {
     /// Local chip id.
     pub chip: Option<FileChipId>,
@@ -83,7 +117,7 @@ pub struct RawEnd {
 
 /// A `chips_with_mmio` entry.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a chip id or a {chip id: PCIe index} mapping")]
 pub enum RawMmio {
     /// `{chip: pcie_index}`.
     Map(BTreeMap<FileChipId, u64>),
@@ -93,6 +127,7 @@ pub enum RawMmio {
 
 /// A `harvesting` entry.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a mapping with keys noc_translation, harvest_mask, ...")]
 pub struct RawHarvesting {
     /// Whether NoC translation is enabled.
     pub noc_translation: Option<bool>,
@@ -108,7 +143,7 @@ pub struct RawHarvesting {
 
 /// One single-key map of a `boards` entry.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a one-key mapping: board_id, board_type or chips")]
 pub struct RawBoardField {
     /// The board's id.
     pub board_id: Option<u64>,
@@ -124,6 +159,6 @@ impl RawCluster {
         let raw: Option<RawCluster> =
             serde_yaml::from_str(text).map_err(|e| crate::TopologyError::yaml(file, e))?;
         // A document of only comments parses as null.
-        raw.ok_or_else(|| crate::TopologyError::Empty { file: file.to_owned() })
+        raw.ok_or_else(|| crate::TopologyError::OnlyComments { file: file.to_owned() })
     }
 }

@@ -39,14 +39,15 @@ fn grid_yaml(rows: usize, cols: usize, torus: bool, id_of: &dyn Fn(usize) -> u64
     for r in 0..rows {
         for c in 0..cols {
             let me = id_of(r * cols + c);
-            if torus || c + 1 < cols {
+            // A wrap-around link of a one-wide dimension would join a chip to itself.
+            if (torus && cols > 1) || c + 1 < cols {
                 let _ = writeln!(
                     s,
                     "  - [{{chip: {me}, chan: 0}}, {{chip: {}, chan: 8}}]",
                     id_of(r * cols + (c + 1) % cols)
                 );
             }
-            if torus || r + 1 < rows {
+            if (torus && rows > 1) || r + 1 < rows {
                 let _ = writeln!(
                     s,
                     "  - [{{chip: {me}, chan: 4}}, {{chip: {}, chan: 12}}]",
