@@ -133,6 +133,31 @@ enum Command {
         /// Also draw busbw against size to FILE.svg or FILE.png, one line per series.
         #[arg(long, value_name = "FILE")]
         plot: Option<PathBuf>,
+        /// Append each point to FILE as it finishes, one JSON object per line (the JSON row
+        /// keys, and what `meshsim merge` needs).
+        #[arg(long, value_name = "FILE.jsonl")]
+        out: Option<PathBuf>,
+        /// Run only the points missing from FILE (a sweep's --out), appending them to it unless
+        /// --out names another file; the table shows every point.
+        #[arg(long, value_name = "FILE.jsonl")]
+        resume: Option<PathBuf>,
+        /// Run only every N-th point, starting at point I (from 0), in the sweep's order: one
+        /// shard of N; `meshsim merge` joins the shards' --out files.
+        #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+        shard: Option<(usize, usize)>,
+    },
+    /// Rebuild a sweep's table, CSV, JSON or plot from the JSONL files of its runs (shards,
+    /// resumed runs); a point found twice counts once.
+    Merge {
+        /// The JSONL files written by `sweep --out`.
+        #[arg(required = true, value_name = "FILE.jsonl")]
+        files: Vec<PathBuf>,
+        /// Output format: text is nccl-tests' table (one block per series).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also draw busbw against size to FILE.svg or FILE.png, one line per series.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
     },
     /// Run a workload: many ops on one machine, on communicators, with dependencies
     /// (see docs/cli.md for the file format).
@@ -744,8 +769,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             params,
             format,
             plot: plot_path,
+            out: out_path,
+            resume,
+            shard,
         } => {
             check_outputs(plot_path.as_deref(), None)?;
+            if let Some(o) = &out_path {
+                plot::writable(o).map_err(|e| {
+                    BadInput(format!("{}: cannot write the sweep's points: {e}", o.display()))
+                })?;
+            }
             let stack = match stack {
                 Some(s) => s.parse().map_err(BadInput)?,
                 None => meshsim_ccl::op::Stack::DEFAULT,
@@ -761,11 +794,40 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 true => vec![None],
                 false => num_links.into_iter().map(Some).collect(),
             };
-            let series = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p)?;
-            out!("{}", render_sweep(&series, &knobs, format))?;
+            let io = sweep_cmd::SweepIo { out: out_path, resume, shard, stop: interrupt_on_ctrl_c() };
+            let run = run_sweep(&knobs, &cluster, &dtype, &num_links, &workers, &p, &io)?;
+            let header = knobs.header();
+            out!("{}", render_sweep(&run.series, &header, format))?;
             if let Some(path) = plot_path {
-                plot::write(&path, &busbw_plot(knobs.op_name(), &series))
+                plot::write(&path, &busbw_plot(&header.op, &run.series))
                     .map_err(|e| BadInput(e.to_string()))?;
+            }
+            if run.interrupted {
+                let saved = io.out.as_ref().or(io.resume.as_ref());
+                eprintln!(
+                    "meshsim: interrupted: {} of {} points ran{}",
+                    run.ran,
+                    run.planned,
+                    saved.map_or(String::new(), |f| format!("; --resume {} runs the rest", f.display()))
+                );
+                return Ok(ExitCode::from(130));
+            }
+            if let Some(e) = sweep_cmd::first_error(&run.series) {
+                eprintln!("meshsim: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Merge { files, format, plot: plot_path } => {
+            check_outputs(plot_path.as_deref(), None)?;
+            let mut points = Vec::new();
+            for f in &files {
+                points.extend(sweep_cmd::read_points(f).map_err(BadInput)?);
+            }
+            let from = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
+            let (series, header) = sweep_cmd::series_of(points, &from).map_err(BadInput)?;
+            out!("{}", render_sweep(&series, &header, format))?;
+            if let Some(path) = plot_path {
+                plot::write(&path, &busbw_plot(&header.op, &series)).map_err(|e| BadInput(e.to_string()))?;
             }
             if let Some(e) = sweep_cmd::first_error(&series) {
                 eprintln!("meshsim: {e}");
@@ -828,6 +890,39 @@ fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     }
     pb.set_message(what.to_owned());
     pb
+}
+
+/// The progress bar of the sweep running, so a second Ctrl-C can erase it before it exits.
+pub(crate) static SWEEP_BAR: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
+
+/// The flag Ctrl-C sets: the first press stops new points from starting (those running
+/// finish, and what finished is printed); a second press erases the progress bar and exits
+/// at once (130), keeping only what `--out` already holds.
+fn interrupt_on_ctrl_c() -> &'static std::sync::atomic::AtomicBool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let _ = ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            if let Some(pb) = SWEEP_BAR.get() {
+                pb.finish_and_clear();
+            }
+            std::process::exit(130);
+        }
+    });
+    &STOP
+}
+
+/// `--shard I/N`: shard I (from 0) of N.
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (i, n) = s.split_once('/').ok_or_else(|| format!("'{s}' is not I/N (such as 0/4)"))?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| format!("'{s}': shard '{i}' is not a number"))?,
+        n.trim().parse().map_err(|_| format!("'{s}': shard count '{n}' is not a number"))?,
+    );
+    if n == 0 || i >= n {
+        return Err(format!("'{s}': the shard must be 0 to N-1 of N >= 1"));
+    }
+    Ok((i, n))
 }
 
 /// Checks, before anything is simulated, that the output files asked for can be written: a

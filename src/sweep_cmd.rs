@@ -1,9 +1,13 @@
 //! `meshsim sweep`: series of size sweeps, nccl-tests' table, flat CSV/JSON and busbw plots.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use meshsim_bench::plot::{Plot, Series};
 use meshsim_bench::report;
+use meshsim_ccl::sweep::SweepRow;
 use meshsim_hw::Params;
 
 use crate::{BadInput, BidirArg, Format, SweepOpArg, TopologyArg, load_cluster, progress};
@@ -36,6 +40,160 @@ impl SweepKnobs {
     /// The reduction asked for, or the default.
     pub(crate) fn redop(&self) -> &str {
         self.redop.as_deref().unwrap_or("sum")
+    }
+
+    /// What the table's header says of the whole sweep.
+    pub(crate) fn header(&self) -> SweepHeader {
+        SweepHeader { op: self.op_name().to_owned(), min: self.min, max: self.max, factor: self.factor }
+    }
+}
+
+/// What a sweep's text header says of the whole sweep: the op and the sizes asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SweepHeader {
+    /// nccl-tests' op name (`all_gather`).
+    pub(crate) op: String,
+    /// `-b`, `-e`, `-f`.
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) factor: u64,
+}
+
+/// Where a sweep's points go and which of them it runs: `--out`, `--resume`, `--shard`, and
+/// the flag that stops it (Ctrl-C).
+pub(crate) struct SweepIo<'a> {
+    /// Each point is appended to this JSONL file as it finishes.
+    pub(crate) out: Option<PathBuf>,
+    /// Points already in this JSONL file are not run again (their rows are kept); new points
+    /// are appended to it unless `out` names another file.
+    pub(crate) resume: Option<PathBuf>,
+    /// `(i, n)`: run only the points whose index in the sweep is `i` modulo `n`.
+    pub(crate) shard: Option<(usize, usize)>,
+    /// Once set, no further point starts.
+    pub(crate) stop: &'a AtomicBool,
+}
+
+/// One finished point as a line of a sweep's JSONL file: the sweep's JSON row keys, and what
+/// `merge` needs to rebuild the whole sweep's table (the op, the sizes asked for, the series'
+/// place and layout).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct PointRecord {
+    series: String,
+    cluster: String,
+    chips: usize,
+    num_links: usize,
+    workers: Option<usize>,
+    #[serde(flatten)]
+    row: SweepRow,
+    op: String,
+    layout: String,
+    series_index: usize,
+    min_bytes: u64,
+    max_bytes: u64,
+    factor: u64,
+}
+
+/// Reads a sweep's JSONL file. A last line cut short (the process was killed mid-write) is
+/// left out; any other line that is not a point is bad input naming it.
+pub(crate) fn read_points(path: &Path) -> Result<Vec<PointRecord>, String> {
+    let here = path.display();
+    let text = meshsim_topology::input::read_input_text(path).map_err(|e| format!("{here}: {e}"))?;
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<PointRecord>(line) {
+            Ok(r) => out.push(r),
+            // The last line without its newline: a write the interruption cut.
+            Err(_) if i + 1 == lines.len() => {}
+            Err(e) => return Err(format!("{here}:{}: not a sweep point: {e}", i + 1)),
+        }
+    }
+    Ok(out)
+}
+
+/// The series a set of points belongs to, in sweep order, each with its rows in size order (a
+/// point listed twice is kept once), and the header they share.
+pub(crate) fn series_of(
+    points: Vec<PointRecord>,
+    from: &str,
+) -> Result<(Vec<SweepSeries>, SweepHeader), String> {
+    let Some(first) = points.first() else {
+        return Err(format!("{from}: no sweep points"));
+    };
+    let header = SweepHeader {
+        op: first.op.clone(),
+        min: first.min_bytes,
+        max: first.max_bytes,
+        factor: first.factor,
+    };
+    let mut by_index: std::collections::BTreeMap<usize, SweepSeries> = std::collections::BTreeMap::new();
+    for p in points {
+        let h = SweepHeader { op: p.op.clone(), min: p.min_bytes, max: p.max_bytes, factor: p.factor };
+        if h != header {
+            return Err(format!(
+                "{from}: points of different sweeps ({} -b {} -e {} -f {} and {} -b {} -e {} -f {})",
+                header.op, header.min, header.max, header.factor, h.op, h.min, h.max, h.factor
+            ));
+        }
+        let se = by_index.entry(p.series_index).or_insert_with(|| SweepSeries {
+            label: p.series.clone(),
+            cluster: p.cluster.clone(),
+            chips: p.chips,
+            layout: p.layout.clone(),
+            dtype: p.row.dtype.clone(),
+            num_links: p.num_links,
+            workers: p.workers,
+            rows: Vec::new(),
+        });
+        if se.label != p.series {
+            return Err(format!(
+                "{from}: series {} is both '{}' and '{}'",
+                p.series_index, se.label, p.series
+            ));
+        }
+        if !se.rows.iter().any(|r| r.size_bytes == p.row.size_bytes) {
+            se.rows.push(p.row);
+        }
+    }
+    let mut series: Vec<SweepSeries> = by_index.into_values().collect();
+    for se in &mut series {
+        se.rows.sort_by_key(|r| r.size_bytes);
+    }
+    Ok((series, header))
+}
+
+/// Appends points to a JSONL file, one flushed line each, from any thread; the first write
+/// error is kept (and stops the sweep).
+struct PointSink {
+    file: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
+    error: Mutex<Option<String>>,
+}
+
+impl PointSink {
+    fn open(path: Option<&Path>) -> anyhow::Result<PointSink> {
+        let file = match path {
+            Some(p) => Some(std::io::BufWriter::new(
+                std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| {
+                    BadInput(format!("{}: cannot write the sweep's points: {e}", p.display()))
+                })?,
+            )),
+            None => None,
+        };
+        Ok(PointSink { file: Mutex::new(file), error: Mutex::new(None) })
+    }
+
+    fn write(&self, record: &PointRecord, stop: &AtomicBool) {
+        use std::io::Write;
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(f) = file.as_mut() else { return };
+        let line = serde_json::to_string(record).expect("a point serialises");
+        if let Err(e) = writeln!(f, "{line}").and_then(|()| f.flush()) {
+            self.error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e.to_string());
+            stop.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -73,7 +231,9 @@ pub(crate) fn run_sweep(
     num_links: &[Option<usize>],
     workers: &[Option<usize>],
     p: &Params,
-) -> anyhow::Result<Vec<SweepSeries>> {
+    io: &SweepIo,
+) -> anyhow::Result<SweepOutcome> {
+    let stop = io.stop;
     use meshsim_ccl::comm::Communicator;
     use meshsim_ccl::op::Topology;
     use meshsim_ccl::sweep::{self, SweepOp, SweepSpec};
@@ -135,41 +295,132 @@ pub(crate) fn run_sweep(
             }
         }
     }
-    let total: usize = jobs.iter().map(|j| sweep::points(&sizes, j.2.ranks(), j.2.dtype).len()).sum();
+    // What ran before (--resume), and this shard's share of the rest.
+    let header = k.header();
+    let resumed: Vec<PointRecord> = match &io.resume {
+        // Nothing ran yet: every point is missing (so a script can always pass --resume).
+        Some(path) if !path.exists() => Vec::new(),
+        Some(path) => {
+            let points = read_points(path).map_err(bad)?;
+            if let Some(r) = points.iter().find(|r| {
+                SweepHeader { op: r.op.clone(), min: r.min_bytes, max: r.max_bytes, factor: r.factor }
+                    != header
+            }) {
+                return Err(bad(format!(
+                    "{}: its points are of another sweep ({} -b {} -e {} -f {}, not {} -b {} -e {} -f {})",
+                    path.display(),
+                    r.op,
+                    r.min_bytes,
+                    r.max_bytes,
+                    r.factor,
+                    header.op,
+                    header.min,
+                    header.max,
+                    header.factor
+                )));
+            }
+            points
+        }
+        None => Vec::new(),
+    };
+    let done: std::collections::BTreeSet<(usize, u64)> =
+        resumed.iter().map(|r| (r.series_index, r.row.size_bytes)).collect();
+    let mut index = 0;
+    let plans: Vec<Vec<u64>> = jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let spec = &job.2;
+            let mut tiles = sweep::points(&sizes, spec.ranks(), spec.dtype);
+            tiles.sort_unstable();
+            tiles
+                .into_iter()
+                .filter(|&t| {
+                    let mine = io.shard.is_none_or(|(i, n)| index % n == i);
+                    index += 1;
+                    mine && !done.contains(&(j, t * spec.dtype.tile_bytes()))
+                })
+                .collect()
+        })
+        .collect();
+    let sink = PointSink::open(io.out.as_deref().or(io.resume.as_deref()))?;
+    let total: usize = plans.iter().map(Vec::len).sum();
     let pb = progress(total as u64, k.op_name());
+    let _ = crate::SWEEP_BAR.set(pb.clone());
     let mut out = Vec::new();
-    for (name, c, spec, label) in jobs {
-        let rows = sweep::sweep(&c, p, &spec, &sizes, &|| pb.inc(1)).map_err(|e| {
+    let mut ran = 0;
+    for ((j, (name, c, spec, label)), tiles) in jobs.into_iter().enumerate().zip(plans) {
+        let layout = match k.axis {
+            Some(a) => format!(
+                "{} {} x {}",
+                spec.comms.len(),
+                if a == 0 { "columns" } else { "rows" },
+                spec.comms[0].topology()
+            ),
+            None => spec.comms[0].topology().to_string(),
+        };
+        let num_links = spec.links.unwrap_or_else(|| {
+            let collective = spec.op.collective();
+            meshsim_ccl::session::default_links(&c, spec.stack, collective, &spec.comms[0])
+        });
+        let record = |row: &SweepRow| PointRecord {
+            series: label.clone(),
+            cluster: name.clone(),
+            chips: spec.ranks(),
+            num_links,
+            workers: spec.workers,
+            row: row.clone(),
+            op: header.op.clone(),
+            layout: layout.clone(),
+            series_index: j,
+            min_bytes: header.min,
+            max_bytes: header.max,
+            factor: header.factor,
+        };
+        let new = sweep::sweep_points(&c, p, &spec, &tiles, stop, &|row| {
+            sink.write(&record(row), stop);
+            pb.inc(1);
+        })
+        .map_err(|e| {
             if e.is_bad_input() {
                 anyhow::Error::new(BadInput(e.to_string()))
             } else {
                 anyhow::anyhow!("{e}")
             }
         })?;
+        ran += new.len();
+        let mut rows: Vec<SweepRow> =
+            resumed.iter().filter(|r| r.series_index == j).map(|r| r.row.clone()).chain(new).collect();
+        rows.sort_by_key(|r| r.size_bytes);
+        rows.dedup_by_key(|r| r.size_bytes);
         out.push(SweepSeries {
             label,
             cluster: name,
             chips: spec.ranks(),
-            layout: match k.axis {
-                Some(a) => format!(
-                    "{} {} x {}",
-                    spec.comms.len(),
-                    if a == 0 { "columns" } else { "rows" },
-                    spec.comms[0].topology()
-                ),
-                None => spec.comms[0].topology().to_string(),
-            },
+            layout,
             dtype: spec.dtype.to_string(),
-            num_links: spec.links.unwrap_or_else(|| {
-                let collective = spec.op.collective();
-                meshsim_ccl::session::default_links(&c, spec.stack, collective, &spec.comms[0])
-            }),
+            num_links,
             workers: spec.workers,
             rows,
         });
     }
     pb.finish_and_clear();
-    Ok(out)
+    if let Some(e) = sink.error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let path =
+            io.out.as_deref().or(io.resume.as_deref()).map(|p| p.display().to_string()).unwrap_or_default();
+        return Err(anyhow::anyhow!("{path}: cannot write the sweep's points: {e}"));
+    }
+    Ok(SweepOutcome { series: out, interrupted: stop.load(Ordering::SeqCst), ran, planned: total })
+}
+
+/// What a sweep run gave: its series (the points that ran, and those resumed), and whether
+/// Ctrl-C stopped it before every planned point ran.
+pub(crate) struct SweepOutcome {
+    pub(crate) series: Vec<SweepSeries>,
+    pub(crate) interrupted: bool,
+    /// Points run now, of those planned (the resumed ones are not planned again).
+    pub(crate) ran: usize,
+    pub(crate) planned: usize,
 }
 
 /// nccl-tests' time column: fewer decimals as the number grows, seven characters wide.
@@ -185,7 +436,7 @@ fn nccl_time(us: f64) -> String {
 
 /// Renders a sweep: nccl-tests' table per series as text; one flat table with series columns
 /// as CSV or JSON.
-pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Format) -> String {
+pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Format) -> String {
     if !matches!(format, Format::Text) {
         let rows: Vec<SeriesRow> = series
             .iter()
@@ -208,7 +459,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepKnobs, format: Forma
             s,
             "# meshsim {} on {} ({} chips, {}), {}, num_links {}, workers {}\n\
              # minBytes {} maxBytes {} step: {}(factor) simulated: 1 run per size, timing mode, no data check\n#",
-            k.op_name(),
+            k.op,
             se.cluster,
             se.chips,
             se.layout,
@@ -298,7 +549,7 @@ pub(crate) fn busbw_plot(op: &str, series: &[SweepSeries]) -> Plot {
 
 /// A header line saying which sizes asked for ran as larger ones (whole tiles, an equal number
 /// per chip), or nothing when every size ran as asked.
-fn rounding_note(k: &SweepKnobs, se: &SweepSeries) -> String {
+fn rounding_note(k: &SweepHeader, se: &SweepSeries) -> String {
     let (Ok(dtype), Ok(sizes)) =
         (se.dtype.parse::<meshsim_ccl::tensor::DType>(), meshsim_ccl::sweep::sizes(k.min, k.max, k.factor))
     else {
@@ -384,7 +635,7 @@ mod tests {
         let mut se = series("1 worker", &[2.0, 4.0, 6.0]);
         se.rows[1].error = Some("simulation failed: deadlock at 5 us".into());
         se.rows[1].busbw_gbps = 0.0;
-        let text = render_sweep(std::slice::from_ref(&se), &knobs(), Format::Text);
+        let text = render_sweep(std::slice::from_ref(&se), &knobs().header(), Format::Text);
         let data: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(data.len(), 3);
         assert_eq!(data[1].split_whitespace().nth(5), Some("error"));
@@ -412,7 +663,7 @@ mod tests {
     /// average from the `# Avg bus bandwidth` line.
     #[test]
     fn the_text_table_parses_the_way_nccl_tests_output_does() {
-        let text = render_sweep(&[series("t3000", &[0.5, 2.0, 7.25])], &knobs(), Format::Text);
+        let text = render_sweep(&[series("t3000", &[0.5, 2.0, 7.25])], &knobs().header(), Format::Text);
         let data: Vec<Vec<&str>> =
             text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split_whitespace().collect()).collect();
         assert_eq!(data.len(), 3);

@@ -1315,3 +1315,114 @@ mod robustness {
         }
     }
 }
+
+/// Sweeps that survive: points written as they finish, resumed, sharded and merged, and
+/// stopped by Ctrl-C with what finished printed.
+mod sweeps_that_survive {
+    use super::*;
+
+    const SWEEP: [&str; 10] =
+        ["sweep", "all-gather", "-b", "16K", "-e", "4M", "-f", "4", "--dtype", "bf16,bfp8"];
+
+    fn with(extra: &[&str]) -> (i32, String, String) {
+        let args: Vec<&str> = SWEEP.iter().copied().chain(extra.iter().copied()).collect();
+        meshsim(&args)
+    }
+
+    fn path(name: &str) -> String {
+        let p = file(name, b"");
+        std::fs::remove_file(&p).unwrap();
+        p.to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn an_interrupted_sweep_resumed_and_a_sharded_sweep_merged_give_the_whole_table() {
+        let (code, whole, err) = with(&[]);
+        assert_eq!(code, 0, "{err}");
+        let points = whole.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(points, 10, "{whole}");
+        // Every point is a line of --out, and --out does not change the table.
+        let out = path("whole.jsonl");
+        let (code, table, _) = with(&["--out", &out]);
+        assert_eq!((code, table.as_str()), (0, whole.as_str()));
+        let lines: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(str::to_owned).collect();
+        assert_eq!(lines.len(), points);
+        let first = json(&lines[0]);
+        for key in ["series", "cluster", "chips", "num_links", "workers", "size_bytes", "type", "busbw_gbps"]
+        {
+            assert!(first.get(key).is_some(), "{key} in {first}");
+        }
+        // Interrupted after 3 points, the last line cut mid-write: --resume runs the other 7.
+        let cut = path("cut.jsonl");
+        std::fs::write(&cut, format!("{}\n{}\n{}\n{}", lines[0], lines[1], lines[2], &lines[3][..20]))
+            .unwrap();
+        let (code, table, err) = with(&["--resume", &cut]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(table, whole);
+        let resumed = std::fs::read_to_string(&cut).unwrap();
+        assert_eq!(resumed.lines().filter(|l| l.starts_with('{') && l.ends_with('}')).count(), points);
+        // A --resume file that does not exist yet: every point runs and goes to it.
+        let fresh = path("fresh.jsonl");
+        let (code, table, _) = with(&["--resume", &fresh]);
+        assert_eq!((code, table.as_str()), (0, whole.as_str()));
+        assert_eq!(std::fs::read_to_string(&fresh).unwrap().lines().count(), points);
+        // Three shards, merged.
+        let shards: Vec<String> = (0..3).map(|i| path(&format!("shard{i}.jsonl"))).collect();
+        let mut ran = 0;
+        for (i, s) in shards.iter().enumerate() {
+            let (code, table, err) = with(&["--shard", &format!("{i}/3"), "--out", s]);
+            assert_eq!(code, 0, "{err}");
+            ran += table.lines().filter(|l| !l.starts_with('#')).count();
+        }
+        assert_eq!(ran, points, "each point runs in exactly one shard");
+        let mut merge = vec!["merge"];
+        merge.extend(shards.iter().map(String::as_str));
+        merge.push(&out); // a point listed twice counts once
+        let (code, merged, err) = meshsim(&merge);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(merged, whole);
+        // Points of another sweep are refused, by file.
+        let err = super::robustness_bad(&["sweep", "all-gather", "-b", "16K", "-e", "1M", "--resume", &out]);
+        assert!(err.contains("of another sweep"), "{err}");
+        assert!(super::robustness_bad(&["sweep", "all-gather", "--shard", "3/3"]).contains("0 to N-1"));
+    }
+
+    #[test]
+    fn ctrl_c_keeps_and_prints_the_points_that_finished() {
+        let out = path("interrupted.jsonl");
+        let child = Command::new(env!("CARGO_BIN_EXE_meshsim"))
+            .args(["sweep", "all-gather", "-b", "16K", "-e", "64M", "--out", &out])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once the first point is in the file, press Ctrl-C.
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(&out).map_or(0, |s| s.lines().count()) == 0 {
+            assert!(started.elapsed().as_secs() < 120, "no point finished");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let done = child.wait_with_output().unwrap();
+        let (stdout, stderr) =
+            (String::from_utf8(done.stdout).unwrap(), String::from_utf8(done.stderr).unwrap());
+        assert_eq!(done.status.code(), Some(130), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("interrupted") && stderr.contains(&format!("--resume {out}")), "{stderr}");
+        let rows = stdout.lines().filter(|l| !l.starts_with('#')).count();
+        let saved = std::fs::read_to_string(&out).unwrap().lines().count();
+        assert_eq!(rows, saved, "the table shows what the file keeps");
+        // The largest points run first: the small ones never started.
+        assert!(rows < 13, "not every point ran: {rows}");
+    }
+}
+
+/// [`robustness`]'s check of bad input, for other modules.
+fn robustness_bad(args: &[&str]) -> String {
+    let (code, out, err) = meshsim(args);
+    assert_eq!(code, 2, "{args:?}: {err}");
+    assert!(out.is_empty(), "{args:?}: {out}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+    err
+}

@@ -6,10 +6,12 @@
 //! `t` tiles are the fewest that hold `size` bytes and divide evenly over the chips, so the
 //! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors: (n - 1) / n for all-gather and reduce-scatter, 2 (n - 1) / n for all-reduce.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::comm::Communicator;
 use crate::op::{Bidir, CclError, Collective, Knobs, OpError, RedOp};
@@ -42,7 +44,7 @@ impl SweepOp {
 }
 
 /// One point of a sweep, as nccl-tests prints it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SweepRow {
     /// Total bytes (gathered output, or reduced input).
     pub size_bytes: u64,
@@ -62,7 +64,7 @@ pub struct SweepRow {
     /// algbw × nccl-tests' bus factor, GB/s.
     pub busbw_gbps: f64,
     /// Why this point's simulation failed (a deadlock, a protocol error); its times are 0.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -129,6 +131,22 @@ pub fn sweep(
     sizes: &[u64],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
+    let tiles = points(sizes, spec.ranks(), spec.dtype);
+    sweep_points(cluster, params, spec, &tiles, &AtomicBool::new(false), &|_| tick())
+}
+
+/// Runs `spec` at each of `tiles` (tile counts, as [`points`] gives them), in parallel, the
+/// largest first; calls `done` with each point's row as it finishes. Once `stop` is set no
+/// further point starts (those running finish): the rows returned, in size order, are the
+/// points that ran.
+pub fn sweep_points(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &SweepSpec,
+    tiles: &[u64],
+    stop: &AtomicBool,
+    done: &(dyn Fn(&SweepRow) + Sync),
+) -> Result<Vec<SweepRow>, CclError> {
     let SweepSpec { op, ref comms, links, workers, dtype, stack } = *spec;
     let n = spec.ranks();
     let collective = op.collective();
@@ -139,10 +157,12 @@ pub fn sweep(
     };
     // The largest points go first, one per task, so two cores share the big ones instead of
     // one core getting the whole top half.
-    let tiles = points(sizes, n, dtype);
+    let mut tiles = tiles.to_vec();
+    tiles.sort_unstable_by(|a, b| b.cmp(a));
     let mut rows = tiles
         .par_iter()
         .with_max_len(1)
+        .filter(|_| !stop.load(Ordering::SeqCst))
         .map(|&tiles| {
             let shape = [1, 1, 32, 32 * tiles];
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
@@ -185,11 +205,11 @@ pub fn sweep(
                 Err(e) if !e.is_bad_input() => SweepRow { error: Some(e.to_string()), ..row },
                 Err(e) => return Err(e),
             };
-            tick();
+            done(&row);
             Ok(row)
         })
         .collect::<Result<Vec<SweepRow>, CclError>>()?;
-    rows.reverse();
+    rows.sort_by_key(|r| r.size_bytes);
     Ok(rows)
 }
 
