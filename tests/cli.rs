@@ -1198,6 +1198,9 @@ mod robustness {
             bad(&["op", "all-gather", "--shape", "1,1,32,256", "--pages-per-packet", "0", "--stack", "edm"])
                 .contains("at least 1")
         );
+        // Counts that would run for hours (found by the fuzzing harness in a suite).
+        assert!(bad(&["bench", "latency", "--samples", "4294967296"]).contains("more than the 1000000"));
+        assert!(bad(&["bench", "ring", "--hops", "100000"]).contains("more than the 4096"));
     }
 
     #[test]

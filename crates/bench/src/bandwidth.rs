@@ -92,9 +92,7 @@ const WORKER_BUF: u64 = 0x10000;
 /// Runs one bandwidth point.
 pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<Measured<BandwidthRow>, BenchError> {
     let (a, a_chan, b, b_chan) = user_link(&setup.cluster)?;
-    if spec.packets == 0 {
-        return Err(BenchError::BadArgument("at least one packet is needed".into()));
-    }
+    crate::common::check_count(("packet", "packets"), spec.packets, crate::common::MAX_PACKETS)?;
     let size = spec.size_bytes;
     let slots = slots_for(&setup.params, &spec)?;
     // Slots for sending, slots for receiving (bidir only), ack words, ack sources.

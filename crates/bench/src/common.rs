@@ -156,3 +156,20 @@ impl Layout {
         self.end
     }
 }
+
+/// The most samples a latency or ring benchmark takes (each a round trip simulated).
+pub const MAX_SAMPLES: u64 = 1_000_000;
+/// The most packets a bandwidth benchmark sends per flow.
+pub const MAX_PACKETS: u64 = 10_000_000;
+
+/// Checks a count asked for (`one` and `many` name its unit): at least one, at most `max` (more would run for hours
+/// and is refused as bad input instead).
+pub fn check_count((one, many): (&str, &str), n: u64, max: u64) -> Result<(), BenchError> {
+    if n == 0 {
+        return Err(BenchError::BadArgument(format!("at least one {one} is needed")));
+    }
+    if n > max {
+        return Err(BenchError::BadArgument(format!("{n} {many} is more than the {max} meshsim runs")));
+    }
+    Ok(())
+}

@@ -424,9 +424,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
         return Err(BenchError::BadArgument("--num-links must be at least 1".into()));
     }
     let packets = spec.packets.unwrap_or(spec.test.default_packets());
-    if packets == 0 {
-        return Err(BenchError::BadArgument("at least one packet per flow is needed".into()));
-    }
+    crate::common::check_count(("packet per flow", "packets per flow"), packets, crate::common::MAX_PACKETS)?;
     let kind = spec.test.kind();
     let (lines, grid) = lines(setup, kind)?;
     let flows = flows(spec.test, &grid, &lines);
@@ -677,9 +675,7 @@ pub fn fabric_latency(
             meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD
         )));
     }
-    if spec.samples == 0 {
-        return Err(BenchError::BadArgument("at least one sample is needed".into()));
-    }
+    crate::common::check_count(("sample", "samples"), spec.samples, crate::common::MAX_SAMPLES)?;
     let kind = match spec.topology {
         LatencyTopology::Line => FabricKind::Linear,
         LatencyTopology::Ring => FabricKind::Ring,

@@ -56,9 +56,7 @@ const ECHO_CH: u8 = 2;
 pub fn latency(setup: &Setup, spec: LatencySpec) -> Result<Measured<LatencyRow>, BenchError> {
     let (a, a_chan, b, b_chan) = user_link(&setup.cluster)?;
     let lay = Rc::new(Layout::new(&setup.params, spec.size_bytes, spec.slots, 16)?);
-    if spec.samples == 0 {
-        return Err(BenchError::BadArgument("at least one sample is needed".into()));
-    }
+    crate::common::check_count(("sample", "samples"), spec.samples, crate::common::MAX_SAMPLES)?;
     let mut m = setup.machine();
     let times = Rc::new(RefCell::new(Vec::new()));
     let (size, slots, rounds, unmerged) = (spec.size_bytes, spec.slots, spec.samples + 1, spec.unmerged);

@@ -138,13 +138,20 @@ fn dfs(
     false
 }
 
+/// The most hops a ring ping takes.
+pub const MAX_HOPS: usize = 4096;
+
 /// Runs one ring point.
 pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchError> {
+    if spec.hops > MAX_HOPS {
+        return Err(BenchError::BadArgument(format!(
+            "{} hops is more than the {MAX_HOPS} meshsim runs",
+            spec.hops
+        )));
+    }
     let walk = ring_walk(&setup.cluster, spec.hops)
         .ok_or_else(|| BenchError::NoRing { cluster: setup.cluster.origin().to_owned(), hops: spec.hops })?;
-    if spec.samples == 0 {
-        return Err(BenchError::BadArgument("at least one sample is needed".into()));
-    }
+    crate::common::check_count(("sample", "samples"), spec.samples, crate::common::MAX_SAMPLES)?;
     let p = &setup.params;
     let lay = Rc::new(Layout::new(p, spec.size_bytes, 1, 32)?);
     let (buf, sync, sem, done) = (lay.slot(0), lay.sync(0), lay.end(), lay.end() + 16);

@@ -230,6 +230,15 @@ impl FromStr for Memory {
     }
 }
 
+impl std::fmt::Display for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Memory::Dram => "DRAM",
+            Memory::L1 => "L1",
+        })
+    }
+}
+
 /// DRAM banks of a Wormhole chip.
 pub const DRAM_BANKS: u64 = 6;
 /// Tensix workers whose L1 holds L1-interleaved tensors (the 8x8 of logical cores 0..64).

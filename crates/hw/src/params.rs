@@ -161,6 +161,21 @@ impl Params {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be positive"));
         }
+        // Bounds that keep every product of parameters (a time in picoseconds, an address)
+        // inside 64 bits: a per-step cost of more than a second, or a memory beyond a TiB,
+        // describes no hardware.
+        for (name, value, _) in self.table() {
+            let (limit, what) = if name.ends_with("_ns") || name.ends_with("_cycles") {
+                (1_000_000_000, "1e9 (a second)")
+            } else if name.ends_with("_mhz") || name.ends_with("_gbps") {
+                (1_000_000, "1e6")
+            } else {
+                (1 << 40, "2^40 (a TiB)")
+            };
+            if value > limit {
+                return Err(format!("{name} {value} is beyond its limit of {what}"));
+            }
+        }
         let window_end = self.erisc_kernel_l1_base + self.erisc_kernel_l1_bytes;
         if window_end > self.erisc_l1_bytes {
             return Err(format!(
@@ -251,6 +266,19 @@ mod tests {
         let bad = DEFAULT_YAML.replace("erisc_kernel_l1_bytes: 163840", "erisc_kernel_l1_bytes: 263840");
         let err = Params::parse("p.yaml", &bad).unwrap_err().to_string();
         assert!(err.contains("exceeds erisc_l1_bytes"), "{err}");
+    }
+
+    #[test]
+    fn values_that_would_overflow_the_clock_are_rejected() {
+        // Found by the fuzzing harness: a link latency of u64::MAX ns overflowed the clock.
+        let bad =
+            DEFAULT_YAML.replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 18446744073709551615");
+        let err = Params::parse("p.yaml", &bad).unwrap_err().to_string();
+        assert!(err.contains("eth_link_latency_ns 18446744073709551615 is beyond its limit of 1e9"), "{err}");
+        let bad = DEFAULT_YAML.replace("aiclk_mhz: 1000", "aiclk_mhz: 4000000");
+        assert!(Params::parse("p.yaml", &bad).unwrap_err().to_string().contains("aiclk_mhz"));
+        let ok = DEFAULT_YAML.replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 1000000000");
+        assert!(Params::parse("p.yaml", &ok).is_ok());
     }
 
     #[test]
