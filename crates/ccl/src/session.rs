@@ -590,6 +590,7 @@ impl<'c> Session<'c> {
                 late.at
             )));
         }
+        no_negative_semaphore(&b.m, self.cluster)?;
         let times = times.borrow();
         // The EDM ops run their plans over the communicator's topology.
         let algorithms: Vec<&'static str> = phases
@@ -691,7 +692,7 @@ impl<'c> Session<'c> {
             let fits = |p: &Placement, pages: u64, what: &str| -> Result<(), CclError> {
                 if p.base + p.bank_bytes(pages) > p.capacity(&self.params) {
                     return Err(CclError::Invalid(format!(
-                        "op '{}': {what} do not fit in {mem:?} ({} B per bank free of {} B)",
+                        "op '{}': {what} do not fit in {mem} ({} B per bank free of {} B)",
                         req.name,
                         p.capacity(&self.params).saturating_sub(p.base),
                         p.capacity(&self.params)
@@ -924,6 +925,23 @@ pub fn default_links(cluster: &Cluster, stack: Stack, collective: Collective, co
 }
 
 /// Checks an op's arguments against the cluster.
+/// The run's first semaphore an atomic decrement took below zero, as a protocol error naming
+/// the chip, core, address and time.
+pub(crate) fn no_negative_semaphore(m: &Machine, cluster: &Cluster) -> Result<(), CclError> {
+    match m.negative_semaphores().first() {
+        None => Ok(()),
+        Some(neg) => Err(CclError::Protocol(format!(
+            "a semaphore went negative: chip {} core ({}, {}) at {:#x} became {} at {}",
+            cluster.chip(neg.chip).id,
+            neg.core.x,
+            neg.core.y,
+            neg.addr,
+            neg.value,
+            neg.at
+        ))),
+    }
+}
+
 pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> Result<TensorSpec, OpError> {
     let n = req.comm.size();
     let what = req.collective.name();

@@ -285,46 +285,6 @@ fn the_packet_size_is_a_knob_global_to_the_fabric() {
     assert!(err.is_bad_input() && err.to_string().contains("global"), "{err}");
 }
 
-/// Two workers connected to one router's channel 0 stop the router with a protocol error that
-/// names it, rather than hanging.
-#[test]
-fn a_second_worker_on_a_sender_channel_is_a_protocol_error() {
-    let n300 = builtin::cluster("n300").unwrap();
-    let p = Params::default();
-    let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
-    let line = Line { chips: vec![ChipIdx(0), ChipIdx(1)], closed: false };
-    let config = FabricConfig { kind: FabricKind::Linear, ..FabricConfig::default() };
-    let fabric: Rc<Fabric> = Fabric::new(&n300, &p, eth, config, vec![line]).unwrap();
-    let mut m = Machine::new(n300.clone(), p, Mode::Timing);
-    let mut progs = vec![Program::new(ChipIdx(0)), Program::new(ChipIdx(1))];
-    fabric.install(&mut progs);
-    let r = fabric.router_facing(0, 0, ChipIdx(0), ChipIdx(1)).unwrap();
-    for x in 0..2 {
-        let conn = Connection::new(fabric.clone(), r, 0x10000);
-        progs[0].create_kernel(
-            CoreRef::Worker(CoreCoord { x, y: 0 }),
-            "worker",
-            0,
-            vec![],
-            move |k| async move {
-                conn.open(&k).await?;
-                let h = Header {
-                    cmd: NocCmd::Inline { dst: k.get_noc_addr(1, 1, 0x20000), value: 7 },
-                    payload: 0,
-                    route: Route::unicast(1),
-                    src_ch: 0,
-                };
-                conn.send(&k, h, 0).await?;
-                conn.close(&k).await?;
-                Ok(())
-            },
-        );
-    }
-    let _ = m.new_event("unused");
-    let err = m.launch(progs, |_| Time::ZERO).unwrap_err().to_string();
-    assert!(err.contains("router") && err.contains("one worker per sender channel"), "{err}");
-}
-
 /// tt-metal's default `num_links` on the fabric is the fewest routing planes over the
 /// communicator's hops (every usable link of a Galaxy row, one on the T3000 ring, whose hops
 /// have one usable link where dispatch reserves the other), all-to-all keeps to link 0, and the
@@ -676,4 +636,171 @@ fn mid_size_relay_all_gathers_run_two_workers_behind_a_mux() {
     let long = run([1, 1, 256, 8 * 512]);
     verified(&long);
     assert_eq!((long.ops[0].algorithm.as_str(), long.ops[0].workers), ("relay", 1));
+}
+
+/// Protocol hazards caught, not simulated into garbage: each deliberately broken kernel below
+/// stops its run with an error naming the router (chip and Ethernet core), the channel, the
+/// time and what broke.
+mod hazards {
+    use super::*;
+    use meshsim_ccl::fabric::words::{COMPLETED, DOORBELL, TERMINATE};
+
+    /// A kernel body.
+    type Body = Box<
+        dyn FnOnce(
+            meshsim_hw::Kernel,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = meshsim_engine::TaskResult>>>,
+    >;
+
+    /// An N300 line fabric with `worker(fabric, router)` on chip 0 core (0, 0) and, when
+    /// given, `rogue(fabric, router)` on core (1, 0); runs them and returns the error.
+    fn broken(
+        worker: impl FnOnce(Rc<Fabric>, usize) -> Body,
+        rogue: Option<fn(Rc<Fabric>, usize) -> Body>,
+    ) -> String {
+        let n300 = builtin::cluster("n300").unwrap();
+        let p = Params::default();
+        let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
+        let line = Line { chips: vec![ChipIdx(0), ChipIdx(1)], closed: false };
+        let config = FabricConfig { kind: FabricKind::Linear, ..FabricConfig::default() };
+        let fabric: Rc<Fabric> = Fabric::new(&n300, &p, eth, config, vec![line]).unwrap();
+        let mut m = Machine::new(n300.clone(), p, Mode::Timing);
+        let mut progs = vec![Program::new(ChipIdx(0)), Program::new(ChipIdx(1))];
+        fabric.install(&mut progs);
+        let r = fabric.router_facing(0, 0, ChipIdx(0), ChipIdx(1)).unwrap();
+        progs[0].create_kernel(
+            CoreRef::Worker(CoreCoord { x: 0, y: 0 }),
+            "worker",
+            0,
+            vec![],
+            worker(fabric.clone(), r),
+        );
+        if let Some(rogue) = rogue {
+            progs[0].create_kernel(
+                CoreRef::Worker(CoreCoord { x: 1, y: 0 }),
+                "rogue",
+                0,
+                vec![],
+                rogue(fabric.clone(), r),
+            );
+        }
+        m.launch(progs, |_| Time::ZERO).unwrap_err().to_string()
+    }
+
+    /// A one-hop inline write to chip 1.
+    fn inline(k: &meshsim_hw::Kernel) -> Header {
+        Header {
+            cmd: NocCmd::Inline { dst: k.get_noc_addr(1, 1, 0x20000), value: 7 },
+            payload: 0,
+            route: Route::unicast(1),
+            src_ch: 0,
+        }
+    }
+
+    /// The NoC address of router `r`'s word at `offset`.
+    fn word(k: &meshsim_hw::Kernel, fabric: &Fabric, r: usize, offset: u64) -> u64 {
+        let at = fabric.core_of(r);
+        k.get_noc_addr(at.x, at.y, fabric.layout.word(offset))
+    }
+
+    /// A worker that opens channel 0, sends one inline packet and closes.
+    fn polite(fabric: Rc<Fabric>, r: usize) -> Body {
+        Box::new(move |k| {
+            Box::pin(async move {
+                let conn = Connection::new(fabric, r, 0x10000);
+                conn.open(&k).await?;
+                conn.send(&k, inline(&k), 0).await?;
+                conn.close(&k).await?;
+                Ok(())
+            })
+        })
+    }
+
+    /// Two workers connected to one router's channel 0 stop the router with a protocol error
+    /// that names it, rather than hanging.
+    #[test]
+    fn a_second_worker_on_a_sender_channel_is_a_protocol_error() {
+        let err = broken(polite, Some(polite));
+        assert!(err.contains("router") && err.contains("one worker per sender channel"), "{err}");
+    }
+
+    #[test]
+    fn a_packet_written_without_a_credit_is_an_overrun() {
+        let err = broken(
+            |fabric, r| {
+                Box::new(move |k| {
+                    Box::pin(async move {
+                        let conn = Connection::new(fabric.clone(), r, 0x10000);
+                        conn.open(&k).await?;
+                        // Every slot filled as the protocol allows, then ten more doorbells
+                        // without waiting for a credit.
+                        for _ in 0..fabric.layout.sender_slots {
+                            conn.send(&k, inline(&k), 0).await?;
+                        }
+                        for _ in 0..10 {
+                            k.noc_semaphore_inc(word(&k, &fabric, r, DOORBELL[0]), 1).await?;
+                        }
+                        Ok(())
+                    })
+                })
+            },
+            None,
+        );
+        assert!(err.contains("router") && err.contains("chip0/eth"), "{err}");
+        assert!(err.contains("sender channel 0 overrun at") && err.contains("without a credit"), "{err}");
+    }
+
+    #[test]
+    fn credits_beyond_what_was_sent_are_a_protocol_error() {
+        let err = broken(
+            |fabric, r| {
+                Box::new(move |k| {
+                    Box::pin(async move {
+                        let conn = Connection::new(fabric, r, 0x10000);
+                        conn.open(&k).await?;
+                        conn.send(&k, inline(&k), 0).await?;
+                        Ok(())
+                    })
+                })
+            },
+            // A rogue kernel returns five receiver slots nobody used.
+            Some(|fabric, r| {
+                Box::new(move |k| {
+                    Box::pin(async move {
+                        k.noc_semaphore_inc(word(&k, &fabric, r, COMPLETED[0]), 5).await?;
+                        Ok(())
+                    })
+                })
+            }),
+        );
+        assert!(err.contains("chip0/eth") && err.contains("credits beyond the slots at"), "{err}");
+        assert!(err.contains("completed 5 packets but only 0 were sent"), "{err}");
+    }
+
+    #[test]
+    fn teardown_before_the_packets_moved_is_a_protocol_error() {
+        let err = broken(
+            |fabric, r| {
+                Box::new(move |k| {
+                    Box::pin(async move {
+                        let conn = Connection::new(fabric.clone(), r, 0x10000);
+                        conn.open(&k).await?;
+                        for _ in 0..4 {
+                            conn.send(&k, inline(&k), 0).await?;
+                        }
+                        // Terminate the router at once, without closing or waiting.
+                        k.noc_semaphore_inc(word(&k, &fabric, r, TERMINATE), 2).await?;
+                        Ok(())
+                    })
+                })
+            },
+            None,
+        );
+        assert!(err.contains("chip0/eth") && err.contains("terminated at"), "{err}");
+        assert!(
+            err.contains("packets of sender channel 0 unsent: teardown before the packets were delivered"),
+            "{err}"
+        );
+    }
 }

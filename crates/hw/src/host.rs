@@ -400,4 +400,9 @@ impl Machine {
     pub fn late_landings(&self) -> Vec<crate::world::LateLanding> {
         self.sim.ctx().world().late_landings().to_vec()
     }
+
+    /// Semaphores an atomic decrement took below zero during the last launch (the first 16).
+    pub fn negative_semaphores(&self) -> Vec<crate::world::NegativeSemaphore> {
+        self.sim.ctx().world().negative_semaphores().to_vec()
+    }
 }

@@ -504,7 +504,13 @@ impl Kernel {
                 + p.noc_inject_cycles
                 + p.noc_eject_cycles
                 + 1;
-            hw.post(s, arrive, Delivery { mem, addr, what: Payload::Add(inc), done: None, eth_to: None })?;
+            // A negative increment is a decrement, checked on arrival.
+            let what = if (inc as i32) < 0 {
+                Payload::Dec { by: inc.wrapping_neg(), chip: self.chip, at }
+            } else {
+                Payload::Add(inc)
+            };
+            hw.post(s, arrive, Delivery { mem, addr, what, done: None, eth_to: None })?;
             Ok(arrive + p.cycles(back))
         })?;
         self.atomics_acked.set(self.atomics_acked.get().max(answered));

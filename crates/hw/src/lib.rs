@@ -22,4 +22,4 @@ pub use host::{CoreRef, Device, Machine, Program};
 pub use kernel::{HwError, Kernel, NOC_TRIDS, Wake, get_noc_addr};
 pub use params::Params;
 pub use trace::{LinkUse, Mark, TraceData};
-pub use world::{Hw, HwEvent, Mode};
+pub use world::{Hw, HwEvent, Mode, NegativeSemaphore};

@@ -106,6 +106,14 @@ pub(crate) enum Payload {
     /// Up to 16 bytes held inline: sync records, flags, and every write in timing mode.
     Small([u8; 16], u8),
     Add(u32),
+    /// An atomic increment by a negative amount (`by` is its magnitude) of a semaphore on
+    /// core `at` of `chip`: checked on arrival, since a semaphore below zero is a broken
+    /// protocol.
+    Dec {
+        by: u32,
+        chip: ChipIdx,
+        at: CoreCoord,
+    },
 }
 
 impl Payload {
@@ -143,6 +151,8 @@ pub struct Hw {
     pub(crate) erisc_kernels: Vec<KernelCount>,
     /// Ethernet packets that landed on an ERISC core after all its kernels had finished.
     pub(crate) late_landings: Vec<LateLanding>,
+    /// Semaphores an atomic decrement took below zero.
+    pub(crate) negative_semaphores: Vec<NegativeSemaphore>,
     /// Landing times per port `[chip * 16 + channel]`: first packet, first and last payload.
     pub(crate) lands: Vec<PortLands>,
     /// Every packet put on the wire, when tracing.
@@ -180,6 +190,22 @@ pub struct LateLanding {
     /// Where it landed.
     pub addr: u64,
     /// When.
+    pub at: Time,
+}
+
+/// A semaphore an atomic decrement took below zero: a protocol hazard (a credit or count
+/// returned more often than it was taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NegativeSemaphore {
+    /// The chip.
+    pub chip: ChipIdx,
+    /// The core holding the semaphore.
+    pub core: CoreCoord,
+    /// Its address.
+    pub addr: u64,
+    /// The value it would have had.
+    pub value: i64,
+    /// When the decrement arrived.
     pub at: Time,
 }
 
@@ -266,6 +292,7 @@ impl Hw {
             lands: vec![PortLands::default(); erisc_kernels.len()],
             erisc_kernels,
             late_landings: Vec::new(),
+            negative_semaphores: Vec::new(),
             packet_log: None,
             counter_log: None,
             marks: Vec::new(),
@@ -275,6 +302,11 @@ impl Hw {
     /// Ethernet packets that landed on ERISC cores after all their kernels had finished.
     pub fn late_landings(&self) -> &[LateLanding] {
         &self.late_landings
+    }
+
+    /// Semaphores an atomic decrement took below zero (the first 16).
+    pub fn negative_semaphores(&self) -> &[NegativeSemaphore] {
+        &self.negative_semaphores
     }
 
     /// The model parameters.
@@ -500,6 +532,19 @@ impl Hw {
             Payload::Small(b, n) => sched.write_bytes(d.mem, d.addr, &b[..n as usize])?,
             Payload::Add(inc) => {
                 sched.add_u32(d.mem, d.addr, inc)?;
+            }
+            Payload::Dec { by, chip, at } => {
+                let old = sched.read_u32(d.mem, d.addr)?;
+                if old < by && self.negative_semaphores.len() < 16 {
+                    self.negative_semaphores.push(NegativeSemaphore {
+                        chip,
+                        core: at,
+                        addr: d.addr,
+                        value: i64::from(old) - i64::from(by),
+                        at: sched.now(),
+                    });
+                }
+                sched.add_u32(d.mem, d.addr, by.wrapping_neg())?;
             }
         }
         if let Some((regs, counter)) = d.done {

@@ -298,3 +298,30 @@ fn kernels_on_one_erisc_share_its_riscv_but_not_the_queue_while_it_writes() {
     let latched = t[0] + p.cycles(p.eth_txq_latch_cycles);
     assert_eq!(t[1], latched.max(p.cycles(2 * p.eth_send_initiate_cycles)));
 }
+
+/// A decrement that takes a semaphore below zero (a credit returned twice, a count taken once
+/// too often) is recorded as a protocol hazard naming the chip, core, address, value and time;
+/// decrements that stay at or above zero are not.
+#[test]
+fn a_semaphore_taken_below_zero_is_a_recorded_hazard() {
+    let mut m = Machine::new(builtin::cluster("n300").unwrap(), Params::default(), Mode::Timing);
+    let dev = m.device(ChipIdx(0));
+    let dst = CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 3, y: 2 });
+    let dst_at = dev.noc_coord(dst);
+    let mut prog = Program::new(ChipIdx(0));
+    let sem = prog.create_semaphore(&[dst], 0);
+    let sem_addr = dev.semaphore_addr(dst, sem);
+    let src = CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 0, y: 0 });
+    prog.create_kernel(src, "broken", 0, vec![], move |k| async move {
+        let at = k.get_noc_addr(dst_at.x, dst_at.y, sem_addr);
+        k.noc_semaphore_inc(at, 2).await?;
+        k.noc_semaphore_inc(at, (-2i32) as u32).await?; // back to 0: fine
+        k.noc_semaphore_inc(at, (-1i32) as u32).await?; // -1: the hazard
+        Ok(())
+    });
+    m.launch(vec![prog], |_| Time::ZERO).unwrap();
+    let neg = m.negative_semaphores();
+    assert_eq!(neg.len(), 1, "{neg:?}");
+    assert_eq!((neg[0].chip, neg[0].core, neg[0].addr, neg[0].value), (ChipIdx(0), dst_at, sem_addr, -1));
+    assert!(neg[0].at > Time::ZERO);
+}

@@ -172,7 +172,13 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     loop {
         if k.read_u32(w(TERMINATE))? == TERMINATE_NOW {
             fabric.stats.borrow_mut()[me] = st.stats;
-            return Ok(());
+            return match stranded(&k, &lay, &st)? {
+                None => Ok(()),
+                Some(what) => err(format!(
+                    "terminated at {} with {what}: teardown before the packets were delivered",
+                    k.now()
+                )),
+            };
         }
         waits.0.clear();
         let mut moved = false;
@@ -219,6 +225,22 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     }
 }
 
+/// What a terminated router still held: packets its producers queued that it never sent, or
+/// packets landed in its receiver that it never processed.
+fn stranded(k: &Kernel, lay: &super::Layout, st: &State) -> Result<Option<String>, StepError> {
+    for (ch, (&doorbell, &sent)) in DOORBELL.iter().zip(&st.sent).take(lay.channels).enumerate() {
+        let queued = k.read_u32(lay.word(doorbell))? as u64;
+        if queued > sent {
+            return Ok(Some(format!("{} packets of sender channel {ch} unsent", queued - sent)));
+        }
+    }
+    let landed = k.read_u32(lay.word(RX_SENT))? as u64;
+    if landed > st.taken {
+        return Ok(Some(format!("{} landed packets unprocessed in its receiver", landed - st.taken)));
+    }
+    Ok(None)
+}
+
 /// Steps of a pass: sender channel 0 with the connection check; the receiver channel and its
 /// completions; the forwarding sender channels (1, and 2-3 on a mesh) with credits.
 const STEPS: usize = 3;
@@ -252,6 +274,19 @@ async fn send_step(
 ) -> Result<bool, StepError> {
     let lay = fabric.layout;
     let written = k.read_u32(lay.word(DOORBELL[ch]))? as u64;
+    // A producer may have at most `sender_slots` packets written and not returned to it: one
+    // more was written over a slot the router still holds.
+    if written.saturating_sub(st.credited[ch]) > lay.sender_slots {
+        return Err(protocol(
+            k,
+            format!(
+                "sender channel {ch} overrun at {}: its producer has rung {written} packets but only {} slots were returned and the channel has {}: a packet was written without a credit",
+                k.now(),
+                st.credited[ch],
+                lay.sender_slots
+            ),
+        ));
+    }
     if written == st.sent[ch] {
         waits.0.push(Wake::Word(lay.word(DOORBELL[ch]), Cond::Ne(written as u32)));
         return Ok(false);
@@ -259,6 +294,16 @@ async fn send_step(
     let mut completed = 0;
     for &c in &COMPLETED[..lay.channels] {
         completed += k.read_u32(lay.word(c))? as u64;
+    }
+    if completed > st.total_sent {
+        return Err(protocol(
+            k,
+            format!(
+                "credits beyond the slots at {}: the peer's receiver completed {completed} packets but only {} were sent to it",
+                k.now(),
+                st.total_sent
+            ),
+        ));
     }
     let free = lay.receiver_slots - (st.total_sent - completed);
     let need = if ring && ch == 0 { BUBBLE_SLOTS } else { 1 };
@@ -363,6 +408,16 @@ async fn receive_step(
         };
         outs[i] = o;
         let freed = k.read_u32(lay.word(DOWN_FREED[o]))? as u64;
+        if freed > st.forwarded[o] {
+            return Err(protocol(
+                k,
+                format!(
+                    "credits beyond the slots at {}: the downstream router returned {freed} slots of the {} packets forwarded to it",
+                    k.now(),
+                    st.forwarded[o]
+                ),
+            ));
+        }
         if st.forwarded[o] - freed >= lay.sender_slots {
             waits.0.push(Wake::Word(lay.word(DOWN_FREED[o]), Cond::Ne(freed as u32)));
             return Ok(moved);
