@@ -145,6 +145,8 @@ enum Command {
         /// shard of N; `meshsim merge` joins the shards' --out files.
         #[arg(long, value_name = "I/N", value_parser = parse_shard)]
         shard: Option<(usize, usize)>,
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// Rebuild a sweep's table, CSV, JSON or plot from the JSONL files of its runs (shards,
     /// resumed runs); a point found twice counts once.
@@ -179,6 +181,8 @@ enum Command {
         /// A parameter file to use instead of the workload's or the built-in one.
         #[arg(long, value_name = "FILE")]
         params: Option<PathBuf>,
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// Run the op-timing regression suites and compare every scenario's simulated time with its
     /// committed baseline; exit 1 when one moved beyond its tolerance, has no baseline, or a
@@ -470,6 +474,8 @@ struct OpArgs {
     /// Program start skew: the k-th chip starts k x this many ns after the first.
     #[arg(long, default_value_t = 0, value_name = "NS")]
     skew_ns: u64,
+    #[command(flatten)]
+    faults: FaultArgs,
     /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
     #[arg(long, value_name = "FILE")]
     params: Option<PathBuf>,
@@ -772,6 +778,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out: out_path,
             resume,
             shard,
+            faults,
         } => {
             check_outputs(plot_path.as_deref(), None)?;
             if let Some(o) = &out_path {
@@ -783,8 +790,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(s) => s.parse().map_err(BadInput)?,
                 None => meshsim_ccl::op::Stack::DEFAULT,
             };
-            let knobs =
-                SweepKnobs { op, topology, axis, bidir, stack, redop, chips, chip_ids, min, max, factor };
+            let knobs = SweepKnobs {
+                op,
+                topology,
+                axis,
+                bidir,
+                stack,
+                redop,
+                chips,
+                chip_ids,
+                min,
+                max,
+                factor,
+                faults: faults.knobs(),
+            };
             let p = load_params(params.as_deref())?;
             let workers: Vec<Option<usize>> = match workers {
                 Some(w) => w.into_iter().map(Some).collect(),
@@ -837,8 +856,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Op(Op::ReduceScatter(args)) => return run_op(Kind::ReduceScatter, args),
         Command::Op(Op::AllReduce(args)) => return run_op(Kind::AllReduce, args),
         Command::Op(Op::AllToAll(args)) => return run_op(Kind::AllToAll, args),
-        Command::Run { workload, format, link_report, trace, verify, params } => {
-            return run_cmd::run_workload(&workload, format, link_report, trace.as_deref(), verify, params);
+        Command::Run { workload, format, link_report, trace, verify, params, faults } => {
+            return run_cmd::run_workload(
+                &workload,
+                format,
+                link_report,
+                trace.as_deref(),
+                verify,
+                params,
+                faults,
+            );
         }
         Command::Regress { suite, update, scenario, trace, check_determinism, params, format } => {
             let suite = match suite {
@@ -910,6 +937,33 @@ fn interrupt_on_ctrl_c() -> &'static std::sync::atomic::AtomicBool {
         }
     });
     &STOP
+}
+
+/// Fault injection flags of `op`, `sweep` and `run`.
+#[derive(clap::Args, Clone, Debug, Default)]
+struct FaultArgs {
+    /// Inject a fault (repeatable): link-down:CHIP:CHAN@TIME_US,
+    /// link-degrade:CHIP:CHAN:RATE_FACTOR[:EXTRA_LATENCY_NS], link-flap:CHIP:CHAN@TIME_US:DOWN_US,
+    /// straggler:CHIP:DELAY_US (CHIP as in the cluster description; times from the run's start).
+    #[arg(long = "fault", value_name = "SPEC")]
+    faults: Vec<String>,
+    /// Also inject K faults drawn deterministically from --fault-seed.
+    #[arg(long, value_name = "K")]
+    random_faults: Option<usize>,
+    /// The seed of --random-faults [default: 0].
+    #[arg(long, value_name = "N")]
+    fault_seed: Option<u64>,
+}
+
+impl FaultArgs {
+    /// As scenarios and workloads hold them.
+    fn knobs(&self) -> scenario::FaultKnobs {
+        scenario::FaultKnobs {
+            faults: self.faults.clone(),
+            random_faults: self.random_faults,
+            fault_seed: self.fault_seed,
+        }
+    }
 }
 
 /// `--shard I/N`: shard I (from 0) of N.

@@ -39,6 +39,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         buffers: a.buffers,
         memory: Some(a.memory.clone()),
         skew_ns: Some(a.skew_ns),
+        faults: a.faults.knobs(),
         verify: Some(a.verify),
         stack: a.stack.clone(),
         packet_size: a.packet_size.map(crate::scenario::Size::Bytes),

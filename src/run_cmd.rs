@@ -18,9 +18,17 @@ pub(crate) fn run_workload(
     trace: Option<&Path>,
     verify: bool,
     params: Option<PathBuf>,
+    faults: crate::FaultArgs,
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
-    let w = Workload::load(path).map_err(BadInput)?;
+    let mut w = Workload::load(path).map_err(BadInput)?;
+    // The command line's faults join the file's; its random draw replaces the file's.
+    let extra = faults.knobs();
+    w.faults.faults.extend(extra.faults);
+    if extra.random_faults.is_some() || extra.fault_seed.is_some() {
+        w.faults.random_faults = extra.random_faults;
+        w.faults.fault_seed = extra.fault_seed;
+    }
     let cluster = load_cluster(&w.cluster_spec())?;
     let params = load_params(params.or_else(|| w.params_path()).as_deref())?;
     let done = w.run(&cluster, &params, verify, trace.is_some()).map_err(|e| {

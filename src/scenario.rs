@@ -143,6 +143,9 @@ pub struct Scenario {
     pub memory: Option<String>,
     /// Op or ring: start skew per chip, ns.
     pub skew_ns: Option<u64>,
+    /// Op: faults injected (`faults`, `random_faults`, `fault_seed`).
+    #[serde(flatten)]
+    pub faults: FaultKnobs,
     /// Op: move real bytes and check the outputs.
     pub verify: Option<bool>,
     /// Op: the transport, `edm` or `fabric`.
@@ -264,6 +267,41 @@ pub fn load_params(path: Option<&Path>) -> Result<Params, RunError> {
     }
 }
 
+/// Faults to inject, as the CLI (`--fault`, `--random-faults`, `--fault-seed`), suites and
+/// workloads write them.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct FaultKnobs {
+    /// Fault specs (`link-down:CHIP:CHAN@TIME_US`, ...; see docs/cli.md).
+    #[serde(default)]
+    pub faults: Vec<String>,
+    /// This many faults drawn from `fault_seed`.
+    #[serde(default)]
+    pub random_faults: Option<usize>,
+    /// The seed of `random_faults` (default 0).
+    #[serde(default)]
+    pub fault_seed: Option<u64>,
+}
+
+impl FaultKnobs {
+    /// The faults: those named, then `random_faults` drawn from `fault_seed` over `cluster`.
+    pub fn list(&self, cluster: &Cluster) -> Result<Vec<meshsim_ccl::fault::Fault>, String> {
+        if self.fault_seed.is_some() && self.random_faults.is_none() {
+            return Err("fault_seed (--fault-seed) needs random_faults (--random-faults K)".into());
+        }
+        let mut out = Vec::new();
+        for spec in &self.faults {
+            out.push(spec.parse()?);
+        }
+        if let Some(k) = self.random_faults {
+            if k > 1000 {
+                return Err(format!("{k} random faults is more than the 1000 meshsim draws"));
+            }
+            out.extend(meshsim_ccl::fault::Fault::random(cluster, self.fault_seed.unwrap_or(0), k));
+        }
+        Ok(out)
+    }
+}
+
 impl Scenario {
     /// Fields set that `op` does not take, by name.
     fn stray_fields(&self) -> Vec<&'static str> {
@@ -282,6 +320,9 @@ impl Scenario {
             ("buffers", self.buffers.is_some()),
             ("memory", self.memory.is_some()),
             ("verify", self.verify.is_some()),
+            ("faults", !self.faults.faults.is_empty()),
+            ("random_faults", self.faults.random_faults.is_some()),
+            ("fault_seed", self.faults.fault_seed.is_some()),
         ];
         // Keys that only some ops take.
         let only_some = [
@@ -418,6 +459,9 @@ impl Scenario {
         session.set_trace(trace);
         let all: Vec<ChipIdx> = comms.iter().flat_map(|c| c.chips().iter().copied()).collect();
         session.set_skew(all, self.skew_ns.unwrap_or(0)).map_err(ccl_error)?;
+        for f in self.faults.list(session.cluster()).map_err(bad)? {
+            session.add_fault(f).map_err(ccl_error)?;
+        }
         let many = comms.len() > 1;
         for (i, comm) in comms.iter().enumerate() {
             let name = if many { format!("{}[{i}]", self.op.name()) } else { self.op.name().to_owned() };

@@ -25,6 +25,8 @@ pub(crate) struct SweepKnobs {
     pub(crate) min: u64,
     pub(crate) max: u64,
     pub(crate) factor: u64,
+    /// Faults injected into every point.
+    pub(crate) faults: crate::scenario::FaultKnobs,
 }
 
 impl SweepKnobs {
@@ -262,6 +264,7 @@ pub(crate) fn run_sweep(
     let mut jobs = Vec::new();
     for name in clusters {
         let c = load_cluster(name)?;
+        let faults = k.faults.list(&c).map_err(bad)?;
         let comms = match k.axis {
             Some(axis) => Communicator::axis(&c, axis.into(), topology).map_err(|e| bad(e.0))?,
             None => {
@@ -273,8 +276,15 @@ pub(crate) fn run_sweep(
             let dtype: meshsim_ccl::tensor::DType = d.parse().map_err(bad)?;
             for &links in num_links {
                 for &w in workers {
-                    let spec =
-                        SweepSpec { op, comms: comms.clone(), links, workers: w, dtype, stack: k.stack };
+                    let spec = SweepSpec {
+                        op,
+                        comms: comms.clone(),
+                        links,
+                        workers: w,
+                        dtype,
+                        stack: k.stack,
+                        faults: faults.clone(),
+                    };
                     // A series is named by the knobs that vary; a lone series by cluster and dtype.
                     let plural =
                         |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
@@ -625,6 +635,7 @@ mod tests {
             min: 1024,
             max: 16384,
             factor: 4,
+            faults: Default::default(),
         }
     }
 

@@ -37,6 +37,13 @@ struct WorkloadFile {
     params: Option<PathBuf>,
     /// `fabric` (the default) or `edm`: one stack per machine.
     stack: Option<String>,
+    /// Faults injected into the run (`--fault`'s specs).
+    #[serde(default)]
+    faults: Vec<String>,
+    /// This many faults drawn from `fault_seed`.
+    random_faults: Option<usize>,
+    /// The seed of `random_faults` (default 0).
+    fault_seed: Option<u64>,
     ops: Vec<WorkloadOp>,
 }
 
@@ -85,6 +92,9 @@ pub struct Workload {
     pub params: Option<PathBuf>,
     /// The transport every op runs on.
     pub stack: Stack,
+    /// The faults of the file's `faults`, `random_faults` and `fault_seed` keys, as a
+    /// scenario holds them.
+    pub faults: crate::scenario::FaultKnobs,
     ops: Vec<WorkloadOp>,
 }
 
@@ -150,7 +160,15 @@ impl Workload {
             None => Stack::DEFAULT,
         };
         let ops = order.into_iter().map(|i| file.ops[i].clone()).collect();
-        Ok(Workload { path: path.to_owned(), cluster: file.cluster, params: file.params, stack, ops })
+        let faults = crate::scenario::FaultKnobs {
+            faults: file.faults,
+            random_faults: file.random_faults,
+            fault_seed: file.fault_seed,
+        };
+        for spec in &faults.faults {
+            spec.parse::<meshsim_ccl::fault::Fault>().map_err(|e| format!("{here}: {e}"))?;
+        }
+        Ok(Workload { path: path.to_owned(), cluster: file.cluster, params: file.params, stack, faults, ops })
     }
 
     /// The cluster as `load_cluster` takes it: a built-in name, or a path relative to the file.
@@ -179,6 +197,10 @@ impl Workload {
         s.set_stack(self.stack);
         s.set_verify(verify);
         s.set_trace(trace);
+        let here = |m: String| CclError::Invalid(format!("{}: {m}", self.path.display()));
+        for f in self.faults.list(cluster).map_err(here)? {
+            s.add_fault(f).map_err(|e| here(e.to_string()))?;
+        }
         let mut handles: BTreeMap<&str, Vec<OpHandle>> = BTreeMap::new();
         for o in &self.ops {
             let named =

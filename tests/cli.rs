@@ -1429,3 +1429,129 @@ fn robustness_bad(args: &[&str]) -> String {
     assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
     err
 }
+
+/// Faults injected into op, sweep and run: each kind on both stacks.
+mod faults {
+    use super::*;
+
+    /// The op's time and chip 3's (start, end), µs, of a 2 MiB T3000 ring all-gather.
+    fn ag(stack: &str, faults: &[&str]) -> (f64, (f64, f64)) {
+        let mut args =
+            vec!["op", "all-gather", "--shape", "1,1,256,4096", "--format", "json", "--stack", stack];
+        for f in faults {
+            args.extend(["--fault", f]);
+        }
+        let (code, out, err) = meshsim(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v = json(&out);
+        let chip3 = v["per_chip"].as_array().unwrap().iter().find(|c| c["chip"] == 3).unwrap().clone();
+        (
+            v["time_us"].as_f64().unwrap(),
+            (chip3["start_us"].as_f64().unwrap(), chip3["end_us"].as_f64().unwrap()),
+        )
+    }
+
+    #[test]
+    fn a_degraded_or_flapping_link_and_a_straggler_make_the_op_later_on_both_stacks() {
+        for stack in ["fabric", "edm"] {
+            let (clean, (_, end3)) = ag(stack, &[]);
+            // Link 0-2 (chip 0 channel 6) is a hop of the T3000 ring.
+            let (half, _) = ag(stack, &["link-degrade:0:6:0.5"]);
+            assert!(half > clean * 1.2, "{stack}: half rate {half} vs {clean}");
+            let (longer, _) = ag(stack, &["link-degrade:0:6:1:3000"]);
+            assert!(longer > clean + 3.0, "{stack}: 3 µs more latency {longer} vs {clean}");
+            let (flap, _) = ag(stack, &["link-flap:0:6@20:50"]);
+            assert!(
+                flap > clean + 20.0 && flap < clean + 50.0 + 20.0,
+                "{stack}: a 50 µs flap {flap} vs {clean}"
+            );
+            let (_, (start3, late_end3)) = ag(stack, &["straggler:3:40"]);
+            assert_eq!(start3, 40.0, "{stack}");
+            assert!(late_end3 > end3 + 20.0, "{stack}: chip 3 ends {late_end3} vs {end3}");
+            // A link not on the ring changes nothing.
+            assert_eq!(ag(stack, &["link-degrade:0:14:0.5"]).0, clean, "{stack}");
+        }
+    }
+
+    #[test]
+    fn a_link_down_for_good_fails_naming_the_fault_and_the_stalled_kernels() {
+        for stack in ["fabric", "edm"] {
+            let (code, out, err) = meshsim(&[
+                "op",
+                "all-gather",
+                "--shape",
+                "1,1,256,4096",
+                "--stack",
+                stack,
+                "--fault",
+                "link-down:0:6@20",
+            ]);
+            assert_eq!(code, 1, "{stack}: {err}");
+            assert!(out.is_empty());
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("deadlock") && err.contains("stalled: 'chip"), "{stack}: {err}");
+            assert!(err.ends_with("faults injected: link-down:0:6@20\n"), "{stack}: {err}");
+        }
+    }
+
+    #[test]
+    fn random_faults_are_drawn_the_same_for_the_same_seed() {
+        let run = |seed: &str| {
+            let (code, out, err) = meshsim(&[
+                "op",
+                "all-gather",
+                "--shape",
+                "1,1,256,4096",
+                "--format",
+                "json",
+                "--random-faults",
+                "3",
+                "--fault-seed",
+                seed,
+            ]);
+            (code, if code == 0 { json(&out)["event_log_hash"].to_string() } else { err })
+        };
+        let a = run("11");
+        assert_eq!(a, run("11"));
+        assert_ne!(a, run("12"));
+    }
+
+    #[test]
+    fn sweeps_and_workloads_take_faults_and_bad_specs_are_one_line() {
+        let sweep = |extra: &[&str]| {
+            let mut args = vec!["sweep", "all-gather", "-b", "1M", "-e", "1M", "--format", "json"];
+            args.extend(extra);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            json(&out)[0]["time_us"].as_f64().unwrap()
+        };
+        assert!(sweep(&["--fault", "link-degrade:0:6:0.5"]) > sweep(&[]) * 1.1);
+        let workload = |faults: &str| {
+            let w = file(
+                "faulty.yaml",
+                format!(
+                    "cluster: t3000\n{faults}ops:\n  - name: ag\n    op: all-gather\n    comm: {{all: true, topology: ring}}\n    shape: [1, 1, 256, 4096]\n"
+                )
+                .as_bytes(),
+            );
+            let (code, out, err) = meshsim(&["run", w.to_str().unwrap(), "--format", "json"]);
+            assert_eq!(code, 0, "{err}");
+            json(&out)["makespan_us"].as_f64().unwrap()
+        };
+        assert!(workload("faults: [\"link-flap:0:6@20:50\"]\n") > workload("") + 20.0);
+        for (spec, want) in [
+            ("link-down:0:8", "expected link-down:CHIP:CHAN@TIME_US"),
+            ("link-degrade:0:6:2", "rate factor '2' is not in (0, 1]"),
+            ("link-down:0:3@5", "chip 0 channel 3 has no link to another chip"),
+            ("straggler:99:5", "chip 99 is not in the cluster"),
+        ] {
+            let err =
+                super::robustness_bad(&["op", "all-gather", "--shape", "1,1,256,4096", "--fault", spec]);
+            assert!(err.contains(want), "{spec}: {err}");
+        }
+        assert!(
+            super::robustness_bad(&["op", "all-gather", "--shape", "1,1,256,4096", "--fault-seed", "3"])
+                .contains("needs random_faults")
+        );
+    }
+}

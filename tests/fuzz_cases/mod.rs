@@ -363,6 +363,12 @@ pub fn op_args() -> impl Strategy<Value = Case> {
         flag("--packet-size", &["1K", "4K"], &["0", "16", "17", "1G"]),
         flag("--skew-ns", &["0", "1000"], &["18446744073709551615", "-5"]),
         flag("--cluster", &["n300", "t3000", "galaxy"], &["nowhere"]),
+        flag(
+            "--fault",
+            &["link-degrade:0:6:0.5", "link-flap:0:6@5:10", "straggler:1:3", "link-degrade:0:6:1:100"],
+            &["link-down:0:6@1", "link-down:0:8", "meteor:1", "straggler:99:1", "link-flap:0:6@1e30:1"]
+        ),
+        flag("--random-faults", &["1", "2"], &["1001", "-1"]),
         Just(vec!["--verify".to_owned()]),
         Just(vec!["--links".to_owned()]),
         Just(vec!["--format".to_owned(), "json".to_owned()]),

@@ -23,6 +23,7 @@ pub mod comm;
 pub mod critical;
 pub mod edm;
 pub mod fabric;
+pub mod fault;
 pub mod group;
 pub mod op;
 pub mod plan;

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use meshsim_engine::{SignalId, TaskResult, Time};
 use meshsim_hw::{CoreRef, Kernel, Machine, Mode, Params, Program};
 use meshsim_topology::soc::CoreCoord;
-use meshsim_topology::{ChipIdx, Cluster, LinkId};
+use meshsim_topology::{ChipIdx, Cluster, Endpoint, LinkId};
 
 /// The latest a chip may start after the first, in ns: one hour of simulated time (the clock
 /// counts picoseconds in 64 bits, about 213 days).
@@ -186,6 +186,8 @@ pub struct Session<'c> {
     pub(crate) verify: bool,
     pub(crate) trace: bool,
     pub(crate) skew: Option<(Vec<ChipIdx>, u64)>,
+    /// Faults injected into the run.
+    pub(crate) faults: Vec<crate::fault::Fault>,
     pub(crate) ops: Vec<OpRequest>,
     pub(crate) stack: Stack,
     /// Per op, whether its links were given (not tt-metal's default): a knob that keeps a
@@ -388,6 +390,7 @@ impl<'c> Session<'c> {
             verify: false,
             trace: false,
             skew: None,
+            faults: Vec::new(),
             ops: Vec::new(),
             stack: Stack::Edm,
             links_given: Vec::new(),
@@ -427,6 +430,14 @@ impl<'c> Session<'c> {
         Ok(())
     }
 
+    /// Injects `fault` into the run (`crate::fault`): refused, naming it, when its chip or link
+    /// is not in the cluster.
+    pub fn add_fault(&mut self, fault: crate::fault::Fault) -> Result<(), CclError> {
+        fault.resolve(self.cluster).map_err(CclError::Invalid)?;
+        self.faults.push(fault);
+        Ok(())
+    }
+
     /// The cluster.
     pub fn cluster(&self) -> &Cluster {
         self.cluster
@@ -435,11 +446,36 @@ impl<'c> Session<'c> {
     /// When each chip's program starts (the skew).
     pub(crate) fn start_of(&self) -> impl Fn(ChipIdx) -> Time + 'static {
         let skew = self.skew.clone();
-        move |c| match &skew {
-            Some((chips, ns)) => {
-                chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
+        // A straggler's delay adds to its skew.
+        let mut late = vec![Time::ZERO; self.cluster.chips().len()];
+        for f in &self.faults {
+            if let (crate::fault::Fault::Straggler { delay, .. }, Ok((chip, _))) =
+                (f, f.resolve(self.cluster))
+            {
+                late[chip.0 as usize] += *delay;
             }
-            None => Time::ZERO,
+        }
+        move |c| {
+            let skewed = match &skew {
+                Some((chips, ns)) => {
+                    chips.iter().position(|&x| x == c).map_or(Time::ZERO, |k| Time::from_ns(k as u64 * ns))
+                }
+                None => Time::ZERO,
+            };
+            skewed + late[c.0 as usize]
+        }
+    }
+
+    /// Puts the link faults into `m`, one merged fault per link.
+    fn inject_faults(&self, m: &mut Machine) {
+        let mut links: BTreeMap<Endpoint, meshsim_hw::eth::LinkFault> = BTreeMap::new();
+        for f in &self.faults {
+            if let Ok((_, Some(ep))) = f.resolve(self.cluster) {
+                f.apply(links.entry(ep).or_default());
+            }
+        }
+        for (ep, fault) in links {
+            m.set_link_fault(ep, fault);
         }
     }
 
@@ -513,8 +549,14 @@ impl<'c> Session<'c> {
         phases
     }
 
-    /// Builds every op, runs them in one launch and measures each.
-    pub fn run(mut self) -> Result<SessionRun, CclError> {
+    /// Builds every op, runs them in one launch and measures each. A run that fails under
+    /// injected faults says which were in force.
+    pub fn run(self) -> Result<SessionRun, CclError> {
+        let faults = self.faults.clone();
+        self.run_inner().map_err(|e| with_faults(&faults, e))
+    }
+
+    fn run_inner(mut self) -> Result<SessionRun, CclError> {
         self.links_given = self.ops.iter().map(|o| o.knobs.links.is_some()).collect();
         let defaults = match self.stack {
             Stack::Fabric => crate::fabric::lower::default_links(&self)?,
@@ -528,6 +570,7 @@ impl<'c> Session<'c> {
         if self.trace {
             m.enable_trace();
         }
+        self.inject_faults(&mut m);
         let mut phases = self.phases();
         self.place_tensors(&mut phases)?;
         if self.stack == Stack::Fabric {
@@ -578,9 +621,7 @@ impl<'c> Session<'c> {
         for (_, edm) in std::mem::take(&mut b.edms) {
             edm.install(&mut b.programs);
         }
-        let stats =
-            b.m.launch(b.programs, &start_of)
-                .map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
+        let stats = b.m.launch(b.programs, &start_of).map_err(|e| CclError::Simulation(e.to_string()))?;
         if let Some(late) = b.m.late_landings().first() {
             return Err(CclError::Protocol(format!(
                 "EDM protocol error: a packet landed on chip {} eth{} at {:#x} ({}) after its kernels finished",
@@ -925,6 +966,19 @@ pub fn default_links(cluster: &Cluster, stack: Stack, collective: Collective, co
 }
 
 /// Checks an op's arguments against the cluster.
+/// A failed run's message with the faults in force, so the report names them.
+fn with_faults(faults: &[crate::fault::Fault], e: CclError) -> CclError {
+    if faults.is_empty() {
+        return e;
+    }
+    let list: Vec<String> = faults.iter().map(ToString::to_string).collect();
+    match e {
+        CclError::Simulation(m) => CclError::Simulation(format!("{m}; faults injected: {}", list.join(", "))),
+        CclError::Protocol(m) => CclError::Protocol(format!("{m}; faults injected: {}", list.join(", "))),
+        other => other,
+    }
+}
+
 /// The run's first semaphore an atomic decrement took below zero, as a protocol error naming
 /// the chip, core, address and time.
 pub(crate) fn no_negative_semaphore(m: &Machine, cluster: &Cluster) -> Result<(), CclError> {

@@ -98,6 +98,8 @@ pub struct SweepSpec {
     pub dtype: DType,
     /// The transport.
     pub stack: crate::op::Stack,
+    /// Faults injected into every point.
+    pub faults: Vec<crate::fault::Fault>,
 }
 
 impl SweepSpec {
@@ -147,7 +149,7 @@ pub fn sweep_points(
     stop: &AtomicBool,
     done: &(dyn Fn(&SweepRow) + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let SweepSpec { op, ref comms, links, workers, dtype, stack } = *spec;
+    let SweepSpec { op, ref comms, links, workers, dtype, stack, ref faults } = *spec;
     let n = spec.ranks();
     let collective = op.collective();
     let redop = collective.redop().map_or("none".to_owned(), |r| r.to_string());
@@ -168,6 +170,9 @@ pub fn sweep_points(
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
             let mut s = Session::new(cluster, params);
             s.set_stack(stack);
+            for &f in faults {
+                s.add_fault(f)?;
+            }
             for (i, comm) in comms.iter().enumerate() {
                 let mut req = OpRequest::new(
                     &format!("{}[{i}]", collective.name()),

@@ -67,6 +67,32 @@ pub struct EthPort {
     pub packets_sent: u64,
     /// Total time the serializer spent putting packets on the wire.
     pub wire_busy: Time,
+    /// An injected fault of the link this port sends on, if any.
+    pub fault: Option<LinkFault>,
+}
+
+/// A fault injected into a link (both directions): a slower serializer, a longer wire, and
+/// windows in which the link is down.
+///
+/// A packet whose wire time overlaps a down window, or that would arrive after the window
+/// began, is lost and sent again once the link is back (the link layer's go-back-N), in order;
+/// a link down for good loses every packet from its window on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkFault {
+    /// The serializer's rate as a fraction of the line rate, in parts per million (1e6: full
+    /// rate; 5e5: half).
+    pub rate_ppm: u64,
+    /// Added to `eth_link_latency_ns`.
+    pub extra_latency: Time,
+    /// `[from, to)` windows in which the link is down; `to = None`: for good.
+    pub down: Vec<(Time, Option<Time>)>,
+}
+
+impl Default for LinkFault {
+    /// No fault: full rate, no added latency, never down.
+    fn default() -> LinkFault {
+        LinkFault { rate_ppm: 1_000_000, extra_latency: Time::ZERO, down: Vec::new() }
+    }
 }
 
 /// When one packet of a send lands in the peer's L1.
@@ -104,6 +130,7 @@ impl EthPort {
             bytes_sent: 0,
             packets_sent: 0,
             wire_busy: Time::ZERO,
+            fault: None,
         }
     }
 }
@@ -119,7 +146,8 @@ pub fn transmit(
     now: Time,
     landings: &mut Vec<Landing>,
 ) {
-    let latency = Time::from_ns(p.eth_link_latency_ns);
+    let fault = tx.fault.as_ref();
+    let latency = Time::from_ns(p.eth_link_latency_ns) + fault.map_or(Time::ZERO, |f| f.extra_latency);
     let mut offset = 0;
     let mut ready = now;
     tx.tx_dma_start = now.max(tx.tx_dma_free);
@@ -127,8 +155,29 @@ pub fn transmit(
         let chunk = (bytes - offset).min(p.eth_mtu_bytes);
         let dma_end = ready.max(tx.tx_dma_free) + p.eth_dma_time(chunk);
         tx.tx_dma_free = dma_end;
-        let wire_start = dma_end.max(tx.wire_free);
-        let wire_end = wire_start + p.eth_wire_time(chunk + p.eth_packet_overhead_bytes);
+        let mut wire = p.eth_wire_time(chunk + p.eth_packet_overhead_bytes);
+        if let Some(f) = fault {
+            wire = Time(wire.0 * 1_000_000 / f.rate_ppm.max(1));
+        }
+        let mut wire_start = dma_end.max(tx.wire_free);
+        let mut lost = false;
+        for &(from, to) in fault.map_or(&[][..], |f| &f.down[..]) {
+            // Lost if it is still on its way when the link goes down: sent again once it is up.
+            if wire_start + wire + latency > from && to.is_none_or(|to| wire_start < to) {
+                match to {
+                    Some(to) => wire_start = wire_start.max(to),
+                    None => lost = true,
+                }
+            }
+        }
+        if lost {
+            // Down for good: this packet and every later one never arrive.
+            tx.wire_free = Time(u64::MAX / 2);
+            offset += chunk;
+            ready = dma_end;
+            continue;
+        }
+        let wire_end = wire_start + wire;
         tx.wire_free = wire_end;
         tx.wire_busy += wire_end - wire_start;
         let rx_end = (wire_end + latency).max(*rx_dma_free) + p.eth_dma_time(chunk);
@@ -147,6 +196,34 @@ mod tests {
 
     fn port() -> EthPort {
         EthPort::new([SignalId(0), SignalId(1)])
+    }
+
+    #[test]
+    fn a_faulty_link_is_slower_resends_after_a_flap_and_loses_all_when_down_for_good() {
+        let p = Params::default();
+        let send = |fault: Option<LinkFault>| {
+            let (mut tx, mut rx) = (port(), Time::ZERO);
+            tx.fault = fault;
+            let mut l = Vec::new();
+            transmit(&p, &mut tx, &mut rx, 32, Time::ZERO, &mut l);
+            l
+        };
+        let clean = send(None)[0];
+        let wire = clean.wire_end - clean.wire_start;
+        let half = send(Some(LinkFault { rate_ppm: 500_000, ..LinkFault::default() }))[0];
+        assert_eq!(half.wire_end - half.wire_start, Time(wire.0 * 2));
+        let far = send(Some(LinkFault { extra_latency: Time::from_ns(100), ..LinkFault::default() }))[0];
+        assert_eq!(far.at, clean.at + Time::from_ns(100));
+        // Down from 1 ns to 5 us: the packet, on its way then, goes again at 5 us.
+        let window = vec![(Time::from_ns(1), Some(Time::from_ns(5000)))];
+        let flap = send(Some(LinkFault { down: window, ..LinkFault::default() }))[0];
+        assert_eq!(flap.wire_start, Time::from_ns(5000));
+        assert_eq!(flap.at - flap.wire_start, clean.at - clean.wire_start);
+        // A window that ends before the send starts changes nothing.
+        let before = vec![(Time::ZERO, Some(Time::ZERO))];
+        assert_eq!(send(Some(LinkFault { down: before, ..LinkFault::default() }))[0], clean);
+        let dead = send(Some(LinkFault { down: vec![(Time::from_ns(1), None)], ..LinkFault::default() }));
+        assert!(dead.is_empty());
     }
 
     #[test]

@@ -168,6 +168,20 @@ impl Machine {
         Machine { sim, kernels: None }
     }
 
+    /// Injects `fault` into the link on `ep` (both its directions) for the next launches.
+    /// Returns false when no link joins `ep` to another chip.
+    pub fn set_link_fault(&mut self, ep: meshsim_topology::Endpoint, fault: crate::eth::LinkFault) -> bool {
+        let Some(far) = self.cluster().connected(ep) else {
+            return false;
+        };
+        self.sim.ctx().with(|hw, _| {
+            for end in [ep, far] {
+                hw.chips[end.chip.0 as usize].eth[end.chan as usize].fault = Some(fault.clone());
+            }
+        });
+        true
+    }
+
     /// Records a full trace of the next launch: kernel spans, waits, every Ethernet packet.
     /// Costs memory in proportion to the run's events; off by default.
     pub fn enable_trace(&mut self) {

@@ -91,8 +91,7 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         s.write_inputs(&m, &phases)?;
     }
     let start_of = s.start_of();
-    let stats =
-        m.launch(programs, &start_of).map_err(|e| CclError::Simulation(format!("simulation failed: {e}")))?;
+    let stats = m.launch(programs, &start_of).map_err(|e| CclError::Simulation(e.to_string()))?;
     crate::session::no_negative_semaphore(&m, s.cluster)?;
     let times = times.borrow();
     let ops: Vec<_> = (0..s.ops.len())
