@@ -1316,6 +1316,11 @@ mod robustness {
             let (code, _, err) = meshsim(&args);
             assert_eq!(code, 0, "{args:?}: {err}");
         }
+        // The other examples that failed with their defaults.
+        for args in [&["bench", "bandwidth", "--bidir"][..], &["bench", "ring", "--sizes", "16"]] {
+            let (code, _, err) = meshsim(args);
+            assert_eq!(code, 0, "{args:?}: {err}");
+        }
     }
 }
 
@@ -1452,7 +1457,7 @@ mod faults {
     }
 
     #[test]
-    fn a_degraded_or_flapping_link_and_a_straggler_make_the_op_later_on_both_stacks() {
+    fn degraded_and_flapping_links_stalled_eriscs_and_stragglers_make_the_op_later_on_both_stacks() {
         for stack in ["fabric", "edm"] {
             let (clean, (_, end3)) = ag(stack, &[]);
             // Link 0-2 (chip 0 channel 6) is a hop of the T3000 ring.
@@ -1468,8 +1473,16 @@ mod faults {
             let (_, (start3, late_end3)) = ag(stack, &["straggler:3:40"]);
             assert_eq!(start3, 40.0, "{stack}");
             assert!(late_end3 > end3 + 20.0, "{stack}: chip 3 ends {late_end3} vs {end3}");
-            // A link not on the ring changes nothing.
+            // The ERISC of chip 0's hop to chip 2 stalled for 30 µs: its kernels (router, or
+            // EDM) hold, so the op is later by up to the stall.
+            let (stalled, _) = ag(stack, &["erisc-stall:0:6@20:30"]);
+            assert!(
+                stalled > clean + 10.0 && stalled <= clean + 30.0 + 1.0,
+                "{stack}: stall {stalled} vs {clean}"
+            );
+            // A link or core not on the ring changes nothing.
             assert_eq!(ag(stack, &["link-degrade:0:14:0.5"]).0, clean, "{stack}");
+            assert_eq!(ag(stack, &["erisc-stall:0:14@20:30"]).0, clean, "{stack}");
         }
     }
 

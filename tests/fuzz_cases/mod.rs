@@ -365,7 +365,7 @@ pub fn op_args() -> impl Strategy<Value = Case> {
         flag("--cluster", &["n300", "t3000", "galaxy"], &["nowhere"]),
         flag(
             "--fault",
-            &["link-degrade:0:6:0.5", "link-flap:0:6@5:10", "straggler:1:3", "link-degrade:0:6:1:100"],
+            &["link-degrade:0:6:0.5", "link-flap:0:6@5:10", "straggler:1:3", "erisc-stall:0:6@5:10"],
             &["link-down:0:6@1", "link-down:0:8", "meteor:1", "straggler:99:1", "link-flap:0:6@1e30:1"]
         ),
         flag("--random-faults", &["1", "2"], &["1001", "-1"]),

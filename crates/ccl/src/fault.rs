@@ -1,4 +1,5 @@
-//! Faults injected into a run: links that go down, degrade or flap, and chips that start late.
+//! Faults injected into a run: links that go down, degrade or flap, chips that start late, and
+//! Ethernet cores that stall.
 //!
 //! Written as the CLI takes them (`--fault SPEC`, repeatable; a workload's `faults:` list):
 //!
@@ -8,6 +9,7 @@
 //! | `link-degrade:CHIP:CHAN:RATE_FACTOR[:EXTRA_LATENCY_NS]` | its rate times RATE_FACTOR (0.5: half), its latency plus EXTRA_LATENCY_NS, for the whole run |
 //! | `link-flap:CHIP:CHAN@TIME_US:DOWN_US` | down at TIME_US for DOWN_US, then up again (once) |
 //! | `straggler:CHIP:DELAY_US` | CHIP's programs start DELAY_US late (added to any skew) |
+//! | `erisc-stall:CHIP:CHAN@TIME_US:STALL_US` | the ERISC core on CHIP's channel CHAN runs nothing from TIME_US for STALL_US |
 //!
 //! CHIP is the chip id of the cluster description; times count from the start of the run.
 //! Packets lost while a link is down are sent again when it is back (the link layer's
@@ -54,6 +56,17 @@ pub enum Fault {
         /// How long it stays down.
         down: Time,
     },
+    /// An ERISC core that runs nothing from `at` for `stall` (its kernels resume after).
+    EriscStall {
+        /// Chip id.
+        chip: u64,
+        /// The Ethernet channel of the core.
+        chan: u8,
+        /// When the stall begins.
+        at: Time,
+        /// How long it lasts.
+        stall: Time,
+    },
     /// A chip whose programs start `delay` late.
     Straggler {
         /// Chip id.
@@ -72,7 +85,7 @@ impl std::str::FromStr for Fault {
     fn from_str(spec: &str) -> Result<Fault, String> {
         let bad = |why: &str| format!("fault '{spec}': {why}");
         let (kind, rest) = spec.split_once(':').ok_or_else(|| {
-            bad("expected KIND:..., KIND one of link-down, link-degrade, link-flap, straggler")
+            bad("expected KIND:..., KIND one of link-down, link-degrade, link-flap, straggler, erisc-stall")
         })?;
         let chip = |s: &str| s.parse::<u64>().map_err(|_| bad(&format!("chip '{s}' is not a chip id")));
         let chan = |s: &str| match s.parse::<u8>() {
@@ -124,8 +137,18 @@ impl std::str::FromStr for Fault {
                 }
                 _ => Err(shape("CHIP:DELAY_US")),
             },
-            "erisc-stall" => Err(bad("erisc-stall is not modelled yet")),
-            _ => Err(bad(&format!("unknown kind '{kind}' (link-down, link-degrade, link-flap, straggler)"))),
+            "erisc-stall" => match (fields.as_slice(), rest.matches('@').count()) {
+                ([c, ch, t, d], 1) => Ok(Fault::EriscStall {
+                    chip: chip(c)?,
+                    chan: chan(ch)?,
+                    at: us(t, "time")?,
+                    stall: us(d, "stall time")?,
+                }),
+                _ => Err(shape("CHIP:CHAN@TIME_US:STALL_US")),
+            },
+            _ => Err(bad(&format!(
+                "unknown kind '{kind}' (link-down, link-degrade, link-flap, straggler, erisc-stall)"
+            ))),
         }
     }
 }
@@ -142,6 +165,9 @@ impl fmt::Display for Fault {
                 write!(f, "link-flap:{chip}:{chan}@{}:{}", us(at), us(down))
             }
             Fault::Straggler { chip, delay } => write!(f, "straggler:{chip}:{}", us(delay)),
+            Fault::EriscStall { chip, chan, at, stall } => {
+                write!(f, "erisc-stall:{chip}:{chan}@{}:{}", us(at), us(stall))
+            }
         }
     }
 }
@@ -154,6 +180,7 @@ impl Fault {
             Fault::LinkDown { chip, .. }
             | Fault::LinkDegrade { chip, .. }
             | Fault::LinkFlap { chip, .. }
+            | Fault::EriscStall { chip, .. }
             | Fault::Straggler { chip, .. } => chip,
         };
         let idx = cluster
@@ -163,9 +190,10 @@ impl Fault {
             .map(|i| ChipIdx(i as u32))
             .ok_or_else(|| format!("fault '{self}': chip {chip_id} is not in the cluster"))?;
         let chan = match *self {
-            Fault::LinkDown { chan, .. } | Fault::LinkDegrade { chan, .. } | Fault::LinkFlap { chan, .. } => {
-                chan
-            }
+            Fault::LinkDown { chan, .. }
+            | Fault::LinkDegrade { chan, .. }
+            | Fault::LinkFlap { chan, .. }
+            | Fault::EriscStall { chan, .. } => chan,
             Fault::Straggler { .. } => return Ok((idx, None)),
         };
         let ep = Endpoint { chip: idx, chan };
@@ -184,7 +212,7 @@ impl Fault {
                 into.rate_ppm = into.rate_ppm.min(rate_ppm);
                 into.extra_latency += extra;
             }
-            Fault::Straggler { .. } => {}
+            Fault::Straggler { .. } | Fault::EriscStall { .. } => {}
         }
     }
 
@@ -252,7 +280,7 @@ mod tests {
             ("straggler:0:-1", "delay '-1' is not a time"),
             ("straggler:0:nan", "delay 'nan'"),
             ("meteor:0", "unknown kind 'meteor'"),
-            ("erisc-stall:0:8@1:1", "not modelled yet"),
+            ("erisc-stall:0:8@1", "expected erisc-stall:CHIP:CHAN@TIME_US:STALL_US"),
             ("nothing", "expected KIND:"),
         ] {
             let err = spec.parse::<Fault>().unwrap_err();

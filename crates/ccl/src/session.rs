@@ -470,8 +470,12 @@ impl<'c> Session<'c> {
     fn inject_faults(&self, m: &mut Machine) {
         let mut links: BTreeMap<Endpoint, meshsim_hw::eth::LinkFault> = BTreeMap::new();
         for f in &self.faults {
-            if let Ok((_, Some(ep))) = f.resolve(self.cluster) {
-                f.apply(links.entry(ep).or_default());
+            match (f, f.resolve(self.cluster)) {
+                (crate::fault::Fault::EriscStall { at, stall, .. }, Ok((_, Some(ep)))) => {
+                    m.set_erisc_stall(ep, *at, *at + *stall);
+                }
+                (_, Ok((_, Some(ep)))) => f.apply(links.entry(ep).or_default()),
+                _ => {}
             }
         }
         for (ep, fault) in links {

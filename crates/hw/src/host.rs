@@ -168,6 +168,15 @@ impl Machine {
         Machine { sim, kernels: None }
     }
 
+    /// Stalls the ERISC core on `ep` from `from` to `to` in the next launches: its kernels run
+    /// nothing in the window (an injected ERISC stall).
+    pub fn set_erisc_stall(&mut self, ep: meshsim_topology::Endpoint, from: Time, to: Time) {
+        self.sim.ctx().with(|hw, _| {
+            hw.erisc_stalls[ep.chip.0 as usize * meshsim_topology::ETH_CHANNELS as usize + ep.chan as usize]
+                .push((from, to));
+        });
+    }
+
     /// Injects `fault` into the link on `ep` (both its directions) for the next launches.
     /// Returns false when no link joins `ep` to another chip.
     pub fn set_link_fault(&mut self, ep: meshsim_topology::Endpoint, fault: crate::eth::LinkFault) -> bool {
@@ -367,6 +376,13 @@ impl Machine {
                         tagged: Default::default(),
                         atomics_acked: Default::default(),
                         issue_cycles: Default::default(),
+                        stalls: match slot.kind {
+                            CoreKind::Eth(c) => hw.erisc_stalls
+                                [prog.chip.0 as usize * ETH_CHANNELS as usize + c as usize]
+                                .clone()
+                                .into(),
+                            _ => Rc::from([]),
+                        },
                         traced: hw.counter_log.is_some(),
                     };
                     (k, name, core_name)

@@ -111,6 +111,9 @@ pub struct Kernel {
     /// Cycles each NoC command costs this kernel, when it differs from `noc_issue_cycles`
     /// ([`Kernel::set_noc_issue_cycles`]).
     pub(crate) issue_cycles: Rc<std::cell::Cell<Option<u64>>>,
+    /// `[from, to)` windows in which this kernel's core is stalled (an injected ERISC stall;
+    /// empty on almost every core).
+    pub(crate) stalls: Rc<[(Time, Time)]>,
 }
 
 /// One of the things a service loop can wait for at once ([`Kernel::wait_for_any`]).
@@ -238,6 +241,7 @@ impl Kernel {
     pub async fn wait_event(&self, event: meshsim_engine::SignalId) {
         if self.ctx.sched().signal_count(event) == 0 {
             self.ctx.wait_signal(event).await;
+            self.unstall().await;
         }
     }
 
@@ -260,10 +264,24 @@ impl Kernel {
         get_noc_addr(x, y, addr)
     }
 
+    /// Holds this kernel while its core is stalled: whatever it waited for, it goes on only
+    /// once the stall is over (the core's RISC-V runs nothing in the window; its Ethernet and
+    /// NoC hardware go on moving what was queued).
+    async fn unstall(&self) {
+        if self.stalls.is_empty() {
+            return;
+        }
+        let now = self.now();
+        if let Some(&(_, to)) = self.stalls.iter().find(|&&(from, to)| from <= now && now < to) {
+            self.ctx.delay(to - now).await;
+        }
+    }
+
     /// Spends `n` core cycles.
     pub async fn delay_cycles(&self, n: u64) {
         let t = self.ctx.with(|hw, _| hw.params.cycles(n));
         self.ctx.delay(t).await;
+        self.unstall().await;
     }
 
     /// Checks that this kernel may touch `[addr, addr + len)` of its own L1.
@@ -357,6 +375,7 @@ impl Kernel {
     pub async fn noc_async_write_flushed_with_trid(&self, trid: usize) {
         let at = self.flushed[trid].get();
         self.ctx.delay(at.saturating_sub(self.now())).await;
+        self.unstall().await;
     }
 
     /// `noc_async_writes_flushed()`: waits until every write this kernel issued has left its
@@ -364,6 +383,7 @@ impl Kernel {
     pub async fn noc_async_writes_flushed(&self) {
         let at = self.flushed[NOC_TRIDS].get();
         self.ctx.delay(at.saturating_sub(self.now())).await;
+        self.unstall().await;
     }
 
     async fn write_tagged(
@@ -478,6 +498,7 @@ impl Kernel {
     /// core has landed.
     pub async fn noc_async_write_barrier(&self) -> Result<(), HwError> {
         self.ctx.wait_word(self.regs, reg_writes(self.noc), Cond::Eq(0)).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -485,6 +506,7 @@ impl Kernel {
     /// core has landed.
     pub async fn noc_async_read_barrier(&self) -> Result<(), HwError> {
         self.ctx.wait_word(self.regs, reg_reads(self.noc), Cond::Eq(0)).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -522,6 +544,7 @@ impl Kernel {
     pub async fn noc_async_atomic_barrier(&self) {
         let at = self.atomics_acked.get();
         self.ctx.delay(at.saturating_sub(self.now())).await;
+        self.unstall().await;
     }
 
     /// `noc_semaphore_set(addr, value)` on this core.
@@ -533,6 +556,7 @@ impl Kernel {
     pub async fn noc_semaphore_wait(&self, addr: u64, value: u32) -> Result<(), HwError> {
         self.check_local(addr, 4)?;
         self.ctx.wait_word(self.mem, addr, Cond::Eq(value)).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -540,6 +564,7 @@ impl Kernel {
     pub async fn noc_semaphore_wait_min(&self, addr: u64, value: u32) -> Result<(), HwError> {
         self.check_local(addr, 4)?;
         self.ctx.wait_word(self.mem, addr, Cond::Ge(value)).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -561,6 +586,7 @@ impl Kernel {
     /// Spends `t` of simulated time (computation, for example).
     pub async fn delay(&self, t: Time) {
         self.ctx.delay(t).await;
+        self.unstall().await;
     }
 
     /// Whether memories hold real bytes (functional mode) or only timing.
@@ -576,7 +602,9 @@ impl Kernel {
     /// Waits until the first of several local words satisfies its condition (a service loop
     /// polling many flags); returns the index of a satisfied one.
     pub async fn wait_any(&self, words: Vec<(u64, Cond)>) -> Result<usize, HwError> {
-        Ok(self.ctx.wait_any(self.local_words(words)?).await?)
+        let v = self.ctx.wait_any(self.local_words(words)?).await?;
+        self.unstall().await;
+        Ok(v)
     }
 
     /// Checks local words and names them in this core's L1 for an engine wait.
@@ -590,7 +618,9 @@ impl Kernel {
     /// Waits until the local word at `addr` satisfies `cond` (a polling loop on any flag).
     pub async fn wait_until(&self, addr: u64, cond: Cond) -> Result<u32, HwError> {
         self.check_local(addr, 4)?;
-        Ok(self.ctx.wait_word(self.mem, addr, cond).await?)
+        let v = self.ctx.wait_word(self.mem, addr, cond).await?;
+        self.unstall().await;
+        Ok(v)
     }
 
     // ---- Ethernet -------------------------------------------------------------------------
@@ -635,6 +665,7 @@ impl Kernel {
             });
         }
         self.ctx.wait_any(all).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -675,6 +706,7 @@ impl Kernel {
             port.cpu_free - s.now()
         });
         self.ctx.delay(done).await;
+        self.unstall().await;
         // Another thread of work on this core may have submitted while this one wrote.
         self.wait_txq_idle(chan, q).await;
         self.ctx.with(|hw, s| {
@@ -705,7 +737,10 @@ impl Kernel {
                 t.busy().then_some(t.free)
             });
             match free {
-                Some(signal) => self.ctx.wait_signal(signal).await,
+                Some(signal) => {
+                    self.ctx.wait_signal(signal).await;
+                    self.unstall().await;
+                }
                 None => return,
             }
         }
@@ -768,6 +803,7 @@ impl Kernel {
     pub async fn eth_wait_for_bytes_on_channel(&self, ch: u8) -> Result<(), HwError> {
         self.eth_chan()?;
         self.ctx.wait_word(self.mem, self.info_addr(ch), Cond::Ne(0)).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -781,6 +817,7 @@ impl Kernel {
     pub async fn eth_wait_receiver_channel_done(&self, ch: u8) -> Result<(), HwError> {
         self.eth_chan()?;
         self.ctx.wait_word(self.mem, self.info_addr(ch), Cond::Eq(0)).await?;
+        self.unstall().await;
         Ok(())
     }
 
@@ -788,6 +825,7 @@ impl Kernel {
     pub async fn eth_wait_receiver_channel_acked(&self, ch: u8) -> Result<(), HwError> {
         self.eth_chan()?;
         self.ctx.wait_word(self.mem, self.info_addr(ch) + 4, Cond::Ne(0)).await?;
+        self.unstall().await;
         Ok(())
     }
 

@@ -153,6 +153,8 @@ pub struct Hw {
     pub(crate) late_landings: Vec<LateLanding>,
     /// Semaphores an atomic decrement took below zero.
     pub(crate) negative_semaphores: Vec<NegativeSemaphore>,
+    /// Injected stall windows of each ERISC core, `[chip * 16 + channel]`.
+    pub(crate) erisc_stalls: Vec<Vec<(Time, Time)>>,
     /// Landing times per port `[chip * 16 + channel]`: first packet, first and last payload.
     pub(crate) lands: Vec<PortLands>,
     /// Every packet put on the wire, when tracing.
@@ -239,6 +241,7 @@ impl Hw {
     ) -> Hw {
         sched.set_poll_latency(params.cycles(params.core_poll_cycles));
         let (gx, gy) = (soc.grid_x, soc.grid_y);
+        let stall_slots = cluster.chips().len() * ETH_CHANNELS as usize;
         let chips: Vec<ChipHw> = (0..cluster.chips().len())
             .map(|c| {
                 let id = cluster.chips()[c].id;
@@ -293,6 +296,7 @@ impl Hw {
             erisc_kernels,
             late_landings: Vec::new(),
             negative_semaphores: Vec::new(),
+            erisc_stalls: vec![Vec::new(); stall_slots],
             packet_log: None,
             counter_log: None,
             marks: Vec::new(),
