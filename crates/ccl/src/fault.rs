@@ -96,24 +96,34 @@ impl std::str::FromStr for Fault {
             Ok(v) if (0.0..=MAX_US).contains(&v) => Ok(Time((v * 1e6).round() as u64)),
             _ => Err(bad(&format!("{what} '{s}' is not a time in µs from 0 to {MAX_US:e}"))),
         };
-        let fields: Vec<&str> = rest.split([':', '@']).collect();
         let shape = |want: &str| bad(&format!("expected {kind}:{want}"));
+        // The timed forms: CHIP:CHAN@TIME_US, then `:DURATION_US` when `duration` names it.
+        let timed = |want: &str, duration: Option<&str>| -> Result<(u64, u8, Time, Time), String> {
+            let (head, tail) = rest.split_once('@').ok_or_else(|| shape(want))?;
+            let Some((c, ch)) = head.split_once(':').filter(|(_, ch)| !ch.contains(':')) else {
+                return Err(shape(want));
+            };
+            let (at, length) = match (tail.split_once(':'), duration) {
+                (None, None) => (us(tail, "time")?, Time::ZERO),
+                (Some((t, d)), Some(what)) if !d.contains(':') => (us(t, "time")?, us(d, what)?),
+                _ => return Err(shape(want)),
+            };
+            Ok((chip(c)?, chan(ch)?, at, length))
+        };
+        let fields: Vec<&str> = rest.split(':').collect();
         match kind {
-            "link-down" => match (fields.as_slice(), rest.matches('@').count()) {
-                ([c, ch, t], 1) => {
-                    Ok(Fault::LinkDown { chip: chip(c)?, chan: chan(ch)?, at: us(t, "time")? })
-                }
-                _ => Err(shape("CHIP:CHAN@TIME_US")),
-            },
-            "link-flap" => match (fields.as_slice(), rest.matches('@').count()) {
-                ([c, ch, t, d], 1) => Ok(Fault::LinkFlap {
-                    chip: chip(c)?,
-                    chan: chan(ch)?,
-                    at: us(t, "time")?,
-                    down: us(d, "down time")?,
-                }),
-                _ => Err(shape("CHIP:CHAN@TIME_US:DOWN_US")),
-            },
+            "link-down" => {
+                let (chip, chan, at, _) = timed("CHIP:CHAN@TIME_US", None)?;
+                Ok(Fault::LinkDown { chip, chan, at })
+            }
+            "link-flap" => {
+                let (chip, chan, at, down) = timed("CHIP:CHAN@TIME_US:DOWN_US", Some("down time"))?;
+                Ok(Fault::LinkFlap { chip, chan, at, down })
+            }
+            "erisc-stall" => {
+                let (chip, chan, at, stall) = timed("CHIP:CHAN@TIME_US:STALL_US", Some("stall time"))?;
+                Ok(Fault::EriscStall { chip, chan, at, stall })
+            }
             "link-degrade" if !rest.contains('@') => {
                 let (c, ch, f, extra) = match fields.as_slice() {
                     [c, ch, f] => (c, ch, f, "0"),
@@ -136,15 +146,6 @@ impl std::str::FromStr for Fault {
                     Ok(Fault::Straggler { chip: chip(c)?, delay: us(d, "delay")? })
                 }
                 _ => Err(shape("CHIP:DELAY_US")),
-            },
-            "erisc-stall" => match (fields.as_slice(), rest.matches('@').count()) {
-                ([c, ch, t, d], 1) => Ok(Fault::EriscStall {
-                    chip: chip(c)?,
-                    chan: chan(ch)?,
-                    at: us(t, "time")?,
-                    stall: us(d, "stall time")?,
-                }),
-                _ => Err(shape("CHIP:CHAN@TIME_US:STALL_US")),
             },
             _ => Err(bad(&format!(
                 "unknown kind '{kind}' (link-down, link-degrade, link-flap, straggler, erisc-stall)"
@@ -273,6 +274,9 @@ mod tests {
         );
         for (spec, want) in [
             ("link-down:0:8", "expected link-down:CHIP:CHAN@TIME_US"),
+            // The '@' in the wrong place (the channel's): once read as chip 0 channel 8 at 10.
+            ("link-down:0@8:10", "expected link-down:CHIP:CHAN@TIME_US"),
+            ("link-flap:0:8@1:2:3", "expected link-flap:CHIP:CHAN@TIME_US:DOWN_US"),
             ("link-degrade:0:8:1.5", "rate factor '1.5' is not in (0, 1]"),
             ("link-degrade:0:8:0", "rate factor '0'"),
             ("link-flap:0:16@1:1", "channel '16' is not 0-15"),

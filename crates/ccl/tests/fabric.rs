@@ -653,6 +653,13 @@ mod hazards {
             -> std::pin::Pin<Box<dyn std::future::Future<Output = meshsim_engine::TaskResult>>>,
     >;
 
+    /// A kernel body from an async closure.
+    fn body<F: std::future::Future<Output = meshsim_engine::TaskResult> + 'static>(
+        f: impl FnOnce(meshsim_hw::Kernel) -> F + 'static,
+    ) -> Body {
+        Box::new(move |k| Box::pin(f(k)))
+    }
+
     /// An N300 line fabric with `worker(fabric, router)` on chip 0 core (0, 0) and, when
     /// given, `rogue(fabric, router)` on core (1, 0); runs them and returns the error.
     fn broken(
@@ -706,14 +713,12 @@ mod hazards {
 
     /// A worker that opens channel 0, sends one inline packet and closes.
     fn polite(fabric: Rc<Fabric>, r: usize) -> Body {
-        Box::new(move |k| {
-            Box::pin(async move {
-                let conn = Connection::new(fabric, r, 0x10000);
-                conn.open(&k).await?;
-                conn.send(&k, inline(&k), 0).await?;
-                conn.close(&k).await?;
-                Ok(())
-            })
+        body(move |k| async move {
+            let conn = Connection::new(fabric, r, 0x10000);
+            conn.open(&k).await?;
+            conn.send(&k, inline(&k), 0).await?;
+            conn.close(&k).await?;
+            Ok(())
         })
     }
 
@@ -729,20 +734,18 @@ mod hazards {
     fn a_packet_written_without_a_credit_is_an_overrun() {
         let err = broken(
             |fabric, r| {
-                Box::new(move |k| {
-                    Box::pin(async move {
-                        let conn = Connection::new(fabric.clone(), r, 0x10000);
-                        conn.open(&k).await?;
-                        // Every slot filled as the protocol allows, then ten more doorbells
-                        // without waiting for a credit.
-                        for _ in 0..fabric.layout.sender_slots {
-                            conn.send(&k, inline(&k), 0).await?;
-                        }
-                        for _ in 0..10 {
-                            k.noc_semaphore_inc(word(&k, &fabric, r, DOORBELL[0]), 1).await?;
-                        }
-                        Ok(())
-                    })
+                body(move |k| async move {
+                    let conn = Connection::new(fabric.clone(), r, 0x10000);
+                    conn.open(&k).await?;
+                    // Every slot filled as the protocol allows, then ten more doorbells
+                    // without waiting for a credit.
+                    for _ in 0..fabric.layout.sender_slots {
+                        conn.send(&k, inline(&k), 0).await?;
+                    }
+                    for _ in 0..10 {
+                        k.noc_semaphore_inc(word(&k, &fabric, r, DOORBELL[0]), 1).await?;
+                    }
+                    Ok(())
                 })
             },
             None,
@@ -755,22 +758,18 @@ mod hazards {
     fn credits_beyond_what_was_sent_are_a_protocol_error() {
         let err = broken(
             |fabric, r| {
-                Box::new(move |k| {
-                    Box::pin(async move {
-                        let conn = Connection::new(fabric, r, 0x10000);
-                        conn.open(&k).await?;
-                        conn.send(&k, inline(&k), 0).await?;
-                        Ok(())
-                    })
+                body(move |k| async move {
+                    let conn = Connection::new(fabric, r, 0x10000);
+                    conn.open(&k).await?;
+                    conn.send(&k, inline(&k), 0).await?;
+                    Ok(())
                 })
             },
             // A rogue kernel returns five receiver slots nobody used.
             Some(|fabric, r| {
-                Box::new(move |k| {
-                    Box::pin(async move {
-                        k.noc_semaphore_inc(word(&k, &fabric, r, COMPLETED[0]), 5).await?;
-                        Ok(())
-                    })
+                body(move |k| async move {
+                    k.noc_semaphore_inc(word(&k, &fabric, r, COMPLETED[0]), 5).await?;
+                    Ok(())
                 })
             }),
         );
@@ -782,17 +781,15 @@ mod hazards {
     fn teardown_before_the_packets_moved_is_a_protocol_error() {
         let err = broken(
             |fabric, r| {
-                Box::new(move |k| {
-                    Box::pin(async move {
-                        let conn = Connection::new(fabric.clone(), r, 0x10000);
-                        conn.open(&k).await?;
-                        for _ in 0..4 {
-                            conn.send(&k, inline(&k), 0).await?;
-                        }
-                        // Terminate the router at once, without closing or waiting.
-                        k.noc_semaphore_inc(word(&k, &fabric, r, TERMINATE), 2).await?;
-                        Ok(())
-                    })
+                body(move |k| async move {
+                    let conn = Connection::new(fabric.clone(), r, 0x10000);
+                    conn.open(&k).await?;
+                    for _ in 0..4 {
+                        conn.send(&k, inline(&k), 0).await?;
+                    }
+                    // Terminate the router at once, without closing or waiting.
+                    k.noc_semaphore_inc(word(&k, &fabric, r, TERMINATE), 2).await?;
+                    Ok(())
                 })
             },
             None,

@@ -265,18 +265,12 @@ fn all_to_all(
         Sends { core, land: t.output, signal: vec![noc_of(core)], per_source: false, ppp, max, name: "a2a" };
     let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
     for &chip in req.comm.chips() {
-        let (g, want) = (gate.clone(), (n - 1) as u32);
-        programs[chip.0 as usize].create_kernel(
+        sync_kernel(
+            &mut programs[chip.0 as usize],
             core,
             &format!("{prefix}a2a sync"),
-            0,
-            vec![],
-            move |kn| async move {
-                let start = g.enter(&kn).await;
-                kn.wait_until(sem, Cond::Ge(want)).await?;
-                g.leave(&kn, start);
-                Ok(())
-            },
+            &gate,
+            vec![(sem, (n - 1) as u32)],
         );
     }
     Ok((ppp, routers))
@@ -935,13 +929,13 @@ fn all_gather(
     // Two direction kernels per rank and plane, and a sync kernel per rank.
     let gate = Gate::new(pi, &p.deps, cx.done, 2 * n * planes + n, cx.times);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
-        let (g, want) = (gate.clone(), expected[k]);
-        programs[chip.0 as usize].create_kernel(sync_core, "ag sync", 0, vec![], move |kn| async move {
-            let start = g.enter(&kn).await;
-            kn.wait_until(sync_sem, Cond::Ge(want)).await?;
-            g.leave(&kn, start);
-            Ok(())
-        });
+        sync_kernel(
+            &mut programs[chip.0 as usize],
+            sync_core,
+            "ag sync",
+            &gate,
+            vec![(sync_sem, expected[k])],
+        );
     }
     let prefix = s.kernel_prefix(p.op);
     // A core per plane, the same on every chip: the entry barrier's increments name it.
@@ -1041,22 +1035,9 @@ fn all_gather_relay(
                 programs[chip.0 as usize]
                     .create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
             }
-            let g = gate.clone();
             let want = [relay::received(n, true, total), relay::received(n, false, total)];
-            programs[chip.0 as usize].create_kernel(
-                core,
-                &format!("{prefix}ag sync"),
-                0,
-                vec![],
-                move |kn| async move {
-                    let start = g.enter(&kn).await;
-                    for (sem, want) in sems.into_iter().zip(want) {
-                        kn.wait_until(sem, Cond::Ge(want as u32)).await?;
-                    }
-                    g.leave(&kn, start);
-                    Ok(())
-                },
-            );
+            let waits = sems.into_iter().zip(want.map(|w| w as u32)).collect();
+            sync_kernel(&mut programs[chip.0 as usize], core, &format!("{prefix}ag sync"), &gate, waits);
         }
     }
     Ok((ppp, routers, workers, "relay"))
@@ -1234,4 +1215,19 @@ pub(crate) async fn issue_reads(
         k.noc_async_read(page_addr(k, place, q), at + i as u64 * page, page).await?;
     }
     Ok(())
+}
+
+/// A rank's sync kernel on `core`: once the phase's gate lets it in, it waits until each
+/// semaphore of `waits` reaches its count, which says every packet meant for the rank landed,
+/// and then leaves the gate (the rank's end of the op).
+fn sync_kernel(program: &mut Program, core: CoreRef, name: &str, gate: &Gate, waits: Vec<(u64, u32)>) {
+    let g = gate.clone();
+    program.create_kernel(core, name, 0, vec![], move |kn| async move {
+        let start = g.enter(&kn).await;
+        for (sem, want) in waits {
+            kn.wait_until(sem, Cond::Ge(want)).await?;
+        }
+        g.leave(&kn, start);
+        Ok(())
+    });
 }
