@@ -108,9 +108,13 @@ enum Command {
         /// is larger than twice the ERISC L1, full otherwise].
         #[arg(long, value_enum)]
         bidir: Option<BidirArg>,
-        /// Reduction (reduce-scatter, all-reduce): sum or max [default: sum].
+        /// Reduction of a reducing op: sum, max, min or prod [default: sum].
         #[arg(long)]
         redop: Option<String>,
+        /// The root rank of a rooted op (broadcast, reduce, gather, scatter, combine)
+        /// [default: 0].
+        #[arg(long, value_name = "R")]
+        root: Option<usize>,
         /// Run on N chips forming the ring or line.
         #[arg(long)]
         chips: Option<usize>,
@@ -404,6 +408,22 @@ enum Op {
     /// All-to-all: every rank sends chunk j of its tensor (split along --dim) to rank j, which
     /// keeps it as chunk i of its output (i the sender); fabric stack only.
     AllToAll(OpArgs),
+    /// Broadcast: every chip ends with the --root's tensor.
+    Broadcast(OpArgs),
+    /// Reduce: the --root ends with the reduction of all chips' tensors.
+    Reduce(OpArgs),
+    /// Gather: the --root ends with the concatenation of all chips' slices along --dim.
+    Gather(OpArgs),
+    /// Scatter: chip j ends with slice j (along --dim) of the --root's tensor.
+    Scatter(OpArgs),
+    /// Send/receive: the first of --chip-ids A,B sends its tensor to the second (a linked pair).
+    SendRecv(OpArgs),
+    /// Combine (LPF's name): the --root ends with the element-wise --redop of all chips'
+    /// tensors; runs as reduce.
+    Combine(OpArgs),
+    /// All-combine (LPF's name): every chip ends with the element-wise --redop of all chips'
+    /// tensors; runs as all-reduce.
+    AllCombine(OpArgs),
 }
 
 /// Arguments of a CCL op.
@@ -412,13 +432,21 @@ struct OpArgs {
     /// A cluster description file or a built-in name.
     #[arg(long, default_value = "t3000")]
     cluster: String,
-    /// The tensor's shape, w,z,y,x, each rank holds: the gathered output of an all-gather, the
-    /// reduced input of a reduce-scatter or an all-reduce.
+    /// The tensor's shape, w,z,y,x: the gathered output of an all-gather or gather, the
+    /// reduced input of a reduce-scatter, all-reduce or reduce, the root's tensor of a
+    /// broadcast or scatter, the tensor sent by a send/receive.
     #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
     shape: Vec<u64>,
-    /// The reduction of a reduce-scatter or all-reduce: sum or max [default: sum].
+    /// The reduction of a reducing op: sum, max, min or prod [default: sum].
     #[arg(long)]
     redop: Option<String>,
+    /// The root rank of a broadcast, reduce, gather, scatter or combine: a rank of the
+    /// communicator (its position in --chip-ids, the ring or the line) [default: 0].
+    #[arg(long, value_name = "R")]
+    root: Option<usize>,
+    /// All-gather: leave each rank's own slice out of its output (LPF's exclude_myself).
+    #[arg(long)]
+    exclude_myself: bool,
     /// The dimension gathered or scattered along (0..3).
     #[arg(long, default_value_t = 3)]
     dim: usize,
@@ -505,6 +533,39 @@ enum SweepOpArg {
     AllReduce,
     /// All-to-all (fabric stack).
     AllToAll,
+    /// Broadcast from --root.
+    Broadcast,
+    /// Reduce to --root.
+    Reduce,
+    /// Gather to --root.
+    Gather,
+    /// Scatter from --root.
+    Scatter,
+    /// Send/receive from the first of two chips to the second.
+    SendRecv,
+    /// Combine (reduce) to --root.
+    Combine,
+    /// All-combine (all-reduce).
+    AllCombine,
+}
+
+impl SweepOpArg {
+    /// The op it sweeps.
+    fn kind(self) -> Kind {
+        match self {
+            SweepOpArg::AllGather => Kind::AllGather,
+            SweepOpArg::ReduceScatter => Kind::ReduceScatter,
+            SweepOpArg::AllReduce => Kind::AllReduce,
+            SweepOpArg::AllToAll => Kind::AllToAll,
+            SweepOpArg::Broadcast => Kind::Broadcast,
+            SweepOpArg::Reduce => Kind::Reduce,
+            SweepOpArg::Gather => Kind::Gather,
+            SweepOpArg::Scatter => Kind::Scatter,
+            SweepOpArg::SendRecv => Kind::SendRecv,
+            SweepOpArg::Combine => Kind::Combine,
+            SweepOpArg::AllCombine => Kind::AllCombine,
+        }
+    }
 }
 
 /// Op topologies.
@@ -768,6 +829,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             workers,
             bidir,
             redop,
+            root,
             chips,
             chip_ids,
             axis,
@@ -797,6 +859,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 bidir,
                 stack,
                 redop,
+                root,
                 chips,
                 chip_ids,
                 min,
@@ -856,6 +919,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Op(Op::ReduceScatter(args)) => return run_op(Kind::ReduceScatter, args),
         Command::Op(Op::AllReduce(args)) => return run_op(Kind::AllReduce, args),
         Command::Op(Op::AllToAll(args)) => return run_op(Kind::AllToAll, args),
+        Command::Op(Op::Broadcast(args)) => return run_op(Kind::Broadcast, args),
+        Command::Op(Op::Reduce(args)) => return run_op(Kind::Reduce, args),
+        Command::Op(Op::Gather(args)) => return run_op(Kind::Gather, args),
+        Command::Op(Op::Scatter(args)) => return run_op(Kind::Scatter, args),
+        Command::Op(Op::SendRecv(args)) => return run_op(Kind::SendRecv, args),
+        Command::Op(Op::Combine(args)) => return run_op(Kind::Combine, args),
+        Command::Op(Op::AllCombine(args)) => return run_op(Kind::AllCombine, args),
         Command::Run { workload, format, link_report, trace, verify, params, faults } => {
             return run_cmd::run_workload(
                 &workload,

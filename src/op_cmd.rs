@@ -31,6 +31,8 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         workers: a.workers,
         bidir: a.bidir.map(|b| BidirValue::Mode(b.name().into())),
         redop: a.redop.clone(),
+        root: a.root,
+        exclude_myself: a.exclude_myself.then_some(true),
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),
         axis: a.axis.map(usize::from),
@@ -91,7 +93,8 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     serde_json::json!(done.ops[0].bidir.as_str())
                 },
-                "redop": if !matches!(kind, Kind::ReduceScatter | Kind::AllReduce) { serde_json::Value::Null } else { serde_json::json!(a.redop.as_deref().unwrap_or("sum")) },
+                "redop": if kind.reduces() { serde_json::json!(a.redop.as_deref().unwrap_or("sum")) } else { serde_json::Value::Null },
+                "root": done.ops[0].collective.root(),
                 "links": done.ops[0].links,
                 "workers": done.ops[0].workers,
                 "pages_per_packet": done.ops[0].pages_per_packet,

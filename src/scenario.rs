@@ -35,6 +35,20 @@ pub enum Kind {
     AllReduce,
     /// The all-to-all op (fabric stack).
     AllToAll,
+    /// Broadcast from a root.
+    Broadcast,
+    /// Reduce to a root.
+    Reduce,
+    /// Gather to a root.
+    Gather,
+    /// Scatter from a root.
+    Scatter,
+    /// Send/receive between two chips.
+    SendRecv,
+    /// LPF's combine: an element-wise reduce to a root.
+    Combine,
+    /// LPF's all-combine: an element-wise all-reduce.
+    AllCombine,
     /// A workload file of many ops.
     Workload,
     /// The single-link round-trip microbenchmark.
@@ -48,7 +62,38 @@ pub enum Kind {
 impl Kind {
     /// Whether this is a CCL op (not a microbenchmark).
     pub fn is_op(self) -> bool {
-        matches!(self, Kind::AllGather | Kind::ReduceScatter | Kind::AllReduce | Kind::AllToAll)
+        !matches!(self, Kind::Workload | Kind::Latency | Kind::Bandwidth | Kind::Ring)
+    }
+
+    /// The collective an op runs, with its reduction and root.
+    pub fn collective(self, red: RedOp, root: usize) -> Option<Collective> {
+        Some(match self {
+            Kind::AllGather => Collective::AllGather,
+            Kind::ReduceScatter => Collective::ReduceScatter(red),
+            Kind::AllReduce | Kind::AllCombine => Collective::AllReduce(red),
+            Kind::AllToAll => Collective::AllToAll,
+            Kind::Broadcast => Collective::Broadcast { root },
+            Kind::Reduce | Kind::Combine => Collective::Reduce { red, root },
+            Kind::Gather => Collective::Gather { root },
+            Kind::Scatter => Collective::Scatter { root },
+            Kind::SendRecv => Collective::SendRecv,
+            Kind::Workload | Kind::Latency | Kind::Bandwidth | Kind::Ring => return None,
+        })
+    }
+
+    /// Whether the op reduces (takes `redop`).
+    pub fn reduces(self) -> bool {
+        self.collective(RedOp::Sum, 0).is_some_and(|c| c.redop().is_some())
+    }
+
+    /// Whether the op has a root (takes `root`).
+    pub fn rooted(self) -> bool {
+        self.collective(RedOp::Sum, 0).is_some_and(|c| c.root().is_some())
+    }
+
+    /// The ops that take a bidirectional mode.
+    pub fn takes_bidir(self) -> bool {
+        matches!(self, Kind::AllGather | Kind::AllReduce | Kind::AllCombine | Kind::Broadcast)
     }
 
     /// The name used in files and tables.
@@ -58,6 +103,13 @@ impl Kind {
             Kind::ReduceScatter => "reduce-scatter",
             Kind::AllReduce => "all-reduce",
             Kind::AllToAll => "all-to-all",
+            Kind::Broadcast => "broadcast",
+            Kind::Reduce => "reduce",
+            Kind::Gather => "gather",
+            Kind::Scatter => "scatter",
+            Kind::SendRecv => "send-recv",
+            Kind::Combine => "combine",
+            Kind::AllCombine => "all-combine",
             Kind::Workload => "workload",
             Kind::Latency => "latency",
             Kind::Bandwidth => "bandwidth",
@@ -125,8 +177,13 @@ pub struct Scenario {
     pub workers: Option<usize>,
     /// All-gather mode or bandwidth flag.
     pub bidir: Option<BidirValue>,
-    /// Reduce-scatter: `sum` or `max`.
+    /// Reducing ops: `sum`, `max`, `min` or `prod`.
     pub redop: Option<String>,
+    /// Rooted ops (broadcast, reduce, gather, scatter, combine): the root's rank in the
+    /// communicator (default 0).
+    pub root: Option<usize>,
+    /// All-gather: leave each rank's own slice out of its output (LPF's `exclude_myself`).
+    pub exclude_myself: Option<bool>,
     /// Op: run on this many chips.
     pub chips: Option<usize>,
     /// Op: run on these chips, in order.
@@ -323,6 +380,7 @@ impl Scenario {
             ("faults", !self.faults.faults.is_empty()),
             ("random_faults", self.faults.random_faults.is_some()),
             ("fault_seed", self.faults.fault_seed.is_some()),
+            ("skew_ns", self.skew_ns.is_some() && self.op != Kind::Ring),
         ];
         // Keys that only some ops take.
         let only_some = [
@@ -333,21 +391,22 @@ impl Scenario {
             ("to_worker", self.to_worker.is_some(), &[Kind::Bandwidth]),
             ("hops", self.hops.is_some(), &[Kind::Ring]),
             ("unmerged", self.unmerged.is_some(), &[Kind::Latency, Kind::Ring]),
-            (
-                "skew_ns",
-                self.skew_ns.is_some(),
-                &[Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce, Kind::AllToAll, Kind::Ring],
-            ),
-            ("redop", self.redop.is_some(), &[Kind::ReduceScatter, Kind::AllReduce]),
             ("workload", self.workload.is_some(), &[Kind::Workload]),
+        ];
+        // Keys that only ops of a kind take.
+        let only_ops = [
+            ("redop", self.redop.is_some(), self.op.reduces()),
+            ("root", self.root.is_some(), self.op.rooted()),
+            ("exclude_myself", self.exclude_myself.is_some(), self.op == Kind::AllGather),
             (
                 "bidir",
                 self.bidir.is_some(),
-                &[Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce, Kind::Bandwidth],
+                self.op.takes_bidir() || matches!(self.op, Kind::ReduceScatter | Kind::Bandwidth),
             ),
         ];
         let mut out: Vec<&'static str> =
             op_only.iter().filter(|(_, set)| *set && !self.op.is_op()).map(|(n, _)| *n).collect();
+        out.extend(only_ops.iter().filter(|(_, set, ok)| *set && !ok).map(|(n, ..)| *n));
         if self.op == Kind::Workload && self.verify.is_some() {
             out.retain(|&n| n != "verify");
         }
@@ -416,12 +475,7 @@ impl Scenario {
             }
         };
         let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
-        let collective = match self.op {
-            Kind::AllGather => Collective::AllGather,
-            Kind::ReduceScatter => Collective::ReduceScatter(redop),
-            Kind::AllToAll => Collective::AllToAll,
-            _ => Collective::AllReduce(redop),
-        };
+        let collective = self.op.collective(redop, self.root.unwrap_or(0)).expect("an op");
         let memory: Memory = self.memory.as_deref().unwrap_or("dram").parse().map_err(bad)?;
         let comms = match self.axis {
             Some(axis) => {
@@ -467,12 +521,13 @@ impl Scenario {
             let name = if many { format!("{}[{i}]", self.op.name()) } else { self.op.name().to_owned() };
             let mut req = OpRequest::new(&name, comm.clone(), collective, tensor, self.dim.unwrap_or(3));
             req.knobs = knobs;
+            req.exclude_myself = self.exclude_myself.unwrap_or(false);
             session.submit(req).map_err(ccl_error)?;
         }
         stack
             .check_knobs(&[
                 (self.workers.is_some() && collective.redop().is_none(), "workers"),
-                (self.bidir.is_some(), "bidir"),
+                (self.bidir.is_some() && self.op != Kind::Broadcast, "bidir"),
                 (self.pages_per_packet.is_some(), "pages_per_packet"),
                 (self.buffers.is_some(), "buffers"),
             ])

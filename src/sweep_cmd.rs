@@ -10,7 +10,26 @@ use meshsim_bench::report;
 use meshsim_ccl::sweep::SweepRow;
 use meshsim_hw::Params;
 
+use crate::scenario::Kind;
 use crate::{BadInput, BidirArg, Format, SweepOpArg, TopologyArg, load_cluster, progress};
+
+/// nccl-tests' name of an op (`all_gather`), as sweep tables and point files give it.
+pub(crate) fn nccl_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::AllGather => "all_gather",
+        Kind::ReduceScatter => "reduce_scatter",
+        Kind::AllReduce => "all_reduce",
+        Kind::AllToAll => "all_to_all",
+        Kind::Broadcast => "broadcast",
+        Kind::Reduce => "reduce",
+        Kind::Gather => "gather",
+        Kind::Scatter => "scatter",
+        Kind::SendRecv => "sendrecv",
+        Kind::Combine => "combine",
+        Kind::AllCombine => "all_combine",
+        Kind::Workload | Kind::Latency | Kind::Bandwidth | Kind::Ring => kind.name(),
+    }
+}
 
 /// The knobs of a sweep that every series shares.
 pub(crate) struct SweepKnobs {
@@ -20,6 +39,7 @@ pub(crate) struct SweepKnobs {
     pub(crate) bidir: Option<BidirArg>,
     pub(crate) stack: meshsim_ccl::op::Stack,
     pub(crate) redop: Option<String>,
+    pub(crate) root: Option<usize>,
     pub(crate) chips: Option<usize>,
     pub(crate) chip_ids: Option<Vec<u64>>,
     pub(crate) min: u64,
@@ -31,12 +51,7 @@ pub(crate) struct SweepKnobs {
 
 impl SweepKnobs {
     pub(crate) fn op_name(&self) -> &'static str {
-        match self.op {
-            SweepOpArg::AllGather => "all_gather",
-            SweepOpArg::ReduceScatter => "reduce_scatter",
-            SweepOpArg::AllReduce => "all_reduce",
-            SweepOpArg::AllToAll => "all_to_all",
-        }
+        nccl_name(self.op.kind())
     }
 
     /// The reduction asked for, or the default.
@@ -241,22 +256,30 @@ pub(crate) fn run_sweep(
     use meshsim_ccl::sweep::{self, SweepOp, SweepSpec};
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let topology = k.topology.map(Topology::from);
-    let op = match k.op {
-        SweepOpArg::AllGather => SweepOp::AllGather(k.bidir.map(Into::into)),
-        SweepOpArg::ReduceScatter => SweepOp::ReduceScatter(k.redop().parse().map_err(bad)?),
-        SweepOpArg::AllReduce => SweepOp::AllReduce(k.redop().parse().map_err(bad)?),
-        SweepOpArg::AllToAll => SweepOp::AllToAll,
-    };
-    if k.redop.is_some() && op.collective().redop().is_none() {
-        return Err(bad(format!("--redop applies to reduce-scatter and all-reduce, not {}", k.op_name())));
+    let kind = k.op.kind();
+    if k.redop.is_some() && !kind.reduces() {
+        return Err(bad(format!("--redop applies to reducing ops, not {}", k.op_name())));
     }
-    if matches!(op, SweepOp::ReduceScatter(_)) && k.bidir.is_some_and(|b| !matches!(b, BidirArg::None)) {
-        return Err(bad(format!("--bidir applies to all-gather and all-reduce, not {}", k.op_name())));
+    if k.root.is_some() && !kind.rooted() {
+        return Err(bad(format!(
+            "--root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not {}",
+            k.op_name()
+        )));
     }
+    let redop = k.redop().parse().map_err(bad)?;
+    let collective = kind.collective(redop, k.root.unwrap_or(0)).expect("an op");
+    let bidir_asked = k.bidir.is_some_and(|b| !matches!(b, BidirArg::None));
+    if bidir_asked && !kind.takes_bidir() {
+        return Err(bad(format!(
+            "--bidir applies to all-gather, all-reduce and broadcast, not {}",
+            k.op_name()
+        )));
+    }
+    let op = SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()).map(Into::into) };
     k.stack
         .check_knobs(&[
             (workers.iter().any(Option::is_some) && op.collective().redop().is_none(), "--workers"),
-            (k.bidir.is_some(), "--bidir"),
+            (k.bidir.is_some() && kind != Kind::Broadcast, "--bidir"),
         ])
         .map_err(bad)?;
     let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
@@ -341,7 +364,7 @@ pub(crate) fn run_sweep(
         .enumerate()
         .map(|(j, job)| {
             let spec = &job.2;
-            let mut tiles = sweep::points(&sizes, spec.ranks(), spec.dtype);
+            let mut tiles = sweep::points(&sizes, spec.chunks(), spec.dtype);
             tiles.sort_unstable();
             tiles
                 .into_iter()
@@ -567,8 +590,11 @@ fn rounding_note(k: &SweepHeader, se: &SweepSeries) -> String {
     };
     // Runs of consecutive sizes that round to the same size.
     let mut groups: Vec<(u64, u64, u64)> = Vec::new();
+    // Broadcast, reduce and send/receive tensors are whole on every chip: whole tiles suffice.
+    let chunks =
+        if matches!(k.op.as_str(), "broadcast" | "reduce" | "sendrecv" | "combine") { 1 } else { se.chips };
     for size in sizes {
-        let run = meshsim_ccl::sweep::size_run(size, se.chips, dtype);
+        let run = meshsim_ccl::sweep::size_run(size, chunks, dtype);
         match groups.last_mut() {
             Some(g) if g.2 == run => g.1 = size,
             _ => groups.push((size, size, run)),
@@ -630,6 +656,7 @@ mod tests {
             bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,
             redop: None,
+            root: None,
             chips: None,
             chip_ids: None,
             min: 1024,

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
+
+use crate::scenario::Kind;
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
@@ -58,6 +60,8 @@ struct WorkloadOp {
     dim: Option<usize>,
     dtype: Option<String>,
     redop: Option<String>,
+    root: Option<usize>,
+    exclude_myself: Option<bool>,
     num_links: Option<usize>,
     workers: Option<usize>,
     bidir: Option<String>,
@@ -220,6 +224,7 @@ impl Workload {
                 let mut req = OpRequest::new(&name, comm, collective, tensor, dim);
                 req.knobs = knobs;
                 req.after = after.clone();
+                req.exclude_myself = o.exclude_myself.unwrap_or(false);
                 let h = s.submit(req).map_err(|e| match e {
                     CclError::Invalid(m) => named(m),
                     other => other,
@@ -242,7 +247,7 @@ impl WorkloadOp {
                 self.workers.is_some() && !matches!(self.op.as_str(), "reduce-scatter" | "all-reduce"),
                 "workers",
             ),
-            (self.bidir.is_some(), "bidir"),
+            (self.bidir.is_some() && self.op != "broadcast", "bidir"),
             (self.pages_per_packet.is_some(), "pages_per_packet"),
             (self.buffers.is_some(), "buffers"),
         ]
@@ -250,19 +255,18 @@ impl WorkloadOp {
 
     fn request(&self, _cluster: &Cluster) -> Result<(Collective, TensorSpec, usize, Knobs), String> {
         let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse()?;
-        let collective = match self.op.as_str() {
-            "all-gather" => Collective::AllGather,
-            "reduce-scatter" => Collective::ReduceScatter(redop),
-            "all-reduce" => Collective::AllReduce(redop),
-            "all-to-all" => Collective::AllToAll,
-            other => {
-                return Err(format!(
-                    "unknown op '{other}' (all-gather, reduce-scatter, all-reduce, all-to-all)"
-                ));
-            }
+        let kind = <Kind as clap::ValueEnum>::from_str(&self.op, false).ok().filter(|k| k.is_op());
+        let Some(collective) = kind.and_then(|k| k.collective(redop, self.root.unwrap_or(0))) else {
+            return Err(format!(
+                "unknown op '{}' (all-gather, reduce-scatter, all-reduce, all-to-all, broadcast, reduce, gather, scatter, send-recv, combine, all-combine)",
+                self.op
+            ));
         };
         if self.redop.is_some() && collective.redop().is_none() {
             return Err(format!("redop does not apply to {}", collective.name()));
+        }
+        if self.root.is_some() && collective.root().is_none() {
+            return Err(format!("root does not apply to {}", collective.name()));
         }
         let shape: [u64; 4] = self
             .shape

@@ -947,6 +947,97 @@ mod collectives {
     use super::*;
 
     #[test]
+    fn every_collective_runs_from_the_cli_with_its_root_and_nccl_tests_factor() {
+        // (op, extra args, busbw / algbw on 8 chips)
+        let cases: [(&str, &[&str], f64); 9] = [
+            ("broadcast", &["--root", "3"], 1.0),
+            ("reduce", &["--root", "7", "--redop", "prod"], 1.0),
+            ("gather", &["--root", "1"], 0.875),
+            ("scatter", &["--root", "2"], 0.875),
+            ("combine", &["--root", "4", "--redop", "min"], 1.0),
+            ("all-combine", &["--redop", "max"], 1.75),
+            ("all-gather", &["--exclude-myself"], 0.875),
+            ("all-to-all", &[], 0.875),
+            ("reduce-scatter", &["--redop", "min"], 0.875),
+        ];
+        for stack in ["fabric", "edm"] {
+            for (op, extra, factor) in cases {
+                if op == "all-to-all" && stack == "edm" {
+                    continue;
+                }
+                let mut args = vec![
+                    "op",
+                    op,
+                    "--shape",
+                    "1,1,64,1024",
+                    "--verify",
+                    "--format",
+                    "json",
+                    "--stack",
+                    stack,
+                ];
+                args.extend_from_slice(extra);
+                let (code, out, err) = meshsim(&args);
+                assert_eq!(code, 0, "{op} {stack}: {err}");
+                let v = json(&out);
+                assert_eq!(v["verified"], true, "{op} {stack}");
+                let root =
+                    extra.iter().position(|&a| a == "--root").map(|i| extra[i + 1].parse::<u64>().unwrap());
+                assert_eq!(v["root"], serde_json::json!(root), "{op} {stack}");
+                let (algbw, busbw) = (v["algbw_gbps"].as_f64().unwrap(), v["busbw_gbps"].as_f64().unwrap());
+                assert!((busbw / algbw - factor).abs() < 1e-9, "{op} {stack}: {busbw} / {algbw}");
+            }
+        }
+        let (code, out, err) = meshsim(&[
+            "op",
+            "send-recv",
+            "--chip-ids",
+            "4,0",
+            "--shape",
+            "1,1,64,1024",
+            "--verify",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        assert_eq!((v["op"].as_str(), v["chip_ids"].clone()), (Some("send_recv"), serde_json::json!([4, 0])));
+        assert_eq!(v["verified"], true);
+    }
+
+    #[test]
+    fn sweeps_of_rooted_collectives_print_their_root_and_refuse_it_elsewhere() {
+        let (code, out, err) =
+            meshsim(&["sweep", "scatter", "--root", "5", "-b", "64K", "-e", "256K", "-f", "4"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.starts_with("# meshsim scatter on t3000 (8 chips, ring)"), "{out}");
+        let rows: Vec<&str> = out.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+        assert_eq!(rows.len(), 2, "{out}");
+        assert!(rows.iter().all(|r| r.split_whitespace().nth(4) == Some("5")), "{out}");
+        let bad: [(&[&str], &str); 4] = [
+            (
+                &["sweep", "all-gather", "--root", "1"],
+                "meshsim: --root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not all_gather",
+            ),
+            (&["sweep", "gather", "--redop", "max"], "meshsim: --redop applies to reducing ops, not gather"),
+            (
+                &["op", "broadcast", "--shape", "1,1,64,1024", "--root", "8"],
+                "meshsim: root 8 is not a rank of the 8-chip communicator (0..7)",
+            ),
+            (
+                &["op", "send-recv", "--shape", "1,1,64,1024"],
+                "meshsim: a send-recv runs on 2 chips (the sender, then the receiver), got 8",
+            ),
+        ];
+        for (args, want) in bad {
+            let (code, out, err) = meshsim(args);
+            assert_eq!((code, out.as_str(), err.trim()), (2, "", want), "{args:?}");
+        }
+        let (code, _, err) = meshsim(&["op", "all-gather", "--shape", "1,1,64,1024", "--root", "1"]);
+        assert_eq!((code, err.trim()), (2, "meshsim: 'root' does not apply to all-gather"));
+    }
+
+    #[test]
     fn all_reduce_verifies_and_reports_nccl_tests_busbw() {
         let (code, out, err) = meshsim(&[
             "op",
@@ -970,7 +1061,7 @@ mod collectives {
         let (code, _, err) = meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,1024", "--bidir", "split"]);
         assert_eq!(
             (code, err.trim()),
-            (2, "meshsim: --bidir applies to all-gather and all-reduce, not reduce-scatter")
+            (2, "meshsim: --bidir applies to all-gather, all-reduce and broadcast, not reduce-scatter")
         );
     }
 
@@ -1113,7 +1204,9 @@ ops:
                 WORKLOAD.replace("redop: max", "redop: max\n    workers: 4\n    num_links: 4"),
                 "op 'ag_rows[0]': no EDM channel is free on the link chip 0 eth0 - chip 1 eth8",
             ),
-            (WORKLOAD.replace("op: all-gather", "op: gather"), "op 'ag_rows': unknown op 'gather'"),
+            (WORKLOAD.replace("op: all-gather", "op: all-gathr"), "op 'ag_rows': unknown op 'all-gathr'"),
+            (WORKLOAD.replace("op: all-gather", "op: latency"), "op 'ag_rows': unknown op 'latency'"),
+            (WORKLOAD.replace("redop: max", "redop: max\n    root: 1"), "root does not apply to all-reduce"),
         ];
         for (i, (text, want)) in cases.iter().enumerate() {
             let path = file(&format!("bad-workload-{i}.yaml"), text.as_bytes());

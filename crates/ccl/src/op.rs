@@ -93,12 +93,17 @@ pub enum RedOp {
     Sum,
     /// Element-wise maximum.
     Max,
+    /// Element-wise minimum.
+    Min,
+    /// Element-wise product.
+    Prod,
 }
-named!(RedOp, "reduction", Sum => "sum", Max => "max");
+named!(RedOp, "reduction", Sum => "sum", Max => "max", Min => "min", Prod => "prod");
 
 impl RedOp {
-    /// Reduces `other` into `acc`, 32-bit word by word (test data is integer-valued, so sums
-    /// are exact and any order gives the same bytes).
+    /// Reduces `other` into `acc`, 32-bit word by word. Functional runs carry integer-valued
+    /// test words, and every reduction here is exact on them (sums and products modulo 2^32),
+    /// associative and commutative, so any order of application gives the same bytes.
     pub fn reduce_words(self, acc: &mut [u8], other: &[u8]) {
         for (a, b) in acc.chunks_exact_mut(4).zip(other.chunks_exact(4)) {
             let x = u32::from_le_bytes(a.try_into().expect("4 bytes"));
@@ -106,6 +111,8 @@ impl RedOp {
             let r = match self {
                 RedOp::Sum => x.wrapping_add(y),
                 RedOp::Max => x.max(y),
+                RedOp::Min => x.min(y),
+                RedOp::Prod => x.wrapping_mul(y),
             };
             a.copy_from_slice(&r.to_le_bytes());
         }
@@ -125,6 +132,30 @@ pub enum Collective {
     /// Every rank sends chunk j of its tensor to rank j, which puts it at its own chunk i of
     /// the output (i the sender's rank): a transpose of chunks across ranks.
     AllToAll,
+    /// Every rank ends with the root's tensor.
+    Broadcast {
+        /// The rank that has the tensor.
+        root: usize,
+    },
+    /// The root ends with the reduction of all ranks' tensors (LPF's combine).
+    Reduce {
+        /// The reduction.
+        red: RedOp,
+        /// The rank that ends with the result.
+        root: usize,
+    },
+    /// The root ends with the concatenation of all ranks' slices.
+    Gather {
+        /// The rank that ends with the gathered tensor.
+        root: usize,
+    },
+    /// Every rank `j` ends with slice `j` of the root's tensor.
+    Scatter {
+        /// The rank whose tensor is scattered.
+        root: usize,
+    },
+    /// Rank 0 of a two-rank communicator sends its tensor to rank 1.
+    SendRecv,
 }
 
 impl Collective {
@@ -135,23 +166,52 @@ impl Collective {
             Collective::ReduceScatter(_) => "reduce-scatter",
             Collective::AllReduce(_) => "all-reduce",
             Collective::AllToAll => "all-to-all",
+            Collective::Broadcast { .. } => "broadcast",
+            Collective::Reduce { .. } => "reduce",
+            Collective::Gather { .. } => "gather",
+            Collective::Scatter { .. } => "scatter",
+            Collective::SendRecv => "send-recv",
         }
     }
 
     /// The reduction, for reducing collectives.
     pub fn redop(self) -> Option<RedOp> {
         match self {
-            Collective::AllGather | Collective::AllToAll => None,
-            Collective::ReduceScatter(r) | Collective::AllReduce(r) => Some(r),
+            Collective::ReduceScatter(r) | Collective::AllReduce(r) | Collective::Reduce { red: r, .. } => {
+                Some(r)
+            }
+            _ => None,
         }
     }
 
-    /// nccl-tests' bus-bandwidth factor for `n` ranks: (n-1)/n for all-gather, reduce-scatter
-    /// and all-to-all, 2(n-1)/n for all-reduce.
+    /// The root rank, for rooted collectives.
+    pub fn root(self) -> Option<usize> {
+        match self {
+            Collective::Broadcast { root }
+            | Collective::Reduce { root, .. }
+            | Collective::Gather { root }
+            | Collective::Scatter { root } => Some(root),
+            _ => None,
+        }
+    }
+
+    /// How many chunks the op's tensor is cut into along its dimension on `n` ranks: one per
+    /// rank when ranks own slices of it, one when every rank holds (or gets) it whole.
+    pub fn chunks(self, n: usize) -> u64 {
+        match self {
+            Collective::Broadcast { .. } | Collective::Reduce { .. } | Collective::SendRecv => 1,
+            _ => n as u64,
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks: (n-1)/n for all-gather, reduce-scatter,
+    /// all-to-all, gather and scatter, 2(n-1)/n for all-reduce, 1 for broadcast, reduce and
+    /// send/receive.
     pub fn busbw_factor(self, n: usize) -> f64 {
         let f = (n as f64 - 1.0) / n as f64;
         match self {
             Collective::AllReduce(_) => 2.0 * f,
+            Collective::Broadcast { .. } | Collective::Reduce { .. } | Collective::SendRecv => 1.0,
             _ => f,
         }
     }
@@ -279,7 +339,7 @@ mod tests {
         }
         assert_eq!("line".parse::<Topology>().unwrap(), Topology::Line);
         assert_eq!("max".parse::<RedOp>().unwrap().to_string(), "max");
-        assert_eq!("avg".parse::<RedOp>().unwrap_err(), "unknown reduction 'avg' (sum, max)");
+        assert_eq!("avg".parse::<RedOp>().unwrap_err(), "unknown reduction 'avg' (sum, max, min, prod)");
     }
 
     #[test]

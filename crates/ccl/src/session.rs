@@ -77,6 +77,9 @@ pub struct OpRequest {
     pub knobs: Knobs,
     /// Ops that must end on all their chips before this one starts.
     pub after: Vec<OpHandle>,
+    /// All-gather only: each rank leaves its own slice out of its output (LPF's
+    /// `exclude_myself`), saving the local copy.
+    pub exclude_myself: bool,
 }
 
 impl OpRequest {
@@ -96,6 +99,7 @@ impl OpRequest {
             dim,
             knobs: Knobs::default(),
             after: Vec::new(),
+            exclude_myself: false,
         }
     }
 }
@@ -512,12 +516,12 @@ impl<'c> Session<'c> {
         let mut last_of: Vec<usize> = Vec::new();
         for (i, req) in self.ops.iter().enumerate() {
             let n = req.comm.size();
-            let slice = req.tensor.split(req.dim, n as u64).expect("validated");
+            let slice = req.tensor.split(req.dim, req.collective.chunks(n)).expect("validated");
             let deps: Vec<usize> = req.after.iter().map(|h| last_of[h.0]).collect();
             let topo = req.comm.topology();
-            let reduce = |plan: Plan| Phase {
+            let reduce = |plan: Plan, kind: &'static str| Phase {
                 op: i,
-                kind: "rs",
+                kind,
                 staging_ppp: staging_ppp(&self.params, req, &slice),
                 plan,
                 bidir: Bidir::None,
@@ -529,24 +533,39 @@ impl<'c> Session<'c> {
             let gather = |deps: Vec<usize>| Phase {
                 op: i,
                 kind: "ag",
-                plan: plan::all_gather(n, topo, bidir, slice.pages()),
+                plan: plan::all_gather(n, topo, bidir, slice.pages(), !req.exclude_myself),
                 bidir,
                 slice,
                 staging_ppp: staging_ppp(&self.params, req, &slice),
                 tensors: None,
                 deps,
             };
+            let pages = slice.pages();
+            let other = |kind: &'static str, plan: Plan| Phase { kind, plan, ..gather(deps.clone()) };
             match req.collective {
                 Collective::AllGather => phases.push(gather(deps.clone())),
                 Collective::ReduceScatter(_) => {
-                    phases.push(reduce(plan::reduce_scatter(n, topo, slice.pages())))
+                    phases.push(reduce(plan::reduce_scatter(n, topo, pages), "rs"))
                 }
                 Collective::AllReduce(_) => {
-                    phases.push(reduce(plan::reduce_scatter(n, topo, slice.pages())));
+                    phases.push(reduce(plan::reduce_scatter(n, topo, pages), "rs"));
                     phases.push(gather(vec![phases.len() - 1]));
                 }
                 // The fabric stack's own algorithm (the EDM stack refuses it); the plan is unused.
                 Collective::AllToAll => phases.push(Phase { kind: "a2a", ..gather(deps.clone()) }),
+                Collective::Broadcast { root } => {
+                    phases.push(other("bcast", plan::broadcast(n, topo, bidir, root, pages, true)))
+                }
+                Collective::Reduce { root, .. } => {
+                    phases.push(reduce(plan::reduce(n, topo, root, pages), "reduce"))
+                }
+                Collective::Gather { root } => {
+                    phases.push(other("gather", plan::gather(n, topo, root, pages)))
+                }
+                Collective::Scatter { root } => {
+                    phases.push(other("scatter", plan::scatter(n, topo, root, pages)))
+                }
+                Collective::SendRecv => phases.push(other("sendrecv", plan::send_recv(pages))),
             }
             last_of.push(phases.len() - 1);
         }
@@ -611,11 +630,14 @@ impl<'c> Session<'c> {
             .map(|p| b.m.new_event(&format!("op '{}' {} done", self.ops[p.op].name, p.kind)))
             .collect();
         for (pi, p) in phases.iter().enumerate() {
-            let kernels = 4 * lanes.iter().filter(|l| l.phase == pi).count();
+            let kernels = 4 * lanes.iter().filter(|l| l.phase == pi).count() + p.plan.copies.len();
             let gate = Gate::new(pi, &p.deps, &done, kernels, &times);
             let prefix = self.kernel_prefix(p.op);
             for lane in lanes.iter().filter(|l| l.phase == pi) {
                 b.kernels(&self, p, lane, &lanes, &gate, &prefix);
+            }
+            for &copy in &p.plan.copies {
+                b.copy_kernel(&self, p, copy, &gate, &prefix)?;
             }
         }
         if self.verify {
@@ -732,7 +754,8 @@ impl<'c> Session<'c> {
         let mut i = 0;
         while i < phases.len() {
             let req = &self.ops[phases[i].op];
-            let (slice, mem, n) = (phases[i].slice, req.knobs.memory, req.comm.size() as u64);
+            let (slice, mem) = (phases[i].slice, req.knobs.memory);
+            let n = req.collective.chunks(req.comm.size());
             let (page, whole) = (slice.page_bytes(), slice.pages() * n);
             let fits = |p: &Placement, pages: u64, what: &str| -> Result<(), CclError> {
                 if p.base + p.bank_bytes(pages) > p.capacity(&self.params) {
@@ -747,7 +770,7 @@ impl<'c> Session<'c> {
             };
             let t = |input, output, scratch| Tensors { input, output, scratch, slice, dim: req.dim, n };
             match req.collective {
-                Collective::AllToAll => {
+                Collective::AllToAll | Collective::Broadcast { .. } | Collective::SendRecv => {
                     let (input, output) = (alloc(mem, page, whole), alloc(mem, page, whole));
                     fits(
                         &output,
@@ -756,7 +779,7 @@ impl<'c> Session<'c> {
                     )?;
                     phases[i].tensors = Some(t(input, output, None));
                 }
-                Collective::AllGather => {
+                Collective::AllGather | Collective::Gather { .. } => {
                     let (input, output) = (alloc(mem, page, slice.pages()), alloc(mem, page, whole));
                     fits(
                         &output,
@@ -765,7 +788,16 @@ impl<'c> Session<'c> {
                     )?;
                     phases[i].tensors = Some(t(input, output, None));
                 }
-                Collective::ReduceScatter(_) | Collective::AllReduce(_) => {
+                Collective::Scatter { .. } => {
+                    let (input, output) = (alloc(mem, page, whole), alloc(mem, page, slice.pages()));
+                    fits(
+                        &output,
+                        slice.pages(),
+                        &format!("input and output ({} B per chip)", (n + 1) * slice.bytes()),
+                    )?;
+                    phases[i].tensors = Some(t(input, output, None));
+                }
+                Collective::ReduceScatter(_) | Collective::AllReduce(_) | Collective::Reduce { .. } => {
                     // Partials travel through the senders' relay buffers; only a line parks one
                     // per rank (the side that arrives first), in scratch.
                     let input = alloc(mem, page, whole);
@@ -795,9 +827,19 @@ impl<'c> Session<'c> {
             let page = t.slice.page_bytes();
             for (k, &chip) in req.comm.chips().iter().enumerate() {
                 let (pages, data): (u64, &dyn Fn(u64) -> Vec<u8>) = match req.collective {
-                    Collective::AllGather => (t.slice.pages(), &|q| gather_page(k as u64, q, page)),
-                    Collective::AllToAll => (req.tensor.pages(), &|q| gather_page(k as u64, q, page)),
-                    _ => (req.tensor.pages(), &|q| reduce_page(k as u64, q, page)),
+                    Collective::AllGather | Collective::Gather { .. } => {
+                        (t.slice.pages(), &|q| gather_page(k as u64, q, page))
+                    }
+                    // Only the root (rank 0 of a send/receive) has an input.
+                    Collective::Broadcast { root } | Collective::Scatter { root } if k != root => continue,
+                    Collective::SendRecv if k != 0 => continue,
+                    Collective::AllToAll
+                    | Collective::Broadcast { .. }
+                    | Collective::Scatter { .. }
+                    | Collective::SendRecv => (req.tensor.pages(), &|q| gather_page(k as u64, q, page)),
+                    Collective::ReduceScatter(_) | Collective::AllReduce(_) | Collective::Reduce { .. } => {
+                        (req.tensor.pages(), &|q| reduce_page(k as u64, q, page))
+                    }
                 };
                 for q in 0..pages {
                     let (bank, addr) = t.input.page(q);
@@ -869,6 +911,7 @@ impl<'c> Session<'c> {
         let last = phases.iter().rev().find(|p| p.op == i).expect("every op has a phase");
         let t = last.tensors.expect("placed");
         let (n, page) = (req.comm.size() as u64, t.slice.page_bytes());
+        let whole = req.tensor.pages();
         let reduced = |red: RedOp, q: u64| {
             let mut want = reduce_page(0, q, page);
             for k in 1..n {
@@ -878,15 +921,31 @@ impl<'c> Session<'c> {
         };
         for (c, &chip) in req.comm.chips().iter().enumerate() {
             // (page of the output, expected bytes) for every output page of this rank.
+            let c64 = c as u64;
             let expect: Vec<(u64, Vec<u8>)> = match req.collective {
-                Collective::AllGather => (0..n)
+                Collective::AllGather | Collective::Gather { .. } => (0..n)
+                    .filter(|&s| match req.collective {
+                        Collective::Gather { root } => c == root,
+                        _ => !(req.exclude_myself && s == c64),
+                    })
                     .flat_map(|s| (0..t.slice.pages()).map(move |p| (s, p)))
                     .map(|(s, p)| (t.slice.page_in_whole(req.dim, n, s, p), gather_page(s, p, page)))
                     .collect(),
                 Collective::ReduceScatter(red) => (0..t.slice.pages())
                     .map(|p| (p, reduced(red, t.slice.page_in_whole(req.dim, n, c as u64, p))))
                     .collect(),
-                Collective::AllReduce(red) => (0..req.tensor.pages()).map(|q| (q, reduced(red, q))).collect(),
+                Collective::AllReduce(red) => (0..whole).map(|q| (q, reduced(red, q))).collect(),
+                Collective::Reduce { red, root } if c == root => {
+                    (0..whole).map(|q| (q, reduced(red, q))).collect()
+                }
+                Collective::Broadcast { root } => {
+                    (0..whole).map(|q| (q, gather_page(root as u64, q, page))).collect()
+                }
+                Collective::Scatter { root } => (0..t.slice.pages())
+                    .map(|p| (p, gather_page(root as u64, t.slice.page_in_whole(req.dim, n, c64, p), page)))
+                    .collect(),
+                Collective::SendRecv if c == 1 => (0..whole).map(|q| (q, gather_page(0, q, page))).collect(),
+                Collective::Reduce { .. } | Collective::SendRecv => Vec::new(),
                 // Chunk s of rank c's output is chunk c of rank s's input.
                 Collective::AllToAll => (0..n)
                     .flat_map(|s| (0..t.slice.pages()).map(move |p| (s, p)))
@@ -925,7 +984,9 @@ fn staging_packets(req: &OpRequest) -> (u64, usize, u64) {
         Some(_) if req.comm.topology() == Topology::Line && req.comm.size() > 2 => 2,
         Some(_) => 1,
     };
-    let relay = if req.collective.redop().is_some() { RELAY_PACKETS } else { 0 };
+    let relays = req.collective.redop().is_some()
+        || matches!(req.collective, Collective::Gather { .. } | Collective::Scatter { .. });
+    let relay = if relays { RELAY_PACKETS } else { 0 };
     ((CB_PACKETS * (operands as u64 + 1)).max(CB_PACKETS + relay), operands, relay)
 }
 
@@ -942,7 +1003,10 @@ fn staging_ppp(params: &Params, req: &OpRequest, slice: &TensorSpec) -> u64 {
 /// The bidirectional mode an op runs: as asked, or tt-metal's all-gather rule on a ring —
 /// split-tensor when a rank's slice is larger than twice the ERISC L1, full-tensor otherwise.
 fn bidir_of(params: &Params, req: &OpRequest, slice: &TensorSpec) -> Bidir {
-    let gathers = matches!(req.collective, Collective::AllGather | Collective::AllReduce(_));
+    let gathers = matches!(
+        req.collective,
+        Collective::AllGather | Collective::AllReduce(_) | Collective::Broadcast { .. }
+    );
     match req.knobs.bidir {
         Some(b) => b,
         None if gathers && req.comm.topology() == Topology::Ring => {
@@ -962,7 +1026,7 @@ pub const MAX_WORKERS: usize = crate::edm::MAX_CHANNELS;
 /// links already stand for tt-metal's "one fewer on a chip without MMIO". In a session, an op
 /// riding on a longer fabric line takes that line's planes.
 pub fn default_links(cluster: &Cluster, stack: Stack, collective: Collective, comm: &Communicator) -> usize {
-    if stack == Stack::Edm || collective == Collective::AllToAll {
+    if stack == Stack::Edm || crate::fabric::lower::on_link_zero(collective) {
         return 1;
     }
     let closed = comm.topology() == Topology::Ring && comm.size() > 2;
@@ -1007,7 +1071,19 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
         let article = if what.starts_with('a') { "an" } else { "a" };
         return Err(OpError(format!("{article} {what} needs at least 2 chips, got {n}")));
     }
-    let slice = req.tensor.split(req.dim, n as u64).map_err(|e| OpError(e.0))?;
+    if req.collective == Collective::SendRecv && n != 2 {
+        return Err(OpError(format!("a send-recv runs on 2 chips (the sender, then the receiver), got {n}")));
+    }
+    if let Some(root) = req.collective.root().filter(|&r| r >= n) {
+        return Err(OpError(format!(
+            "root {root} is not a rank of the {n}-chip communicator (0..{})",
+            n - 1
+        )));
+    }
+    if req.exclude_myself && req.collective != Collective::AllGather {
+        return Err(OpError(format!("exclude-myself applies to all-gather, not {what}")));
+    }
+    let slice = req.tensor.split(req.dim, req.collective.chunks(n)).map_err(|e| OpError(e.0))?;
     let k = &req.knobs;
     if k.links == Some(0) {
         return Err(OpError("links must be at least 1".into()));
@@ -1043,8 +1119,13 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
         }
     }
     if k.bidir.is_some_and(|b| b != Bidir::None) {
-        if let Collective::ReduceScatter(_) = req.collective {
-            return Err(OpError(format!("--bidir applies to all-gather and all-reduce, not {what}")));
+        if !matches!(
+            req.collective,
+            Collective::AllGather | Collective::AllReduce(_) | Collective::Broadcast { .. }
+        ) {
+            return Err(OpError(format!(
+                "--bidir applies to all-gather, all-reduce and broadcast, not {what}"
+            )));
         }
         if req.comm.topology() == Topology::Line {
             return Err(OpError(
@@ -1352,6 +1433,38 @@ impl Builder<'_> {
             r_cb,
             channel,
         })
+    }
+
+    /// A local copy's kernel on a worker of its rank's chip: reads the slice's pages a batch
+    /// at a time into its L1 and writes them to their place.
+    fn copy_kernel(
+        &mut self,
+        s: &Session,
+        p: &Phase,
+        copy: plan::Copy,
+        gate: &Gate,
+        prefix: &str,
+    ) -> Result<(), CclError> {
+        let chip = s.ops[p.op].comm.chip(copy.rank);
+        let core = self.core(chip)?;
+        let (t, g) = (p.tensors.expect("placed"), gate.clone());
+        let batch = (staging_bytes(&s.params) / t.slice.page_bytes()).clamp(1, 8);
+        let name = format!("{prefix}{}_copy", p.kind);
+        self.programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
+            let start = g.enter(&k).await;
+            let pages = t.slice.pages();
+            for lo in (0..pages).step_by(batch as usize) {
+                let hi = (lo + batch).min(pages);
+                let (place, from) = t.pages(copy.from, copy.slice, lo, hi);
+                read_pages(&k, place, from, STAGING).await?;
+                let (place, to) = t.pages(copy.to, copy.slice, lo, hi);
+                write_pages(&k, place, to, STAGING).await?;
+                k.noc_async_write_barrier().await?;
+            }
+            g.leave(&k, start);
+            Ok(())
+        });
+        Ok(())
     }
 
     /// The kernels of `lane`: a reader and a writer on the sender core (the reader fetches the

@@ -4,7 +4,7 @@
 //!
 //! A point of `size` bytes gathers (or reduce-scatters) a `[1, 1, 32, 32 * t]` tile tensor whose
 //! `t` tiles are the fewest that hold `size` bytes and divide evenly over the chips, so the
-//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors: (n - 1) / n for all-gather and reduce-scatter, 2 (n - 1) / n for all-reduce.
+//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors ([`Collective::busbw_factor`]). Tensors of collectives whose ranks own slices (all-gather, reduce-scatter, all-reduce, all-to-all, gather, scatter) divide evenly over the chips; broadcast, reduce and send/receive tensors need only whole tiles.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -14,32 +14,24 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::Communicator;
-use crate::op::{Bidir, CclError, Collective, Knobs, OpError, RedOp};
+use crate::op::{Bidir, CclError, Collective, Knobs, OpError};
 use crate::session::{OpRequest, Session};
 use crate::tensor::{DType, Layout, TensorSpec};
 
-/// The op a sweep runs.
+/// The op a sweep runs: a collective (with its reduction and root) and, for those that take
+/// one, its bidirectional mode (`None`: tt-metal's choice).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SweepOp {
-    /// All-gather with the given bidirectional mode (`None`: tt-metal's choice).
-    AllGather(Option<Bidir>),
-    /// Reduce-scatter with the given reduction.
-    ReduceScatter(RedOp),
-    /// All-reduce with the given reduction.
-    AllReduce(RedOp),
-    /// All-to-all (fabric stack).
-    AllToAll,
+pub struct SweepOp {
+    /// The collective.
+    pub collective: Collective,
+    /// The bidirectional mode.
+    pub bidir: Option<Bidir>,
 }
 
 impl SweepOp {
     /// The collective it runs.
     pub fn collective(self) -> Collective {
-        match self {
-            SweepOp::AllGather(_) => Collective::AllGather,
-            SweepOp::ReduceScatter(r) => Collective::ReduceScatter(r),
-            SweepOp::AllReduce(r) => Collective::AllReduce(r),
-            SweepOp::AllToAll => Collective::AllToAll,
-        }
+        self.collective
     }
 }
 
@@ -107,6 +99,11 @@ impl SweepSpec {
     pub fn ranks(&self) -> usize {
         self.comms.first().map_or(0, Communicator::size)
     }
+
+    /// How many equal chunks a point's tensor must cut into ([`Collective::chunks`]).
+    pub fn chunks(&self) -> usize {
+        self.op.collective.chunks(self.ranks()) as usize
+    }
 }
 
 /// The bytes a point asked for as `size` runs: whole tiles, an equal number per chip.
@@ -133,7 +130,7 @@ pub fn sweep(
     sizes: &[u64],
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let tiles = points(sizes, spec.ranks(), spec.dtype);
+    let tiles = points(sizes, spec.chunks(), spec.dtype);
     sweep_points(cluster, params, spec, &tiles, &AtomicBool::new(false), &|_| tick())
 }
 
@@ -153,10 +150,8 @@ pub fn sweep_points(
     let n = spec.ranks();
     let collective = op.collective();
     let redop = collective.redop().map_or("none".to_owned(), |r| r.to_string());
-    let bidir = match op {
-        SweepOp::AllGather(b) => b,
-        _ => None,
-    };
+    let bidir = op.bidir;
+    let root = collective.root().map_or(-1, |r| r as i64);
     // The largest points go first, one per task, so two cores share the big ones instead of
     // one core getting the whole top half.
     let mut tiles = tiles.to_vec();
@@ -190,7 +185,7 @@ pub fn sweep_points(
                 count: tensor.shape.iter().product(),
                 dtype: dtype.to_string(),
                 redop: redop.clone(),
-                root: -1,
+                root,
                 time_us: 0.0,
                 algbw_gbps: 0.0,
                 busbw_gbps: 0.0,

@@ -22,7 +22,7 @@ use meshsim_topology::{ChipIdx, LinkId};
 use super::mux::{Mux, Ports};
 use super::worker::{CONNECTION_L1_BYTES, Connection, Target};
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
-use crate::op::{CclError, Topology};
+use crate::op::{Bidir, CclError, Collective, Topology};
 use crate::session::{Gate, KernelTimes, OpRequest, Phase, STAGING, Session, SessionRun, Tensors};
 use crate::tensor::{Memory, Placement};
 
@@ -72,6 +72,12 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
             (got, routers, if line_for(&fabric, &s.ops[p.op]).1 { "ring" } else { "line" })
         } else if p.kind == "a2a" {
             let (got, routers) = all_to_all(&cx, &mut programs, &mut next_core, pi, p)?;
+            (got, one(routers), "direct")
+        } else if matches!(p.kind, "gather" | "scatter" | "sendrecv") {
+            let (got, routers) = point_to_point(&cx, &mut programs, &mut next_core, pi, p)?;
+            (got, one(routers), "direct")
+        } else if p.kind == "reduce" {
+            let (got, routers) = reduce_direct(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
             (got, one(routers), "direct")
         } else {
             let (got, routers, w, algorithm) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
@@ -261,8 +267,17 @@ fn all_to_all(
     let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
     let sem = STAGING;
     let prefix = s.kernel_prefix(p.op);
-    let sends =
-        Sends { core, land: t.output, signal: vec![noc_of(core)], per_source: false, ppp, max, name: "a2a" };
+    let sends = Sends {
+        core,
+        land: t.output,
+        signal: vec![noc_of(core)],
+        per_source: false,
+        ppp,
+        max,
+        name: "a2a",
+        pairs: Pairs::AllToAll,
+        own_copy: true,
+    };
     let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
     for &chip in req.comm.chips() {
         sync_kernel(
@@ -272,6 +287,125 @@ fn all_to_all(
             &gate,
             vec![(sem, (n - 1) as u32)],
         );
+    }
+    Ok((ppp, routers))
+}
+
+/// Lowers a gather, scatter or send/receive phase `pi`: all-to-all's senders (one core on
+/// link 0 whose two kernels take the shorter way, farthest destination first; unicast packets
+/// of up to 2 pages straight into the destination's output, each chunk followed by a flushed
+/// increment of its semaphore), with the root (rank 0 of a send/receive) as the only
+/// destination or the only source. A rank's op ends when its semaphore has counted every chunk
+/// meant for it.
+fn point_to_point(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let n = req.comm.size();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    let ppp = (max / page).clamp(1, 2);
+    let core = take_core(s, next_core, req.comm.chips())?;
+    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
+    let (pairs, name) = match req.collective {
+        Collective::Gather { root } => (Pairs::ToRoot(root), "gather"),
+        Collective::Scatter { root } => (Pairs::FromRoot(root), "scatter"),
+        _ => (Pairs::Send, "send-recv"),
+    };
+    let own_copy = req.collective != Collective::SendRecv;
+    let sends = Sends {
+        core,
+        land: t.output,
+        signal: vec![noc_of(core)],
+        per_source: false,
+        ppp,
+        max,
+        name,
+        pairs,
+        own_copy,
+    };
+    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    let prefix = s.kernel_prefix(p.op);
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        let expect = (0..n).filter(|&j| pairs.dests(j, n).contains(&k)).count();
+        sync_kernel(
+            &mut programs[chip.0 as usize],
+            core,
+            &format!("{prefix}{name} sync"),
+            &gate,
+            vec![(STAGING, expect as u32)],
+        );
+    }
+    Ok((ppp, routers))
+}
+
+/// Lowers reduce phase `pi` directly, as the one-shot reduce-scatter does: every other rank
+/// unicasts its whole input to the root's receive buffer (all-to-all's senders, on link 0, the
+/// shorter way), each followed by an increment of that source's semaphore on each of the root's
+/// reducer cores; the reducers add every contribution to the root's own input as it completes,
+/// each on its share of the tensor, and write the output.
+fn reduce_direct(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    scratch_base: &mut u64,
+) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors.expect("placed");
+    let (red, root) = match req.collective {
+        Collective::Reduce { red, root } => (red, root),
+        other => unreachable!("a reduce phase of {}", other.name()),
+    };
+    let n = req.comm.size();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    let ppp = (max / page).clamp(1, 2);
+    let recv = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
+    *scratch_base = recv.after(t.slice.pages() * n as u64).base;
+    let sender = take_core(s, next_core, req.comm.chips())?;
+    let packets = super::reduce::packets(t.slice.pages(), ppp).len();
+    let root_chip = [req.comm.chip(root)];
+    let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
+        .map(|_| take_core(s, next_core, &root_chip))
+        .collect::<Result<_, _>>()?;
+    let signal: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
+    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n + reducers.len(), cx.times);
+    let sends = Sends {
+        core: sender,
+        land: recv,
+        signal,
+        per_source: true,
+        ppp,
+        max,
+        name: "reduce direct",
+        pairs: Pairs::ToRoot(root),
+        own_copy: false,
+    };
+    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    let prefix = s.kernel_prefix(p.op);
+    for (r, &core) in reducers.iter().enumerate() {
+        let ctx = Rc::new(DirectReducer {
+            rank: root,
+            ranks: n,
+            to_root: true,
+            t,
+            recv,
+            red,
+            ppp,
+            share: (r, reducers.len()),
+            base: STAGING + 0x1000,
+            gate: gate.clone(),
+        });
+        let name = format!("{prefix}reduce direct {r}");
+        programs[root_chip[0].0 as usize]
+            .create_kernel(core, &name, 0, vec![], move |kn| direct_reduce(kn, ctx));
     }
     Ok((ppp, routers))
 }
@@ -290,6 +424,49 @@ struct Sends {
     max: u64,
     /// The kernels' name.
     name: &'static str,
+    /// Who sends what to whom.
+    pairs: Pairs,
+    /// Whether a rank that keeps a chunk (every all-to-all rank, a gather's or scatter's root)
+    /// copies it from its input to its output.
+    own_copy: bool,
+}
+
+/// Who sends which chunk to whom, and where it lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pairs {
+    /// Rank k sends chunk j of its input to rank j, landing at chunk k; rank k keeps chunk k
+    /// (all-to-all; a direct reduce-scatter, whose receive buffer has a chunk per source).
+    AllToAll,
+    /// Every other rank sends its whole input to `root`, landing at its own chunk there
+    /// (gather; into the receive buffer, a direct reduce).
+    ToRoot(usize),
+    /// `root` sends chunk j of its input to each other rank j, landing as its whole output
+    /// (scatter).
+    FromRoot(usize),
+    /// Rank 0 sends its input to rank 1's output (send/receive).
+    Send,
+}
+
+impl Pairs {
+    /// Whether rank `k` keeps a chunk of its own.
+    fn keeps(self, k: usize) -> bool {
+        match self {
+            Pairs::AllToAll => true,
+            Pairs::ToRoot(r) | Pairs::FromRoot(r) => k == r,
+            Pairs::Send => false,
+        }
+    }
+
+    /// Rank `k`'s destinations among `n` ranks.
+    fn dests(self, k: usize, n: usize) -> Vec<usize> {
+        match self {
+            Pairs::AllToAll => (0..n).filter(|&j| j != k).collect(),
+            Pairs::ToRoot(r) if k != r => vec![r],
+            Pairs::FromRoot(r) if k == r => (0..n).filter(|&j| j != k).collect(),
+            Pairs::Send if k == 0 => vec![1],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
@@ -326,11 +503,18 @@ fn chunk_senders(
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         for (d, forward) in [true, false].into_iter().enumerate() {
             // This direction's destinations, farthest first: (rank, hops).
-            let mut dests: Vec<(usize, u32)> =
-                (0..n).filter(|&j| j != k && way(k, j).0 == forward).map(|j| (j, way(k, j).1)).collect();
+            let mut dests: Vec<(usize, u32)> = x
+                .pairs
+                .dests(k, n)
+                .into_iter()
+                .filter(|&j| way(k, j).0 == forward)
+                .map(|j| (j, way(k, j).1))
+                .collect();
             dests.sort_by_key(|&(_, hops)| std::cmp::Reverse(hops));
             let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
-            let router = (!dests.is_empty()).then(|| {
+            // Every rank takes part in the entry barrier, whether it sends or not.
+            let barrier = barrier_reach(n, k, forward, closed);
+            let router = (barrier > 0).then(|| {
                 fabric
                     .router_facing(line, 0, chip, req.comm.chips()[next])
                     .expect("a router toward each neighbour")
@@ -342,7 +526,9 @@ fn chunk_senders(
                 fabric: fabric.clone(),
                 router,
                 dests,
-                own: forward && !x.per_source,
+                own: forward && x.own_copy && x.pairs.keeps(k),
+                barrier,
+                pairs: x.pairs,
                 rank: k,
                 n_ranks: n,
                 t,
@@ -417,13 +603,24 @@ fn reduce_scatter_direct(
     let signal: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
     let gate = Gate::new(pi, &p.deps, cx.done, (2 + reducers.len()) * n, cx.times);
     let prefix = s.kernel_prefix(p.op);
-    let sends = Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name: "rs direct" };
+    let sends = Sends {
+        core: sender,
+        land: recv,
+        signal,
+        per_source: true,
+        ppp,
+        max,
+        name: "rs direct",
+        pairs: Pairs::AllToAll,
+        own_copy: false,
+    };
     let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         for (r, &core) in reducers.iter().enumerate() {
             let ctx = Rc::new(DirectReducer {
                 rank: k,
                 ranks: n,
+                to_root: false,
                 t,
                 recv,
                 red,
@@ -444,6 +641,9 @@ fn reduce_scatter_direct(
 struct DirectReducer {
     rank: usize,
     ranks: usize,
+    /// A reduce to this rank (the whole tensor; the receive buffer has a slot of it per
+    /// source), rather than a reduce-scatter's slice (the receive buffer laid out as the input).
+    to_root: bool,
     /// The phase's tensors: slice, chunk count and dim, input and output.
     t: Tensors,
     recv: Placement,
@@ -468,8 +668,15 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
         .collect();
     let bytes = mine.len() as u64 * page;
     let (acc, tmp) = (c.base, c.base + bytes);
-    let whole = |j: usize, q: u64| c.t.slice.page_in_whole(c.t.dim, c.t.n, j as u64, q);
-    issue_reads(&k, &c.t.input, mine.iter().map(|&q| whole(c.rank, q)), acc, page).await?;
+    let whole = |j: usize, q: u64| {
+        if c.to_root {
+            j as u64 * c.t.slice.pages() + q
+        } else {
+            c.t.slice.page_in_whole(c.t.dim, c.t.n, j as u64, q)
+        }
+    };
+    let own = |q: u64| if c.to_root { q } else { whole(c.rank, q) };
+    issue_reads(&k, &c.t.input, mine.iter().map(|&q| own(q)), acc, page).await?;
     k.noc_async_read_barrier().await?;
     let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
     while !pending.is_empty() {
@@ -512,6 +719,10 @@ struct A2aCtx {
     dests: Vec<(usize, u32)>,
     /// Also copies the rank's own chunk.
     own: bool,
+    /// Which chunk goes where.
+    pairs: Pairs,
+    /// How far its entry-barrier increment reaches.
+    barrier: u32,
     rank: usize,
     /// Ranks of the op.
     n_ranks: usize,
@@ -536,14 +747,23 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
     let page = c.t.slice.page_bytes();
     let whole = |chunk: usize, q: u64| c.t.slice.page_in_whole(c.t.dim, c.t.n, chunk as u64, q);
+    // Page q of the chunk for destination j in the input, and where it lands there.
+    let read = |j: usize, q: u64| match c.pairs {
+        Pairs::AllToAll | Pairs::FromRoot(_) => whole(j, q),
+        Pairs::ToRoot(_) | Pairs::Send => q,
+    };
+    let land = |q: u64| match c.pairs {
+        // A direct reduce's receive buffer: a slot of the whole tensor per source.
+        Pairs::ToRoot(_) if c.per_source => c.rank as u64 * c.t.slice.pages() + q,
+        Pairs::AllToAll | Pairs::ToRoot(_) => whole(c.rank, q),
+        Pairs::FromRoot(_) | Pairs::Send => q,
+    };
     let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
     let conn = match c.router {
         Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
         None => None,
     };
-    // The farthest destination first: its hops are the direction's reach.
-    let reach = c.dests.first().map_or(0, |&(_, hops)| hops);
-    entry_barrier(&k, conn.as_ref(), reach, c.n_ranks).await?;
+    entry_barrier(&k, conn.as_ref(), c.barrier, c.n_ranks).await?;
     if let Some(conn) = &conn {
         let packets = super::reduce::packets(c.t.slice.pages(), c.ppp);
         let sem = if c.per_source { STAGING + 16 * c.rank as u64 } else { STAGING };
@@ -552,12 +772,11 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
             for wave in packets.chunks(A2A_WINDOW) {
                 k.noc_async_writes_flushed().await;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
-                    issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| whole(j, q)), buf(i), page).await?;
+                    issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| read(j, q)), buf(i), page).await?;
                 }
                 k.noc_async_read_barrier().await?;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
-                    let out: Vec<u64> =
-                        (lo..lo + pages).map(|q| page_addr(&k, &c.land, whole(c.rank, q))).collect();
+                    let out: Vec<u64> = (lo..lo + pages).map(|q| page_addr(&k, &c.land, land(q))).collect();
                     let cmd = NocCmd::pages(&out, page);
                     conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(i)).await?;
                 }
@@ -570,11 +789,11 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
         conn.close(&k).await?;
     }
     if c.own {
-        // The rank's own chunk stays: input chunk `rank` to output chunk `rank`.
+        // The rank's own chunk stays: from its place in the input to its place in the output.
         for q in 0..c.t.slice.pages() {
-            k.noc_async_read(page_addr(&k, &c.t.input, whole(c.rank, q)), buf(0), page).await?;
+            k.noc_async_read(page_addr(&k, &c.t.input, read(c.rank, q)), buf(0), page).await?;
             k.noc_async_read_barrier().await?;
-            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, whole(c.rank, q)), page).await?;
+            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, land(q)), page).await?;
             k.noc_async_writes_flushed().await;
         }
     }
@@ -801,7 +1020,7 @@ pub(crate) fn default_links(s: &Session) -> Result<Vec<usize>, CclError> {
     Ok(s.ops
         .iter()
         .map(|req| {
-            if req.collective == crate::op::Collective::AllToAll {
+            if on_link_zero(req.collective) {
                 return 1;
             }
             let closed = req.comm.topology() == Topology::Ring && req.comm.size() > 2;
@@ -811,6 +1030,19 @@ pub(crate) fn default_links(s: &Session) -> Result<Vec<usize>, CclError> {
                 .map_or(1, |l| line_planes(s.cluster, l))
         })
         .collect())
+}
+
+/// Whether `collective` runs on link 0 only: those whose ranks send point to point by unicast
+/// (all-to-all, gather, scatter, send/receive, reduce), as tt-metal's all-to-all does.
+pub(crate) fn on_link_zero(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::AllToAll
+            | Collective::Gather { .. }
+            | Collective::Scatter { .. }
+            | Collective::SendRecv
+            | Collective::Reduce { .. }
+    )
 }
 
 /// The routing planes every hop of `line` can carry: its fewest usable links.
@@ -881,7 +1113,9 @@ fn all_gather(
     // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20 for
     // pages of 4 KiB or more), on every plane.
     let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
-    if closed && t.slice.pages() >= relay_from {
+    // A broadcast is this multicast with the root the only source of its one chunk.
+    let root = req.collective.root();
+    if closed && t.slice.pages() >= relay_from && root.is_none() {
         return all_gather_relay(cx, programs, next_core, pi, p, ppp, line);
     }
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
@@ -899,11 +1133,29 @@ fn all_gather(
                 .iter()
                 .copied()
                 .enumerate()
-                .filter(|(j, _)| j % planes == plane)
+                .filter(|(j, _)| j % planes == plane && root.is_none_or(|r| r == k))
                 .map(|x| x.1)
                 .collect();
             let dirs = [true, false].map(|forward| {
-                let ranges: Vec<u32> = (0..mine.len()).map(|j| range(n, k, forward, closed, j)).collect();
+                // A broadcast round a ring: the whole tensor half-way each way (`full`), every
+                // other packet all the way each way (`split`), or all of it one way (`none`).
+                let mine: Vec<(u64, u64)> = match (root.is_some() && closed, p.bidir) {
+                    (true, Bidir::Split) => mine
+                        .iter()
+                        .copied()
+                        .enumerate()
+                        .filter(|(j, _)| (j % 2 == 0) == forward)
+                        .map(|x| x.1)
+                        .collect(),
+                    (true, Bidir::None) if !forward => Vec::new(),
+                    _ => mine.clone(),
+                };
+                let ranges: Vec<u32> = (0..mine.len())
+                    .map(|j| match (root.is_some() && closed, p.bidir) {
+                        (true, Bidir::Split | Bidir::None) => (n - 1) as u32,
+                        _ => range(n, k, forward, closed, j),
+                    })
+                    .collect();
                 let reach = ranges.iter().copied().max().unwrap_or(0);
                 let barrier = barrier_reach(n, k, forward, closed);
                 let router = (barrier > 0).then(|| {
@@ -919,7 +1171,9 @@ fn all_gather(
                     let j = if forward { (k + h) % n } else { (k + n - h) % n };
                     expected[j] += 1;
                 }
-                Direction { router, ranges, packets: mine.clone(), local_copy: forward, barrier }
+                // Each direction of a split broadcast copies its own packets at the root.
+                let local_copy = forward || (root.is_some() && closed && p.bidir == Bidir::Split);
+                Direction { router, ranges, packets: mine, local_copy, barrier }
             });
             plans.push((k, plane, dirs));
         }
@@ -953,7 +1207,7 @@ fn all_gather(
                 dir,
                 t_in: t.input,
                 t_out: t.output,
-                slice: (k as u64, t.slice, t.dim, t.n),
+                slice: (if root.is_some() { 0 } else { k as u64 }, t.slice, t.dim, t.n),
                 ranks: n,
                 base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * BATCH as u64 * max),
                 max,

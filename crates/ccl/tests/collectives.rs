@@ -1,0 +1,200 @@
+//! The whole collective set end to end: every collective verifies byte for byte on both stacks,
+//! on N300, T3000 rings and lines and Galaxy rows and columns, for every root; bad roots and
+//! communicators are refused by name; and the rooted collectives cost what their traffic says.
+
+use meshsim_ccl::comm::Communicator;
+use meshsim_ccl::op::{Bidir, Collective, Knobs, RedOp, Stack, Topology};
+use meshsim_ccl::session::{OpRequest, OpResult, Session};
+use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
+use meshsim_hw::Params;
+use meshsim_topology::{Cluster, builtin};
+
+fn tensor(shape: [u64; 4], dtype: DType) -> TensorSpec {
+    TensorSpec::new(shape, dtype, Layout::Tile).unwrap()
+}
+
+fn run_one(c: &Cluster, stack: Stack, verify: bool, req: OpRequest) -> OpResult {
+    let mut s = Session::new(c, &Params::default());
+    s.set_stack(stack);
+    s.set_verify(verify);
+    let what = format!("{} on {} ({stack})", req.name, c.origin());
+    s.submit(req).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let out = s.run().unwrap_or_else(|e| panic!("{what}: {e}")).ops.remove(0);
+    if verify {
+        assert_eq!(out.verified, Some(Ok(())), "{what}");
+    }
+    out
+}
+
+/// Every rooted collective and send/receive, with every root.
+fn rooted(n: usize) -> Vec<Collective> {
+    let mut v = vec![Collective::SendRecv];
+    for root in 0..n {
+        v.extend([
+            Collective::Broadcast { root },
+            Collective::Reduce { red: RedOp::Sum, root },
+            Collective::Gather { root },
+            Collective::Scatter { root },
+        ]);
+    }
+    v
+}
+
+fn verify_all(c: &Cluster, comm: &Communicator, dtype: DType) {
+    let n = comm.size();
+    for collective in rooted(n) {
+        if collective == Collective::SendRecv && n != 2 {
+            continue;
+        }
+        for stack in [Stack::Fabric, Stack::Edm] {
+            let name = format!("{}{:?}", collective.name(), collective.root());
+            let req =
+                OpRequest::new(&name, comm.clone(), collective, tensor([1, 1, 64, 64 * n as u64], dtype), 3);
+            run_one(c, stack, true, req);
+        }
+    }
+}
+
+#[test]
+fn every_collective_verifies_on_n300_t3000_rings_and_lines_and_galaxy_rows_and_columns() {
+    let n300 = builtin::cluster("n300").unwrap();
+    verify_all(&n300, &Communicator::world(&n300, Topology::Line, None).unwrap(), DType::Bf16);
+    let t = builtin::cluster("t3000").unwrap();
+    verify_all(&t, &Communicator::world(&t, Topology::Ring, None).unwrap(), DType::Bf16);
+    verify_all(&t, &Communicator::world(&t, Topology::Ring, None).unwrap(), DType::Bfp8);
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    for n in [2, 4] {
+        let line = Communicator::new(&t, ring.chips()[..n].to_vec(), Topology::Line).unwrap();
+        verify_all(&t, &line, DType::Bf16);
+    }
+    let g = builtin::cluster("galaxy").unwrap();
+    for axis in [0, 1] {
+        let comm = Communicator::axis(&g, axis, None).unwrap().remove(1);
+        verify_all(&g, &comm, DType::Bf16);
+    }
+}
+
+#[test]
+fn every_reduction_verifies_in_reduce_reduce_scatter_and_all_reduce() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    for red in [RedOp::Sum, RedOp::Max, RedOp::Min, RedOp::Prod] {
+        for stack in [Stack::Fabric, Stack::Edm] {
+            for collective in [
+                Collective::Reduce { red, root: 5 },
+                Collective::ReduceScatter(red),
+                Collective::AllReduce(red),
+            ] {
+                let req = OpRequest::new(
+                    red.as_str(),
+                    ring.clone(),
+                    collective,
+                    tensor([1, 1, 64, 512], DType::Bf16),
+                    3,
+                );
+                run_one(&t, stack, true, req);
+            }
+        }
+    }
+}
+
+#[test]
+fn broadcasts_verify_in_every_bidirectional_mode() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    for bidir in [None, Some(Bidir::None), Some(Bidir::Split), Some(Bidir::Full)] {
+        for stack in [Stack::Fabric, Stack::Edm] {
+            let mut req = OpRequest::new(
+                "bcast",
+                ring.clone(),
+                Collective::Broadcast { root: 3 },
+                tensor([1, 1, 256, 2048], DType::Bf16),
+                3,
+            );
+            req.knobs.bidir = bidir;
+            let out = run_one(&t, stack, true, req);
+            // A 1 MiB tensor is more than twice the ERISC L1: split by default.
+            assert_eq!(out.bidir, bidir.unwrap_or(Bidir::Split), "{stack}");
+        }
+    }
+}
+
+#[test]
+fn all_gather_without_myself_leaves_each_rank_its_own_slice_and_verifies() {
+    let t = builtin::cluster("t3000").unwrap();
+    for topology in [Topology::Ring, Topology::Line] {
+        let comm = Communicator::world(&t, topology, None).unwrap();
+        for stack in [Stack::Fabric, Stack::Edm] {
+            let mut req = OpRequest::new(
+                "ag",
+                comm.clone(),
+                Collective::AllGather,
+                tensor([1, 1, 64, 2048], DType::Bf16),
+                3,
+            );
+            req.exclude_myself = true;
+            run_one(&t, stack, true, req);
+        }
+    }
+}
+
+#[test]
+fn bad_roots_and_communicators_are_refused_by_name() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let submit = |collective, comm: Communicator, exclude| {
+        let mut s = Session::new(&t, &Params::default());
+        let mut req = OpRequest::new("x", comm, collective, tensor([1, 1, 64, 2048], DType::Bf16), 3);
+        req.exclude_myself = exclude;
+        s.submit(req).unwrap_err().to_string()
+    };
+    assert_eq!(
+        submit(Collective::Broadcast { root: 8 }, ring.clone(), false),
+        "root 8 is not a rank of the 8-chip communicator (0..7)"
+    );
+    assert_eq!(
+        submit(Collective::SendRecv, ring.clone(), false),
+        "a send-recv runs on 2 chips (the sender, then the receiver), got 8"
+    );
+    assert_eq!(
+        submit(Collective::Gather { root: 0 }, ring.clone(), true),
+        "exclude-myself applies to all-gather, not gather"
+    );
+    let mut s = Session::new(&t, &Params::default());
+    let mut req =
+        OpRequest::new("x", ring, Collective::Scatter { root: 0 }, tensor([1, 1, 64, 2048], DType::Bf16), 3);
+    req.knobs = Knobs { bidir: Some(Bidir::Split), ..Knobs::default() };
+    assert_eq!(
+        s.submit(req).unwrap_err().to_string(),
+        "--bidir applies to all-gather, all-reduce and broadcast, not scatter"
+    );
+}
+
+/// A broadcast puts the tensor on every link of the ring; a gather carries 1/n of it per rank,
+/// the farthest ranks' slices over several hops. A broadcast from any root takes about as long
+/// as from any other (the ring is symmetric).
+#[test]
+fn rooted_collectives_cost_what_their_traffic_says() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let big = tensor([1, 1, 1024, 4096], DType::Bf16);
+    let time = |collective, stack| {
+        run_one(&t, stack, false, OpRequest::new("x", ring.clone(), collective, big, 3)).time.0 as f64
+    };
+    for stack in [Stack::Fabric, Stack::Edm] {
+        let b0 = time(Collective::Broadcast { root: 0 }, stack);
+        let b5 = time(Collective::Broadcast { root: 5 }, stack);
+        assert!((b0 / b5 - 1.0).abs() < 0.05, "{stack}: broadcast from 0 {b0} vs from 5 {b5}");
+        let g = time(Collective::Gather { root: 2 }, stack);
+        let s = time(Collective::Scatter { root: 2 }, stack);
+        // A gather's n - 1 senders run at once; a scatter's root sends every slice from one
+        // core.
+        assert!(g <= s * 1.01, "{stack}: gather {g} vs scatter {s}");
+        // The root's two links carry 7/8 of the tensor between them in a gather; a broadcast
+        // carries all of it over each link.
+        assert!(g < b0, "{stack}: gather {g} vs broadcast {b0}");
+        // All-gather moves n times a gather's data into n ranks at once on the same links.
+        let ag = time(Collective::AllGather, stack);
+        assert!(ag > g, "{stack}: all-gather {ag} vs gather {g}");
+    }
+}
