@@ -54,6 +54,10 @@ pub const CB_PACKETS: u64 = 2;
 pub const RELAY_PACKETS: u64 = 4;
 /// Worker cores a chip hands out (the 8 x 10 Tensix grid).
 pub(crate) const WORKER_CORES: usize = 80;
+/// Largest tensor (bytes) a fabric reduce sends straight to the root; larger ones that split
+/// evenly over the ranks reduce-scatter, then gather (meshsim's choice: tt-metal's one-shot
+/// reduce-scatter takes the direct path up to the same 512 KiB per rank).
+pub const REDUCE_DIRECT_MAX_BYTES: u64 = 512 << 10;
 
 /// A submitted op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -556,6 +560,15 @@ impl<'c> Session<'c> {
                 Collective::Broadcast { root } => {
                     phases.push(other("bcast", plan::broadcast(n, topo, bidir, root, pages, true)))
                 }
+                Collective::Reduce { root, .. } if self.reduce_by_halves(req) => {
+                    // Reduce-scatter, then gather the reduced slices to the root.
+                    let slice = req.tensor.split(req.dim, n as u64).expect("checked");
+                    let rs = plan::reduce_scatter(n, topo, slice.pages());
+                    let staging_ppp = staging_ppp(&self.params, req, &slice);
+                    phases.push(Phase { slice, staging_ppp, ..reduce(rs, "rs") });
+                    let g = plan::gather(n, topo, root, slice.pages());
+                    phases.push(Phase { slice, deps: vec![phases.len() - 1], ..other("gather", g) });
+                }
                 Collective::Reduce { root, .. } => {
                     phases.push(reduce(plan::reduce(n, topo, root, pages), "reduce"))
                 }
@@ -570,6 +583,17 @@ impl<'c> Session<'c> {
             last_of.push(phases.len() - 1);
         }
         phases
+    }
+
+    /// Whether a reduce runs as a reduce-scatter followed by a gather to the root (MPICH's
+    /// reduce_scatter_gather): on the fabric, for tensors over [`REDUCE_DIRECT_MAX_BYTES`] that
+    /// split evenly over the ranks. The direct path sends every rank's whole tensor into the
+    /// root's two links, so its time grows with `n` times the tensor; the halves move about
+    /// twice the tensor through every link, pipelined.
+    pub(crate) fn reduce_by_halves(&self, req: &OpRequest) -> bool {
+        self.stack == Stack::Fabric
+            && req.tensor.bytes() > REDUCE_DIRECT_MAX_BYTES
+            && req.tensor.split(req.dim, req.comm.size() as u64).is_ok()
     }
 
     /// Builds every op, runs them in one launch and measures each. A run that fails under
@@ -755,7 +779,8 @@ impl<'c> Session<'c> {
         while i < phases.len() {
             let req = &self.ops[phases[i].op];
             let (slice, mem) = (phases[i].slice, req.knobs.memory);
-            let n = req.collective.chunks(req.comm.size());
+            // The chunks the phase cuts the op's tensor into.
+            let n = req.tensor.pages() / slice.pages();
             let (page, whole) = (slice.page_bytes(), slice.pages() * n);
             let fits = |p: &Placement, pages: u64, what: &str| -> Result<(), CclError> {
                 if p.base + p.bank_bytes(pages) > p.capacity(&self.params) {
@@ -806,7 +831,9 @@ impl<'c> Session<'c> {
                     let what = format!("input, scratch and output ({} B per chip)", 2 * req.tensor.bytes());
                     fits(&output, slice.pages(), &what)?;
                     phases[i].tensors = Some(t(input, output, scratch));
-                    if let Collective::AllReduce(_) = req.collective {
+                    // A second phase (an all-reduce's all-gather, a reduce's gather) takes the
+                    // reduced slice to its whole result.
+                    if phases.get(i + 1).is_some_and(|q| q.op == phases[i].op) {
                         let result = alloc(mem, page, whole);
                         fits(&result, whole, "input, scratch, reduced slice and output")?;
                         phases[i + 1].tensors = Some(t(output, result, None));

@@ -98,6 +98,40 @@ fn every_reduction_verifies_in_reduce_reduce_scatter_and_all_reduce() {
     }
 }
 
+/// A large fabric reduce reduce-scatters, then gathers to the root, and beats sending every
+/// rank's whole tensor into the root's links; one that does not split over the ranks, or a
+/// small one, goes direct. Both verify for every root.
+#[test]
+fn a_large_fabric_reduce_goes_by_halves_and_beats_the_direct_path() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let reduce = |root, shape| {
+        let req =
+            OpRequest::new("reduce", ring.clone(), Collective::Reduce { red: RedOp::Sum, root }, shape, 3);
+        run_one(&t, Stack::Fabric, true, req)
+    };
+    for root in [0, 3, 7] {
+        assert_eq!(reduce(root, tensor([1, 1, 256, 4096], DType::Bf16)).algorithm, "ring + direct");
+    }
+    let odd = OpRequest::new(
+        "odd",
+        ring.clone(),
+        Collective::Reduce { red: RedOp::Max, root: 1 },
+        tensor([1, 1, 32, 32 * 1025], DType::Bf16),
+        3,
+    );
+    let direct = run_one(&t, Stack::Fabric, true, odd);
+    assert_eq!(direct.algorithm, "direct");
+    let halves = reduce(1, tensor([1, 1, 32, 32 * 1024], DType::Bf16));
+    assert!(
+        halves.time.0 * 2 < direct.time.0,
+        "by halves {} vs direct {} for about the same bytes",
+        halves.time,
+        direct.time
+    );
+    assert_eq!(reduce(1, tensor([1, 1, 64, 512], DType::Bf16)).algorithm, "direct");
+}
+
 #[test]
 fn broadcasts_verify_in_every_bidirectional_mode() {
     let t = builtin::cluster("t3000").unwrap();

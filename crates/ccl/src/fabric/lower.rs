@@ -312,9 +312,11 @@ fn point_to_point(
     let ppp = (max / page).clamp(1, 2);
     let core = take_core(s, next_core, req.comm.chips())?;
     let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
-    let (pairs, name) = match req.collective {
-        Collective::Gather { root } => (Pairs::ToRoot(root), "gather"),
-        Collective::Scatter { root } => (Pairs::FromRoot(root), "scatter"),
+    // A reduce's second phase gathers the reduced slices to its root.
+    let root = req.collective.root().unwrap_or(0);
+    let (pairs, name) = match p.kind {
+        "gather" => (Pairs::ToRoot(root), "gather"),
+        "scatter" => (Pairs::FromRoot(root), "scatter"),
         _ => (Pairs::Send, "send-recv"),
     };
     let own_copy = req.collective != Collective::SendRecv;
