@@ -227,6 +227,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t = TopoFormat::Text)]
         format: TopoFormat,
     },
+    /// For every chip pair: whether one can access the other's memory directly over the stack
+    /// (access), modify it atomically (atomics), the usable links between them and the hops.
+    Peers {
+        /// A cluster description file or a built-in name.
+        cluster: String,
+        /// The transport: fabric (routed: every connected chip) or edm (direct neighbours)
+        /// [default: fabric].
+        #[arg(long)]
+        stack: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
 }
 
 /// The microbenchmarks.
@@ -799,6 +812,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TopoFormat::Dot => topo_dot(&cluster),
             };
             out!("{out}")?;
+        }
+        Command::Peers { cluster, stack, format } => {
+            let cluster = load_cluster(&cluster)?;
+            let stack = match stack {
+                Some(s) => s.parse().map_err(BadInput)?,
+                None => meshsim_ccl::op::Stack::DEFAULT,
+            };
+            let rows = meshsim_ccl::peers::peers(&cluster, stack);
+            out!("{}", report::render(&rows, format.into()))?;
         }
         Command::Params { params, format } => {
             let p = load_params(params.as_deref())?;

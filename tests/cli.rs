@@ -1656,3 +1656,32 @@ mod faults {
         );
     }
 }
+
+mod peers {
+    use super::*;
+
+    #[test]
+    fn peers_lists_every_pair_with_access_atomics_links_and_hops() {
+        let (code, out, err) = meshsim(&["peers", "t3000", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        let pairs = v.as_array().unwrap();
+        assert_eq!(pairs.len(), 28);
+        for p in pairs {
+            let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, ["a", "b", "access", "atomics", "links", "hops"]);
+            assert!(p["a"].as_u64() < p["b"].as_u64());
+            // The fabric routes to every connected chip.
+            assert_eq!((p["access"].as_bool(), p["atomics"].as_bool()), (Some(true), Some(true)));
+        }
+        let (code, out, _) = meshsim(&["peers", "t3000", "--stack", "edm", "--format", "csv"]);
+        assert_eq!(code, 0);
+        let mut lines = out.lines();
+        assert_eq!(lines.next(), Some("a,b,access,atomics,links,hops"));
+        // Chips 0 and 3 are two hops apart: no direct access over an EDM.
+        assert!(out.lines().any(|l| l == "0,3,false,false,0,2"), "{out}");
+        assert!(out.lines().filter(|l| l.contains(",true,")).all(|l| l.ends_with(",1")), "{out}");
+        let (code, _, err) = meshsim(&["peers", "t3000", "--stack", "nccl"]);
+        assert_eq!((code, err.trim()), (2, "meshsim: unknown stack 'nccl' (edm, fabric)"));
+    }
+}

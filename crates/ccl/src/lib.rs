@@ -26,6 +26,7 @@ pub mod fabric;
 pub mod fault;
 pub mod group;
 pub mod op;
+pub mod peers;
 pub mod plan;
 pub mod reducescatter;
 pub mod session;
