@@ -14,6 +14,8 @@
 //!     comm: {axis: 0}
 //!     shape: [1, 1, 32, 4096]
 //!     after: [ag_rows]          # starts once every instance of ag_rows has ended
+//!     stream: s0                # ops on one stream run in file order
+//! limits: {max_message_bytes: 1048576, max_calls: 16}   # optional, LPF's context limits
 //! ```
 //!
 //! Keys are `meshsim op`'s long flags with `_` for `-`. An op on an axis runs one instance per
@@ -46,7 +48,17 @@ struct WorkloadFile {
     random_faults: Option<usize>,
     /// The seed of `random_faults` (default 0).
     fault_seed: Option<u64>,
+    /// The collective context's limits (LPF's): the largest message and the most calls.
+    limits: Option<LimitsSpec>,
     ops: Vec<WorkloadOp>,
+}
+
+/// `limits:` as written.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSpec {
+    max_message_bytes: Option<u64>,
+    max_calls: Option<usize>,
 }
 
 /// One op of a workload, as written.
@@ -71,6 +83,8 @@ struct WorkloadOp {
     memory: Option<String>,
     #[serde(default)]
     after: Vec<String>,
+    /// Its stream: ops on one stream run in file order.
+    stream: Option<String>,
 }
 
 /// A communicator, as written: one of `axis`, `chips` or `all`, optionally a strided subset.
@@ -99,6 +113,8 @@ pub struct Workload {
     /// The faults of the file's `faults`, `random_faults` and `fault_seed` keys, as a
     /// scenario holds them.
     pub faults: crate::scenario::FaultKnobs,
+    /// The collective context's limits.
+    limits: meshsim_ccl::session::Limits,
     ops: Vec<WorkloadOp>,
 }
 
@@ -108,7 +124,7 @@ impl Workload {
     pub fn load(path: &Path) -> Result<Workload, String> {
         let here = path.display();
         let text = meshsim_topology::input::read_input_text(path).map_err(|e| format!("{here}: {e}"))?;
-        let file: WorkloadFile = serde_yaml::from_str(&text).map_err(|e| {
+        let mut file: WorkloadFile = serde_yaml::from_str(&text).map_err(|e| {
             format!(
                 "{here}: {}",
                 meshsim_topology::input::plain_message(&e.to_string())
@@ -119,6 +135,17 @@ impl Workload {
         })?;
         if file.ops.is_empty() {
             return Err(format!("{here}: the workload has no ops"));
+        }
+        // An op on a stream starts after the op before it on that stream (in file order).
+        let mut last_on: BTreeMap<String, String> = BTreeMap::new();
+        for o in &mut file.ops {
+            if let Some(st) = &o.stream {
+                if let Some(prev) = last_on.insert(st.clone(), o.name.clone())
+                    && !o.after.contains(&prev)
+                {
+                    o.after.push(prev);
+                }
+            }
         }
         let index: BTreeMap<&str, usize> =
             file.ops.iter().enumerate().map(|(i, o)| (o.name.as_str(), i)).collect();
@@ -172,7 +199,19 @@ impl Workload {
         for spec in &faults.faults {
             spec.parse::<meshsim_ccl::fault::Fault>().map_err(|e| format!("{here}: {e}"))?;
         }
-        Ok(Workload { path: path.to_owned(), cluster: file.cluster, params: file.params, stack, faults, ops })
+        let limits = file.limits.map_or(Default::default(), |l| meshsim_ccl::session::Limits {
+            max_message_bytes: l.max_message_bytes,
+            max_calls: l.max_calls,
+        });
+        Ok(Workload {
+            path: path.to_owned(),
+            cluster: file.cluster,
+            params: file.params,
+            stack,
+            faults,
+            limits,
+            ops,
+        })
     }
 
     /// The cluster as `load_cluster` takes it: a built-in name, or a path relative to the file.
@@ -198,6 +237,7 @@ impl Workload {
         trace: bool,
     ) -> Result<SessionRun, CclError> {
         let mut s = Session::new(cluster, params);
+        s.set_limits(self.limits)?;
         s.set_stack(self.stack);
         s.set_verify(verify);
         s.set_trace(trace);

@@ -1182,6 +1182,58 @@ ops:
     }
 
     #[test]
+    fn workload_streams_run_in_order_rooted_ops_verify_and_limits_hold() {
+        let text = "cluster: t3000
+limits: {max_message_bytes: 1048576, max_calls: 4}
+ops:
+  - name: bcast
+    op: broadcast
+    comm: {all: true, topology: ring}
+    root: 2
+    shape: [1, 1, 64, 2048]
+    stream: s0
+  - name: gather
+    op: gather
+    comm: {all: true, topology: ring}
+    root: 5
+    shape: [1, 1, 64, 2048]
+    stream: s1
+  - name: reduce
+    op: reduce
+    comm: {all: true, topology: ring}
+    root: 1
+    redop: min
+    shape: [1, 1, 64, 2048]
+    stream: s0
+";
+        let path = file("streams.yaml", text.as_bytes());
+        let (code, out, err) = meshsim(&["run", path.to_str().unwrap(), "--verify", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        let op =
+            |name: &str| v["ops"].as_array().unwrap().iter().find(|o| o["name"] == name).unwrap().clone();
+        let t = |name: &str, key: &str| op(name)[key].as_f64().unwrap();
+        assert!(v["ops"].as_array().unwrap().iter().all(|o| o["verified"] == true));
+        // s0 runs in order; s1 runs beside it.
+        assert!(t("reduce", "start_us") >= t("bcast", "end_us"));
+        assert!(t("gather", "start_us") < t("bcast", "end_us"));
+        let big = text
+            .replace("shape: [1, 1, 64, 2048]\n    stream: s1", "shape: [1, 1, 256, 4096]\n    stream: s1");
+        let path = file("streams-big.yaml", big.as_bytes());
+        let (code, _, err) = meshsim(&["run", path.to_str().unwrap()]);
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("op 'gather': its 2097152 B message exceeds the collective context's 1048576 B"),
+            "{err}"
+        );
+        let cyclic = text.replace("    root: 2\n", "    root: 2\n    after: [reduce]\n");
+        let path = file("streams-cyclic.yaml", cyclic.as_bytes());
+        let (code, _, err) = meshsim(&["run", path.to_str().unwrap()]);
+        assert_eq!(code, 2);
+        assert!(err.contains("ops bcast, reduce wait for each other"), "{err}");
+    }
+
+    #[test]
     fn bad_workloads_are_one_line_naming_the_op() {
         let cases = [
             (

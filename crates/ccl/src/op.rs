@@ -119,6 +119,84 @@ impl RedOp {
     }
 }
 
+/// A caller's reduction (LPF's reducer and combiner, MPI's user op): a function that combines
+/// an array of elements `from` into `into`, element by element. Functional runs carry 32-bit
+/// words; the library may cut both arrays into pieces (packets, pages) and call it on each,
+/// and applies it in an order its plans fix, so the result is deterministic. It is exact
+/// against the verification's rank-order reduction when the function is associative and
+/// commutative.
+#[derive(Clone)]
+pub struct Reducer {
+    name: std::sync::Arc<str>,
+    f: std::sync::Arc<CombineFn>,
+}
+
+/// What a [`Reducer`] calls: combine `from` into `into`.
+type CombineFn = dyn Fn(&mut [u32], &[u32]) + Send + Sync;
+
+impl Reducer {
+    /// A reducer applying `f` to each pair of elements: `into[i] = f(into[i], from[i])`.
+    pub fn elementwise(name: &str, f: impl Fn(u32, u32) -> u32 + Send + Sync + 'static) -> Reducer {
+        Reducer::arrays(name, move |into, from| {
+            for (a, &b) in into.iter_mut().zip(from) {
+                *a = f(*a, b);
+            }
+        })
+    }
+
+    /// A reducer combining whole arrays, as LPF's `lpf_combiner_t` does.
+    pub fn arrays(name: &str, f: impl Fn(&mut [u32], &[u32]) + Send + Sync + 'static) -> Reducer {
+        Reducer { name: name.into(), f: std::sync::Arc::new(f) }
+    }
+
+    /// Its name, as results report it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Debug for Reducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Reducer({})", self.name)
+    }
+}
+
+/// A reduction as kernels apply it: a built-in one, or the caller's.
+#[derive(Clone, Debug)]
+pub enum Reduction {
+    /// [`RedOp`].
+    Builtin(RedOp),
+    /// A [`Reducer`].
+    User(Reducer),
+}
+
+impl Reduction {
+    /// Reduces `other` into `acc`, both little-endian 32-bit words.
+    pub fn reduce_words(&self, acc: &mut [u8], other: &[u8]) {
+        match self {
+            Reduction::Builtin(r) => r.reduce_words(acc, other),
+            Reduction::User(u) => {
+                let words = |b: &[u8]| -> Vec<u32> {
+                    b.chunks_exact(4).map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes"))).collect()
+                };
+                let mut into = words(acc);
+                (u.f)(&mut into, &words(other));
+                for (a, w) in acc.chunks_exact_mut(4).zip(into) {
+                    a.copy_from_slice(&w.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    /// Its name: `sum`, ..., or the reducer's.
+    pub fn name(&self) -> &str {
+        match self {
+            Reduction::Builtin(r) => r.as_str(),
+            Reduction::User(u) => u.name(),
+        }
+    }
+}
+
 /// A collective operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Collective {

@@ -33,7 +33,7 @@ use crate::build::{host_read, host_write, read_pages, write_pages};
 use crate::comm::Communicator;
 use crate::edm::{ChannelInterface, EdmConfig, EdmLink, Termination, WorkerSlot};
 use crate::op::{
-    Bidir, CclError, Collective, DEFAULT_WORKERS, Knobs, OpError, OpRun, RedOp, Stack, Topology,
+    Bidir, CclError, Collective, DEFAULT_WORKERS, Knobs, OpError, OpRun, Reducer, Reduction, Stack, Topology,
 };
 use crate::plan::{self, Loc, Plan, Recv, Send};
 use crate::tensor::{Memory, Placement, TensorSpec};
@@ -59,9 +59,27 @@ pub(crate) const WORKER_CORES: usize = 80;
 /// reduce-scatter takes the direct path up to the same 512 KiB per rank).
 pub const REDUCE_DIRECT_MAX_BYTES: u64 = 512 << 10;
 
-/// A submitted op.
+/// A submitted op: oneCCL's request, and the event other ops may wait for (their `after`).
+/// [`Session::wait`] makes the host wait for it; [`SessionRun::result`] gives what it measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct OpHandle(pub usize);
+
+/// An in-order queue of ops (oneCCL's stream): an op submitted on a stream starts once the
+/// op submitted on it before has ended on all its chips; ops on different streams, or on
+/// none, may overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StreamId(pub usize);
+
+/// What a collective context admits, as LPF's `lpf_collectives_init` sets it: the largest
+/// message (nccl-tests' size of an op: its gathered output, its input, its root's tensor) and
+/// the most calls. `None`: no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest message, bytes.
+    pub max_message_bytes: Option<u64>,
+    /// The most ops one session takes.
+    pub max_calls: Option<usize>,
+}
 
 /// An op to submit.
 #[derive(Clone, Debug)]
@@ -79,11 +97,28 @@ pub struct OpRequest {
     pub dim: usize,
     /// Links, workers, packets, buffers, memory.
     pub knobs: Knobs,
-    /// Ops that must end on all their chips before this one starts.
+    /// Ops that must end on all their chips before this one starts (events it waits for).
     pub after: Vec<OpHandle>,
+    /// The stream it is submitted on: it starts after the stream's previous op.
+    pub stream: Option<StreamId>,
     /// All-gather only: each rank leaves its own slice out of its output (LPF's
     /// `exclude_myself`), saving the local copy.
     pub exclude_myself: bool,
+    /// Reducing collectives: the caller's reducer, applied instead of the collective's
+    /// built-in reduction.
+    pub reducer: Option<Reducer>,
+}
+
+impl OpRequest {
+    /// The reduction its kernels apply: the caller's reducer, or the built-in one; `None` for
+    /// collectives that do not reduce.
+    pub fn reduction(&self) -> Option<Reduction> {
+        let red = self.collective.redop()?;
+        Some(match &self.reducer {
+            Some(u) => Reduction::User(u.clone()),
+            None => Reduction::Builtin(red),
+        })
+    }
 }
 
 impl OpRequest {
@@ -103,7 +138,9 @@ impl OpRequest {
             dim,
             knobs: Knobs::default(),
             after: Vec::new(),
+            stream: None,
             exclude_myself: false,
+            reducer: None,
         }
     }
 }
@@ -170,6 +207,11 @@ pub struct SessionRun {
 }
 
 impl SessionRun {
+    /// What op `h` measured (the request's completion).
+    pub fn result(&self, h: OpHandle) -> &OpResult {
+        &self.ops[h.0]
+    }
+
     /// The run of op `i` as a one-op result (shares the run-wide counters).
     pub fn op_run(&self, i: usize) -> OpRun {
         let o = &self.ops[i];
@@ -201,6 +243,12 @@ pub struct Session<'c> {
     /// Per op, whether its links were given (not tt-metal's default): a knob that keeps a
     /// ring reduce-scatter off the direct path.
     pub(crate) links_given: Vec<bool>,
+    /// The collective context's limits.
+    limits: Limits,
+    /// Streams made, each with its last op.
+    streams: Vec<Option<OpHandle>>,
+    /// Ops the host has waited for: every op submitted later starts after them.
+    waited: Vec<OpHandle>,
 }
 
 /// A plan of one op (an all-reduce has two) with what lowering needs.
@@ -402,7 +450,54 @@ impl<'c> Session<'c> {
             ops: Vec::new(),
             stack: Stack::Edm,
             links_given: Vec::new(),
+            limits: Limits::default(),
+            streams: Vec::new(),
+            waited: Vec::new(),
         }
+    }
+
+    /// Sets the collective context's limits; ops already submitted must fit them.
+    pub fn set_limits(&mut self, limits: Limits) -> Result<(), CclError> {
+        self.limits = limits;
+        for (i, req) in self.ops.iter().enumerate() {
+            self.within_limits(req, i)?;
+        }
+        Ok(())
+    }
+
+    /// A new stream.
+    pub fn new_stream(&mut self) -> StreamId {
+        self.streams.push(None);
+        StreamId(self.streams.len() - 1)
+    }
+
+    /// The host waits for `op` (oneCCL's `wait` on a request): every op submitted from now on
+    /// starts after it has ended on all its chips.
+    pub fn wait(&mut self, op: OpHandle) -> Result<(), CclError> {
+        if op.0 >= self.ops.len() {
+            return Err(CclError::Invalid(format!("the host waits for op #{} which is not submitted", op.0)));
+        }
+        self.waited.push(op);
+        Ok(())
+    }
+
+    /// Refuses an op (the `call`-th) beyond the context's limits.
+    fn within_limits(&self, req: &OpRequest, call: usize) -> Result<(), CclError> {
+        if let Some(max) = self.limits.max_calls.filter(|&m| call >= m) {
+            return Err(CclError::Invalid(format!(
+                "op '{}' is call {} of a collective context that takes {max} (max_calls)",
+                req.name,
+                call + 1
+            )));
+        }
+        if let Some(max) = self.limits.max_message_bytes.filter(|&m| req.tensor.bytes() > m) {
+            return Err(CclError::Invalid(format!(
+                "op '{}': its {} B message exceeds the collective context's {max} B (max_message_bytes)",
+                req.name,
+                req.tensor.bytes()
+            )));
+        }
+        Ok(())
     }
 
     /// Which transport carries every op: the EDM or the fabric (one per machine: an Ethernet
@@ -499,8 +594,18 @@ impl<'c> Session<'c> {
 
     /// Checks `req` and queues it. Argument errors say what is wrong, not which op: a caller
     /// with many ops names it (resource errors at [`Session::run`] name the ops themselves).
-    pub fn submit(&mut self, req: OpRequest) -> Result<OpHandle, CclError> {
+    pub fn submit(&mut self, mut req: OpRequest) -> Result<OpHandle, CclError> {
         validate(self.cluster, &self.params, &req)?;
+        self.within_limits(&req, self.ops.len())?;
+        if let Some(st) = req.stream {
+            let last = self.streams.get(st.0).ok_or_else(|| {
+                CclError::Invalid(format!("op '{}' is on stream #{} which was not made", req.name, st.0))
+            })?;
+            req.after.extend(*last);
+        }
+        req.after.extend(self.waited.iter().copied());
+        req.after.sort();
+        req.after.dedup();
         if let Some(bad) = req.after.iter().find(|h| h.0 >= self.ops.len()) {
             return Err(CclError::Invalid(format!(
                 "op '{}' waits for op #{} which is not submitted",
@@ -510,8 +615,13 @@ impl<'c> Session<'c> {
         if self.ops.iter().any(|o| o.name == req.name) {
             return Err(CclError::Invalid(format!("two ops are named '{}'", req.name)));
         }
+        let stream = req.stream;
         self.ops.push(req);
-        Ok(OpHandle(self.ops.len() - 1))
+        let h = OpHandle(self.ops.len() - 1);
+        if let Some(st) = stream {
+            self.streams[st.0] = Some(h);
+        }
+        Ok(h)
     }
 
     /// The phases of every op, in submission order.
@@ -939,7 +1049,9 @@ impl<'c> Session<'c> {
         let t = last.tensors.expect("placed");
         let (n, page) = (req.comm.size() as u64, t.slice.page_bytes());
         let whole = req.tensor.pages();
-        let reduced = |red: RedOp, q: u64| {
+        let reduction = req.reduction();
+        let reduced = |_, q: u64| {
+            let red = reduction.as_ref().expect("a reducing collective");
             let mut want = reduce_page(0, q, page);
             for k in 1..n {
                 red.reduce_words(&mut want, &reduce_page(k, q, page));
@@ -1109,6 +1221,9 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     }
     if req.exclude_myself && req.collective != Collective::AllGather {
         return Err(OpError(format!("exclude-myself applies to all-gather, not {what}")));
+    }
+    if let Some(r) = req.reducer.as_ref().filter(|_| req.collective.redop().is_none()) {
+        return Err(OpError(format!("reducer '{}' applies to reducing collectives, not {what}", r.name())));
     }
     let slice = req.tensor.split(req.dim, req.collective.chunks(n)).map_err(|e| OpError(e.0))?;
     let k = &req.knobs;
@@ -1530,7 +1645,7 @@ impl Builder<'_> {
             forward_to: next.map(|q| q.fwd),
             relay_to: next.map(|q| (q.s_slot.core, q.relay_base)),
             fed_by: lanes.iter().find(|q| same(q) && q.to == lane.from).map(|q| q.relay_free),
-            red: req.collective.redop(),
+            red: req.reduction(),
         });
         let (a, b) = (req.comm.chip(lane.from), req.comm.chip(lane.to));
         let name = |what: &str| format!("{prefix}{}_{what}", p.kind);
@@ -1579,7 +1694,7 @@ struct LaneCtx {
     relay_to: Option<(CoreCoord, u64)>,
     /// The receiver that feeds this lane's sender: its relay-free semaphore.
     fed_by: Option<(CoreCoord, u64)>,
-    red: Option<RedOp>,
+    red: Option<Reduction>,
 }
 
 /// Increments a semaphore of another core of this chip.
@@ -1698,7 +1813,7 @@ async fn receiver_writer(k: Kernel, c: Rc<LaneCtx>) -> TaskResult {
         let bytes = (hi - lo) * t.slice.page_bytes();
         if !step.reduce_with.is_empty() {
             if k.is_functional() {
-                let red = c.red.expect("a reducing step belongs to a reduction");
+                let red = c.red.as_ref().expect("a reducing step belongs to a reduction");
                 let mut acc = k.read_bytes(at, bytes)?;
                 for i in 1..=step.reduce_with.len() as u64 {
                     red.reduce_words(&mut acc, &k.read_bytes(at + i * bytes, bytes)?);

@@ -232,3 +232,97 @@ fn rooted_collectives_cost_what_their_traffic_says() {
         assert!(ag > g, "{stack}: all-gather {ag} vs gather {g}");
     }
 }
+
+/// A caller's reducer runs in the kernels of every reducing collective on both stacks and
+/// verifies against the same reducer applied in rank order (xor and or give other bytes than
+/// the sum on the test data, so a kernel that summed would not verify).
+#[test]
+fn user_reducers_run_in_every_reducing_collective() {
+    use meshsim_ccl::op::Reducer;
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let xor = Reducer::elementwise("xor", |a, b| a ^ b);
+    let or = Reducer::arrays("or", |into, from| into.iter_mut().zip(from).for_each(|(a, b)| *a |= b));
+    for r in [xor, or] {
+        for stack in [Stack::Fabric, Stack::Edm] {
+            for collective in [
+                Collective::Reduce { red: RedOp::Sum, root: 6 },
+                Collective::ReduceScatter(RedOp::Sum),
+                Collective::AllReduce(RedOp::Sum),
+            ] {
+                for shape in [[1, 1, 64, 512], [1, 1, 256, 4096]] {
+                    let mut req =
+                        OpRequest::new(r.name(), ring.clone(), collective, tensor(shape, DType::Bf16), 3);
+                    req.reducer = Some(r.clone());
+                    run_one(&t, stack, true, req);
+                }
+            }
+        }
+    }
+    // Only reducing collectives take one.
+    let mut s = Session::new(&t, &Params::default());
+    s.set_verify(true);
+    let mut req =
+        OpRequest::new("x", ring.clone(), Collective::AllGather, tensor([1, 1, 64, 512], DType::Bf16), 3);
+    req.reducer = Some(Reducer::elementwise("xor", |a, b| a ^ b));
+    assert_eq!(
+        s.submit(req).unwrap_err().to_string(),
+        "reducer 'xor' applies to reducing collectives, not all-gather"
+    );
+}
+
+/// LPF's capacity limits: a context refuses a call beyond its count and a message beyond its
+/// size, by name.
+#[test]
+fn a_collective_context_refuses_what_exceeds_its_limits() {
+    use meshsim_ccl::session::Limits;
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let op = |name: &str, x| {
+        OpRequest::new(name, ring.clone(), Collective::AllGather, tensor([1, 1, 64, x], DType::Bf16), 3)
+    };
+    let mut s = Session::new(&t, &Params::default());
+    s.set_limits(Limits { max_message_bytes: Some(64 << 10), max_calls: Some(2) }).unwrap();
+    s.submit(op("a", 512)).unwrap();
+    assert_eq!(
+        s.submit(op("big", 1024)).unwrap_err().to_string(),
+        "op 'big': its 131072 B message exceeds the collective context's 65536 B (max_message_bytes)"
+    );
+    s.submit(op("b", 256)).unwrap();
+    assert_eq!(
+        s.submit(op("c", 256)).unwrap_err().to_string(),
+        "op 'c' is call 3 of a collective context that takes 2 (max_calls)"
+    );
+    // Limits set late still hold for what was submitted.
+    assert!(s.set_limits(Limits { max_message_bytes: Some(1), max_calls: None }).is_err());
+    s.set_limits(Limits::default()).unwrap();
+    assert_eq!(s.run().unwrap().ops.len(), 2);
+}
+
+/// Ops on one stream run in order, ops on two streams overlap, and a host wait orders
+/// everything submitted after it.
+#[test]
+fn streams_order_their_ops_and_a_host_wait_orders_what_follows() {
+    let t = builtin::cluster("t3000").unwrap();
+    let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let op = |name: &str| {
+        OpRequest::new(name, ring.clone(), Collective::AllGather, tensor([1, 1, 64, 2048], DType::Bf16), 3)
+    };
+    let mut s = Session::new(&t, &Params::default());
+    let (a, b) = (s.new_stream(), s.new_stream());
+    let mut h = Vec::new();
+    for (name, st) in [("a1", a), ("b1", b), ("a2", a), ("b2", b)] {
+        h.push(s.submit(OpRequest { stream: Some(st), ..op(name) }).unwrap());
+    }
+    s.wait(h[3]).unwrap();
+    let last = s.submit(op("last")).unwrap();
+    let run = s.run().unwrap();
+    let r = |i: usize| run.result(h[i]);
+    // Each stream in order; the two streams overlap.
+    assert!(r(2).start >= r(0).end && r(3).start >= r(1).end);
+    assert!(r(1).start < r(0).end, "b1 starts while a1 runs");
+    assert!(run.result(last).start >= r(3).end);
+    let mut s = Session::new(&t, &Params::default());
+    let bad = OpRequest { stream: Some(meshsim_ccl::session::StreamId(3)), ..op("x") };
+    assert_eq!(s.submit(bad).unwrap_err().to_string(), "op 'x' is on stream #3 which was not made");
+}

@@ -362,10 +362,8 @@ fn reduce_direct(
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
-    let (red, root) = match req.collective {
-        Collective::Reduce { red, root } => (red, root),
-        other => unreachable!("a reduce phase of {}", other.name()),
-    };
+    let root = req.collective.root().expect("a reduce has a root");
+    let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
@@ -399,7 +397,7 @@ fn reduce_direct(
             to_root: true,
             t,
             recv,
-            red,
+            red: red.clone(),
             ppp,
             share: (r, reducers.len()),
             base: STAGING + 0x1000,
@@ -590,7 +588,7 @@ fn reduce_scatter_direct(
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
-    let red = req.collective.redop().expect("a reduction");
+    let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
@@ -625,7 +623,7 @@ fn reduce_scatter_direct(
                 to_root: false,
                 t,
                 recv,
-                red,
+                red: red.clone(),
                 ppp,
                 share: (r, reducers.len()),
                 base: STAGING + 0x1000,
@@ -649,7 +647,7 @@ struct DirectReducer {
     /// The phase's tensors: slice, chunk count and dim, input and output.
     t: Tensors,
     recv: Placement,
-    red: crate::op::RedOp,
+    red: crate::op::Reduction,
     ppp: u64,
     /// Which of the rank's reducers it is, of how many: it takes every such packet.
     share: (usize, usize),
@@ -817,7 +815,7 @@ fn reduce_scatter(
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
-    let red = req.collective.redop().expect("a reduction");
+    let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     // tt-metal's reduce-scatter puts at most 2 pages in a packet on a ring; 4 otherwise.
@@ -897,7 +895,7 @@ fn reduce_scatter(
                     slice: t.slice,
                     input: t.input,
                     partial: partial[d],
-                    red,
+                    red: red.clone(),
                     ppp,
                     per_sync,
                     plane: on,
@@ -927,7 +925,7 @@ fn reduce_scatter(
                 input: t.input,
                 output: t.output,
                 sides,
-                red,
+                red: red.clone(),
                 ppp,
                 plane: on,
                 base: STAGING + 0x100 + 2 * stride,

@@ -24,7 +24,7 @@ use meshsim_topology::soc::CoreCoord;
 use super::lower::{issue_reads, page_addr};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::RedOp;
+use crate::op::Reduction;
 use crate::session::Gate;
 use crate::tensor::{Placement, TensorSpec};
 
@@ -99,7 +99,7 @@ pub(crate) struct RsCtx {
     pub input: Placement,
     /// This direction's half of the intermediate buffer (the same address on every chip).
     pub partial: Placement,
-    pub red: RedOp,
+    pub red: Reduction,
     /// Pages per packet, packets per sync.
     pub ppp: u64,
     pub per_sync: u64,
@@ -238,7 +238,7 @@ pub(crate) struct OwnerCtx {
     pub output: Placement,
     /// (partial buffer, semaphore, packets expected) per side that has ranks.
     pub sides: Vec<(Placement, u64, u64)>,
-    pub red: RedOp,
+    pub red: Reduction,
     pub ppp: u64,
     /// The routing plane whose packets this owner reduces, of how many.
     pub plane: (usize, usize),
