@@ -502,6 +502,7 @@ impl Scenario {
             bidir,
             pages_per_packet: self.pages_per_packet,
             packet_bytes: self.packet_size.as_ref().map(Size::bytes).transpose().map_err(bad)?,
+            algorithm: None,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };

@@ -324,6 +324,7 @@ impl WorkloadOp {
             bidir,
             pages_per_packet: self.pages_per_packet,
             packet_bytes: self.packet_size,
+            algorithm: None,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };

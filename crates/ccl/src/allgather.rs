@@ -83,6 +83,7 @@ impl AllGatherSpec {
             bidir: Some(self.bidir),
             pages_per_packet: self.pages_per_packet,
             packet_bytes: None,
+            algorithm: None,
             buffers_per_channel: self.buffers_per_channel,
             memory: self.memory,
         }

@@ -29,6 +29,7 @@ pub mod op;
 pub mod peers;
 pub mod plan;
 pub mod reducescatter;
+pub mod select;
 pub mod session;
 pub mod sweep;
 pub mod tensor;

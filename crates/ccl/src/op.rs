@@ -316,6 +316,9 @@ pub struct Knobs {
     /// The fabric routers' packet payload, bytes (fabric stack; `None`: tt-metal's 4352). It is
     /// global to a fabric: every op of a session that gives one must give the same.
     pub packet_bytes: Option<u64>,
+    /// The algorithm (`None`: the selection tree's, else the library's rule); see
+    /// [`crate::select`].
+    pub algorithm: Option<crate::select::Algorithm>,
     /// EDM buffers per channel (default 2, tt-metal's).
     pub buffers_per_channel: u64,
     /// Where the op's tensors are interleaved: DRAM banks or worker L1 (default DRAM).
@@ -339,6 +342,7 @@ impl Default for Knobs {
             bidir: None,
             pages_per_packet: None,
             packet_bytes: None,
+            algorithm: None,
             buffers_per_channel: 2,
             memory: Memory::Dram,
         }

@@ -87,6 +87,7 @@ fn request(cluster: &Cluster, spec: &ReduceScatterSpec) -> Result<OpRequest, OpE
         bidir: Some(Bidir::None),
         pages_per_packet: spec.pages_per_packet,
         packet_bytes: None,
+        algorithm: None,
         buffers_per_channel: spec.buffers_per_channel,
         memory: spec.memory,
     };

@@ -36,6 +36,7 @@ use crate::op::{
     Bidir, CclError, Collective, DEFAULT_WORKERS, Knobs, OpError, OpRun, Reducer, Reduction, Stack, Topology,
 };
 use crate::plan::{self, Loc, Plan, Recv, Send};
+use crate::select::{Algorithm, Select};
 use crate::tensor::{Memory, Placement, TensorSpec};
 use crate::worker::{ReceiverWorker, SenderWorker};
 
@@ -240,9 +241,12 @@ pub struct Session<'c> {
     pub(crate) faults: Vec<crate::fault::Fault>,
     pub(crate) ops: Vec<OpRequest>,
     pub(crate) stack: Stack,
-    /// Per op, whether its links were given (not tt-metal's default): a knob that keeps a
-    /// ring reduce-scatter off the direct path.
-    pub(crate) links_given: Vec<bool>,
+    /// Per op, the knobs its caller gave, before the selection tree and the defaults filled
+    /// the rest: a caller's links, workers or packet size keep a ring reduce-scatter off the
+    /// direct path, as tt-metal's host does.
+    pub(crate) given: Vec<Knobs>,
+    /// The selection tree (MPICH's Csel) that fills the knobs callers leave unset.
+    select: Select,
     /// The collective context's limits.
     limits: Limits,
     /// Streams made, each with its last op.
@@ -449,7 +453,8 @@ impl<'c> Session<'c> {
             faults: Vec::new(),
             ops: Vec::new(),
             stack: Stack::Edm,
-            links_given: Vec::new(),
+            given: Vec::new(),
+            select: Select::default_tree(),
             limits: Limits::default(),
             streams: Vec::new(),
             waited: Vec::new(),
@@ -463,6 +468,29 @@ impl<'c> Session<'c> {
             self.within_limits(req, i)?;
         }
         Ok(())
+    }
+
+    /// Uses `tree` to choose algorithms and knobs callers leave unset (the default is
+    /// [`Select::default_tree`]).
+    pub fn set_select(&mut self, tree: Select) {
+        self.select = tree;
+    }
+
+    /// Fills every op's unset knobs from the selection tree, pruned once per communicator.
+    fn apply_selection(&mut self) {
+        let mut pruned: BTreeMap<(Vec<ChipIdx>, bool), Select> = BTreeMap::new();
+        for req in &mut self.ops {
+            let (n, topo) = (req.comm.size(), req.comm.topology());
+            let key = (req.comm.chips().to_vec(), topo == Topology::Ring);
+            let tree = pruned.entry(key).or_insert_with(|| self.select.prune(n, topo, self.stack));
+            let c = tree.choose(req.collective, n, req.tensor.bytes(), topo, self.stack);
+            let k = &mut req.knobs;
+            k.algorithm = k.algorithm.or(c.algorithm);
+            k.links = k.links.or(c.links);
+            k.workers = k.workers.or(c.workers);
+            k.packet_bytes = k.packet_bytes.or(c.packet_bytes);
+            k.bidir = k.bidir.or(c.bidir);
+        }
     }
 
     /// A new stream.
@@ -696,13 +724,13 @@ impl<'c> Session<'c> {
     }
 
     /// Whether a reduce runs as a reduce-scatter followed by a gather to the root (MPICH's
-    /// reduce_scatter_gather): on the fabric, for tensors over [`REDUCE_DIRECT_MAX_BYTES`] that
-    /// split evenly over the ranks. The direct path sends every rank's whole tensor into the
+    /// reduce_scatter_gather): on the fabric, when the selection tree says `ring` (the default
+    /// tree: over [`REDUCE_DIRECT_MAX_BYTES`]) and the tensor splits evenly over the ranks. The direct path sends every rank's whole tensor into the
     /// root's two links, so its time grows with `n` times the tensor; the halves move about
     /// twice the tensor through every link, pipelined.
     pub(crate) fn reduce_by_halves(&self, req: &OpRequest) -> bool {
         self.stack == Stack::Fabric
-            && req.tensor.bytes() > REDUCE_DIRECT_MAX_BYTES
+            && req.knobs.algorithm == Some(Algorithm::Ring)
             && req.tensor.split(req.dim, req.comm.size() as u64).is_ok()
     }
 
@@ -714,7 +742,8 @@ impl<'c> Session<'c> {
     }
 
     fn run_inner(mut self) -> Result<SessionRun, CclError> {
-        self.links_given = self.ops.iter().map(|o| o.knobs.links.is_some()).collect();
+        self.given = self.ops.iter().map(|o| o.knobs).collect();
+        self.apply_selection();
         let defaults = match self.stack {
             Stack::Fabric => crate::fabric::lower::default_links(&self)?,
             Stack::Edm => vec![1; self.ops.len()],

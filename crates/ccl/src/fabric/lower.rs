@@ -23,6 +23,7 @@ use super::mux::{Mux, Ports};
 use super::worker::{CONNECTION_L1_BYTES, Connection, Target};
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
 use crate::op::{Bidir, CclError, Collective, Topology};
+use crate::select::Algorithm;
 use crate::session::{Gate, KernelTimes, OpRequest, Phase, STAGING, Session, SessionRun, Tensors};
 use crate::tensor::{Memory, Placement};
 
@@ -562,13 +563,15 @@ fn direct_path(s: &Session, p: &Phase) -> bool {
     let req = &s.ops[p.op];
     let t = p.tensors.expect("placed");
     let k = &req.knobs;
+    let given = &s.given[p.op];
     matches!(req.collective, crate::op::Collective::ReduceScatter(_))
+        && k.algorithm == Some(Algorithm::Direct)
         && req.comm.topology() == Topology::Ring
         && req.comm.size() > 2
         && t.slice.bytes() * t.n <= DIRECT_MAX_BYTES
-        && k.workers.is_none()
-        && k.packet_bytes.is_none()
-        && !s.links_given.get(p.op).copied().unwrap_or(false)
+        && given.workers.is_none()
+        && given.packet_bytes.is_none()
+        && given.links.is_none()
 }
 
 /// Lowers reduce-scatter phase `pi` by the one-shot direct path (`shared/fabric.md` §7): every
@@ -1115,7 +1118,18 @@ fn all_gather(
     let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
     // A broadcast is this multicast with the root the only source of its one chunk.
     let root = req.collective.root();
-    if closed && t.slice.pages() >= relay_from && root.is_none() {
+    let relay = match req.knobs.algorithm {
+        Some(Algorithm::Relay) if !closed => {
+            return Err(CclError::Invalid(format!(
+                "op '{}': the relay all-gather runs on rings of more than 2 chips",
+                req.name
+            )));
+        }
+        Some(Algorithm::Relay) => true,
+        Some(_) => false,
+        None => closed && t.slice.pages() >= relay_from,
+    };
+    if relay && root.is_none() {
         return all_gather_relay(cx, programs, next_core, pi, p, ppp, line);
     }
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
