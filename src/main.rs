@@ -15,6 +15,7 @@ mod run_cmd;
 mod scenario;
 mod sweep_cmd;
 mod topo_cmd;
+mod tune_cmd;
 mod workload;
 
 use bench_cmd::run_bench;
@@ -115,6 +116,10 @@ enum Command {
         /// [default: 0].
         #[arg(long, value_name = "R")]
         root: Option<usize>,
+        /// A selection tree (YAML) choosing algorithms and the knobs left unset [default: the
+        /// embedded one].
+        #[arg(long, value_name = "FILE")]
+        select: Option<PathBuf>,
         /// Run on N chips forming the ring or line.
         #[arg(long)]
         chips: Option<usize>,
@@ -185,6 +190,9 @@ enum Command {
         /// A parameter file to use instead of the workload's or the built-in one.
         #[arg(long, value_name = "FILE")]
         params: Option<PathBuf>,
+        /// A selection tree instead of the workload's (`select:`) or the embedded one.
+        #[arg(long, value_name = "FILE")]
+        select: Option<PathBuf>,
         #[command(flatten)]
         faults: FaultArgs,
     },
@@ -227,6 +235,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = TopoFormat::Text)]
         format: TopoFormat,
     },
+    /// Sweep the candidate algorithms and knobs of a collective over sizes and write the
+    /// selection tree that picks the fastest per size range (for --select).
+    Tune(tune_cmd::TuneArgs),
     /// For every chip pair: whether one can access the other's memory directly over the stack
     /// (access), modify it atomically (atomics), the usable links between them and the hops.
     Peers {
@@ -460,6 +471,10 @@ struct OpArgs {
     /// All-gather: leave each rank's own slice out of its output (LPF's exclude_myself).
     #[arg(long)]
     exclude_myself: bool,
+    /// A selection tree (YAML, MPICH Csel style) choosing algorithms and the knobs left unset
+    /// [default: the embedded configs/select/default.yaml].
+    #[arg(long, value_name = "FILE")]
+    select: Option<PathBuf>,
     /// The dimension gathered or scattered along (0..3).
     #[arg(long, default_value_t = 3)]
     dim: usize,
@@ -813,6 +828,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             out!("{out}")?;
         }
+        Command::Tune(args) => return tune_cmd::run_tune(args),
         Command::Peers { cluster, stack, format } => {
             let cluster = load_cluster(&cluster)?;
             let stack = match stack {
@@ -852,6 +868,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             bidir,
             redop,
             root,
+            select,
             chips,
             chip_ids,
             axis,
@@ -882,6 +899,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 stack,
                 redop,
                 root,
+                select: select.as_deref().map(scenario::load_select).transpose().map_err(|e| match e {
+                    scenario::RunError::Bad(m) | scenario::RunError::Failed(m) => BadInput(m),
+                })?,
                 chips,
                 chip_ids,
                 min,
@@ -948,14 +968,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Op(Op::SendRecv(args)) => return run_op(Kind::SendRecv, args),
         Command::Op(Op::Combine(args)) => return run_op(Kind::Combine, args),
         Command::Op(Op::AllCombine(args)) => return run_op(Kind::AllCombine, args),
-        Command::Run { workload, format, link_report, trace, verify, params, faults } => {
+        Command::Run { workload, format, link_report, trace, verify, params, select, faults } => {
             return run_cmd::run_workload(
                 &workload,
                 format,
                 link_report,
                 trace.as_deref(),
                 verify,
-                params,
+                (params, select),
                 faults,
             );
         }

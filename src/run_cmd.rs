@@ -17,7 +17,7 @@ pub(crate) fn run_workload(
     link_report: bool,
     trace: Option<&Path>,
     verify: bool,
-    params: Option<PathBuf>,
+    (params, select): (Option<PathBuf>, Option<PathBuf>),
     faults: crate::FaultArgs,
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
@@ -28,6 +28,11 @@ pub(crate) fn run_workload(
     if extra.random_faults.is_some() || extra.fault_seed.is_some() {
         w.faults.random_faults = extra.random_faults;
         w.faults.fault_seed = extra.fault_seed;
+    }
+    if let Some(path) = select.or_else(|| w.select_path()) {
+        w.select = Some(crate::scenario::load_select(&path).map_err(|e| match e {
+            crate::scenario::RunError::Bad(m) | crate::scenario::RunError::Failed(m) => BadInput(m),
+        })?);
     }
     let cluster = load_cluster(&w.cluster_spec())?;
     let params = load_params(params.or_else(|| w.params_path()).as_deref())?;

@@ -184,6 +184,8 @@ pub struct Scenario {
     pub root: Option<usize>,
     /// All-gather: leave each rank's own slice out of its output (LPF's `exclude_myself`).
     pub exclude_myself: Option<bool>,
+    /// Op: a selection tree (relative to the suite file) instead of the default one.
+    pub select: Option<PathBuf>,
     /// Op: run on this many chips.
     pub chips: Option<usize>,
     /// Op: run on these chips, in order.
@@ -317,6 +319,14 @@ pub fn load_cluster(spec: &str) -> Result<Cluster, RunError> {
 }
 
 /// Loads a parameter file, or the built-in parameters.
+/// Reads a selection tree (`--select`); a malformed one is bad input naming the file and node.
+pub fn load_select(path: &Path) -> Result<meshsim_ccl::select::Select, RunError> {
+    let here = path.display();
+    let text =
+        meshsim_topology::input::read_input_text(path).map_err(|e| RunError::Bad(format!("{here}: {e}")))?;
+    meshsim_ccl::select::Select::parse(&text).map_err(|e| RunError::Bad(format!("{here}: {e}")))
+}
+
 pub fn load_params(path: Option<&Path>) -> Result<Params, RunError> {
     match path {
         None => Ok(Params::default()),
@@ -381,6 +391,7 @@ impl Scenario {
             ("random_faults", self.faults.random_faults.is_some()),
             ("fault_seed", self.faults.fault_seed.is_some()),
             ("skew_ns", self.skew_ns.is_some() && self.op != Kind::Ring),
+            ("select", self.select.is_some()),
         ];
         // Keys that only some ops take.
         let only_some = [
@@ -452,13 +463,19 @@ impl Scenario {
             return Ok(Outcome { time: run.makespan, stats: run.stats, cluster, trace: run.trace, op: None });
         }
         if self.op.is_op() {
-            self.run_op(cluster, &params, trace)
+            self.run_op(base, cluster, &params, trace)
         } else {
             self.run_bench(cluster, params, trace)
         }
     }
 
-    fn run_op(&self, cluster: Cluster, params: &Params, trace: bool) -> Result<Outcome, RunError> {
+    fn run_op(
+        &self,
+        base: &Path,
+        cluster: Cluster,
+        params: &Params,
+        trace: bool,
+    ) -> Result<Outcome, RunError> {
         let bad = RunError::Bad;
         let shape = self.shape.clone().ok_or_else(|| bad(format!("{} needs a shape", self.op.name())))?;
         let shape: [u64; 4] = shape
@@ -510,6 +527,9 @@ impl Scenario {
             self.stack.as_deref().map(str::parse).transpose().map_err(bad)?.unwrap_or(Stack::DEFAULT);
         let mut session = Session::new(&cluster, params);
         session.set_stack(stack);
+        if let Some(path) = &self.select {
+            session.set_select(load_select(&base.join(path))?);
+        }
         session.set_verify(self.verify.unwrap_or(false));
         session.set_trace(trace);
         let all: Vec<ChipIdx> = comms.iter().flat_map(|c| c.chips().iter().copied()).collect();

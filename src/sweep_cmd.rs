@@ -40,6 +40,8 @@ pub(crate) struct SweepKnobs {
     pub(crate) stack: meshsim_ccl::op::Stack,
     pub(crate) redop: Option<String>,
     pub(crate) root: Option<usize>,
+    /// The selection tree (`None`: the embedded one).
+    pub(crate) select: Option<meshsim_ccl::select::Select>,
     pub(crate) chips: Option<usize>,
     pub(crate) chip_ids: Option<Vec<u64>>,
     pub(crate) min: u64,
@@ -307,6 +309,7 @@ pub(crate) fn run_sweep(
                         dtype,
                         stack: k.stack,
                         faults: faults.clone(),
+                        select: k.select.clone(),
                     };
                     // A series is named by the knobs that vary; a lone series by cluster and dtype.
                     let plural =
@@ -657,6 +660,7 @@ mod tests {
             stack: meshsim_ccl::op::Stack::Edm,
             redop: None,
             root: None,
+            select: None,
             chips: None,
             chip_ids: None,
             min: 1024,

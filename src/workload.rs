@@ -50,6 +50,8 @@ struct WorkloadFile {
     fault_seed: Option<u64>,
     /// The collective context's limits (LPF's): the largest message and the most calls.
     limits: Option<LimitsSpec>,
+    /// A selection tree, relative to the file.
+    select: Option<PathBuf>,
     ops: Vec<WorkloadOp>,
 }
 
@@ -115,6 +117,10 @@ pub struct Workload {
     pub faults: crate::scenario::FaultKnobs,
     /// The collective context's limits.
     limits: meshsim_ccl::session::Limits,
+    /// The file's `select:` key, relative to the file.
+    select_file: Option<PathBuf>,
+    /// The selection tree the run uses (`None`: the embedded one).
+    pub select: Option<meshsim_ccl::select::Select>,
     ops: Vec<WorkloadOp>,
 }
 
@@ -210,6 +216,8 @@ impl Workload {
             stack,
             faults,
             limits,
+            select_file: file.select,
+            select: None,
             ops,
         })
     }
@@ -221,6 +229,11 @@ impl Workload {
         } else {
             self.cluster.clone()
         }
+    }
+
+    /// The selection tree's path (`select:`), relative to the workload file.
+    pub fn select_path(&self) -> Option<PathBuf> {
+        self.select_file.as_ref().map(|p| self.path.parent().unwrap_or(Path::new(".")).join(p))
     }
 
     /// The parameter file's path, relative to the workload file.
@@ -238,6 +251,9 @@ impl Workload {
     ) -> Result<SessionRun, CclError> {
         let mut s = Session::new(cluster, params);
         s.set_limits(self.limits)?;
+        if let Some(tree) = &self.select {
+            s.set_select(tree.clone());
+        }
         s.set_stack(self.stack);
         s.set_verify(verify);
         s.set_trace(trace);

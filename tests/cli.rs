@@ -1737,3 +1737,93 @@ mod peers {
         assert_eq!((code, err.trim()), (2, "meshsim: unknown stack 'nccl' (edm, fabric)"));
     }
 }
+
+mod select {
+    use super::*;
+
+    /// `tune` writes a tree that `--select` reads back, and at every point it was tuned on the
+    /// tuned tree's op is never slower than the default's (it runs the measured winner).
+    #[test]
+    fn a_tuned_tree_is_never_slower_than_the_default_where_it_was_tuned() {
+        let tree = std::env::temp_dir().join(format!("meshsim-tuned-{}.yaml", std::process::id()));
+        let (code, out, err) = meshsim(&[
+            "tune",
+            "all-reduce",
+            "--cluster",
+            "t3000",
+            "-b",
+            "16K",
+            "-e",
+            "256K",
+            "-f",
+            "4",
+            "--out",
+            tree.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let points = json(&out);
+        let points = points.as_array().unwrap();
+        assert_eq!(points.len(), 3);
+        let text = std::fs::read_to_string(&tree).unwrap();
+        assert!(text.contains("collective=all-reduce:\n  stack=fabric:\n    topology=ring:"), "{text}");
+        for p in points {
+            let size = p["size_bytes"].as_u64().unwrap();
+            let shape = format!("1,1,32,{}", 32 * size / 1088);
+            let time = |extra: &[&str]| {
+                let mut args =
+                    vec!["op", "all-reduce", "--shape", &shape, "--dtype", "bfp8", "--format", "json"];
+                args.extend_from_slice(extra);
+                let (code, out, err) = meshsim(&args);
+                assert_eq!(code, 0, "{err}");
+                json(&out)["time_us"].as_f64().unwrap()
+            };
+            let (default, tuned) = (time(&[]), time(&["--select", tree.to_str().unwrap()]));
+            assert!(tuned <= default, "{size} B: tuned {tuned} us, default {default} us");
+            assert_eq!(default, p["default_us"].as_f64().unwrap());
+            assert_eq!(tuned, p["best_us"].as_f64().unwrap());
+        }
+        std::fs::remove_file(&tree).ok();
+    }
+
+    #[test]
+    fn a_malformed_tree_is_one_line_naming_the_node() {
+        let tree = file(
+            "bad-select.yaml",
+            b"collective=reduce-scatter:\n  stack=fabric:\n    msg_size<=4096: {algorithm: relay}\n    msg_size=any: {algorithm: ring}\n  stack=any: {algorithm: auto}\n",
+        );
+        for cmd in [&["op", "reduce-scatter", "--shape", "1,1,64,1024"][..], &["sweep", "reduce-scatter"][..]]
+        {
+            let mut args = cmd.to_vec();
+            args.extend_from_slice(&["--select", tree.to_str().unwrap()]);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!((code, out.as_str()), (2, ""), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains("collective=reduce-scatter > stack=fabric > msg_size<=4096: 'relay' is not an algorithm of reduce-scatter on the fabric stack (auto, ring, direct)"),
+                "{err}"
+            );
+        }
+    }
+
+    /// A tree that sends small reduce-scatters round the ring instead of direct changes what
+    /// runs: the op reports the algorithm the tree chose.
+    #[test]
+    fn select_changes_the_algorithm_an_op_runs() {
+        let tree = file(
+            "ring-only.yaml",
+            b"collective=reduce-scatter:\n  stack=fabric: {algorithm: ring, workers: 2}\n  stack=any: {algorithm: auto}\n",
+        );
+        let run = |extra: &[&str]| {
+            let mut args = vec!["op", "reduce-scatter", "--shape", "1,1,64,1024", "--format", "json"];
+            args.extend_from_slice(extra);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            let v = json(&out);
+            (v["algorithm"].as_str().unwrap().to_owned(), v["workers"].as_u64().unwrap())
+        };
+        assert_eq!(run(&[]).0, "direct");
+        assert_eq!(run(&["--select", tree.to_str().unwrap()]), ("ring".to_owned(), 2));
+    }
+}

@@ -33,4 +33,5 @@ pub mod select;
 pub mod session;
 pub mod sweep;
 pub mod tensor;
+pub mod tune;
 pub mod worker;

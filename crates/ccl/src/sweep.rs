@@ -92,6 +92,8 @@ pub struct SweepSpec {
     pub stack: crate::op::Stack,
     /// Faults injected into every point.
     pub faults: Vec<crate::fault::Fault>,
+    /// The selection tree (`None`: the embedded one).
+    pub select: Option<crate::select::Select>,
 }
 
 impl SweepSpec {
@@ -146,7 +148,7 @@ pub fn sweep_points(
     stop: &AtomicBool,
     done: &(dyn Fn(&SweepRow) + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let SweepSpec { op, ref comms, links, workers, dtype, stack, ref faults } = *spec;
+    let SweepSpec { op, ref comms, links, workers, dtype, stack, ref faults, ref select } = *spec;
     let n = spec.ranks();
     let collective = op.collective();
     let redop = collective.redop().map_or("none".to_owned(), |r| r.to_string());
@@ -165,6 +167,9 @@ pub fn sweep_points(
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
             let mut s = Session::new(cluster, params);
             s.set_stack(stack);
+            if let Some(tree) = select {
+                s.set_select(tree.clone());
+            }
             for &f in faults {
                 s.add_fault(f)?;
             }

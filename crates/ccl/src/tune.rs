@@ -1,0 +1,205 @@
+//! `meshsim tune`: sweeps the candidate algorithms and knobs of one collective on one
+//! communicator over sizes and writes the selection tree that picks the fastest at each.
+//!
+//! Every candidate is measured as the tree it would become applies it — a session whose tree
+//! gives that leaf for the collective — so the tuned tree reproduces each winner's time
+//! exactly. The base tree's own choice is a candidate and wins ties, so a tuned tree is never
+//! slower than its base at the points it was tuned on.
+
+use meshsim_engine::Time;
+use meshsim_hw::Params;
+use meshsim_topology::Cluster;
+use rayon::prelude::*;
+
+use crate::comm::Communicator;
+use crate::op::{Bidir, CclError, Collective, Stack, Topology};
+use crate::select::{Algorithm, Choice, Select};
+use crate::session::{OpRequest, Session};
+use crate::tensor::{DType, Layout, TensorSpec};
+
+/// What to tune.
+#[derive(Clone, Debug)]
+pub struct TuneSpec {
+    /// The collective.
+    pub collective: Collective,
+    /// The communicator.
+    pub comm: Communicator,
+    /// Element type.
+    pub dtype: DType,
+    /// The transport.
+    pub stack: Stack,
+    /// Tile counts of the points (as [`crate::sweep::points`] gives them).
+    pub tiles: Vec<u64>,
+    /// The tree tuned from (its choices are candidates, and other collectives keep it).
+    pub base: Select,
+}
+
+/// One point: the base tree's time, and the fastest candidate's.
+#[derive(Clone, Debug)]
+pub struct TunePoint {
+    /// nccl-tests' size, bytes.
+    pub size_bytes: u64,
+    /// The base tree's choice and time.
+    pub base: (Choice, Time),
+    /// The fastest choice and its time.
+    pub best: (Choice, Time),
+    /// Candidates run.
+    pub candidates: usize,
+}
+
+/// Workers per link a fabric reduction may take (its mux's clients).
+const FABRIC_WORKERS: [usize; 4] = [1, 2, 4, 8];
+/// Router payloads tried: a page, tt-metal's default, Wormhole's largest.
+const PACKET_SIZES: [u64; 3] = [2048, 4352, 7616];
+
+/// The candidates for `collective` on `comm` over `stack`: every algorithm it runs, links per
+/// hop up to what every hop has, workers where they apply, packet sizes on the fabric and
+/// bidirectional modes where they apply.
+pub fn candidates(
+    cluster: &Cluster,
+    stack: Stack,
+    collective: Collective,
+    comm: &Communicator,
+) -> Vec<Choice> {
+    let n = comm.size();
+    let hops = n - usize::from(comm.topology() == Topology::Line);
+    let max_links = (0..hops)
+        .map(|h| cluster.usable_links_between(comm.chip(h), comm.chip((h + 1) % n)).len())
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    let links: Vec<Option<usize>> = match stack {
+        Stack::Fabric if crate::fabric::lower::on_link_zero(collective) => vec![None],
+        _ => (1..=max_links).map(Some).collect(),
+    };
+    let reduces = collective.redop().is_some();
+    let workers: Vec<Option<usize>> = match stack {
+        Stack::Fabric if reduces => FABRIC_WORKERS.iter().copied().map(Some).collect(),
+        Stack::Fabric => vec![None],
+        Stack::Edm => (1..=crate::edm::MAX_CHANNELS / 2).map(Some).collect(),
+    };
+    let packets: Vec<Option<u64>> = match stack {
+        Stack::Fabric => PACKET_SIZES.iter().copied().map(Some).collect(),
+        Stack::Edm => vec![None],
+    };
+    let bidirectional = comm.topology() == Topology::Ring
+        && match stack {
+            Stack::Edm => matches!(
+                collective,
+                Collective::AllGather | Collective::AllReduce(_) | Collective::Broadcast { .. }
+            ),
+            Stack::Fabric => matches!(collective, Collective::Broadcast { .. }),
+        };
+    let bidirs: Vec<Option<Bidir>> = if bidirectional {
+        vec![Some(Bidir::None), Some(Bidir::Split), Some(Bidir::Full)]
+    } else {
+        vec![None]
+    };
+    let mut out = Vec::new();
+    for &algorithm in Algorithm::choices(collective.name(), Some(stack)) {
+        for &l in &links {
+            for &w in &workers {
+                for &p in &packets {
+                    for &b in &bidirs {
+                        out.push(Choice {
+                            algorithm: (algorithm != Algorithm::Auto).then_some(algorithm),
+                            links: l,
+                            workers: w,
+                            packet_bytes: p,
+                            bidir: b,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The tree that gives `choice` to the spec's collective on its communicator, and the base's
+/// choices elsewhere.
+fn tree_with(spec: &TuneSpec, steps: &[(u64, Choice)]) -> Select {
+    let name = spec.collective.name();
+    let (n, topo) = (spec.comm.size(), spec.comm.topology());
+    spec.base.with_collective(name, Select::tuned(n, topo, spec.stack, steps, &spec.base.collective(name)))
+}
+
+/// Runs the spec's collective on a tensor of `tiles` tiles under `tree`: its time, or `None`
+/// when the candidate cannot run (bad input such as a packet a page does not fit, or a
+/// simulation that failed).
+fn time_of(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &TuneSpec,
+    tiles: u64,
+    tree: Select,
+) -> Result<Option<Time>, CclError> {
+    let tensor = TensorSpec::new([1, 1, 32, 32 * tiles], spec.dtype, Layout::Tile)
+        .map_err(|e| CclError::Invalid(e.0))?;
+    let mut s = Session::new(cluster, params);
+    s.set_stack(spec.stack);
+    s.set_select(tree);
+    s.submit(OpRequest::new(spec.collective.name(), spec.comm.clone(), spec.collective, tensor, 3))?;
+    Ok(s.run().ok().map(|r| r.ops[0].time))
+}
+
+/// Tunes `spec`: every candidate at every point, in parallel. Returns the tuned tree (the base
+/// with the collective's subtree replaced) and what each point measured.
+pub fn tune(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &TuneSpec,
+) -> Result<(Select, Vec<TunePoint>), CclError> {
+    let n = spec.comm.size();
+    let topo = spec.comm.topology();
+    let cands = candidates(cluster, spec.stack, spec.collective, &spec.comm);
+    let mut tiles = spec.tiles.clone();
+    tiles.sort_unstable();
+    let jobs: Vec<(usize, Option<usize>)> = (0..tiles.len())
+        .flat_map(|i| std::iter::once((i, None)).chain((0..cands.len()).map(move |c| (i, Some(c)))))
+        .collect();
+    let times = jobs
+        .par_iter()
+        .with_max_len(1)
+        .map(|&(i, c)| {
+            let tree = match c {
+                None => spec.base.clone(),
+                Some(c) => tree_with(spec, &[(u64::MAX, cands[c])]),
+            };
+            time_of(cluster, params, spec, tiles[i], tree)
+        })
+        .collect::<Result<Vec<Option<Time>>, CclError>>()?;
+    let mut points = Vec::new();
+    for (i, &t) in tiles.iter().enumerate() {
+        let size = t * spec.dtype.tile_bytes();
+        let at = |j: usize| times[i * (cands.len() + 1) + j];
+        let base_choice = spec.base.choose(spec.collective, n, size, topo, spec.stack);
+        let base_time = at(0).ok_or_else(|| {
+            CclError::Invalid(format!(
+                "{} of {size} B does not run with the base tree's choice",
+                spec.collective.name()
+            ))
+        })?;
+        let mut best = (base_choice, base_time);
+        for (c, cand) in cands.iter().enumerate() {
+            if let Some(time) = at(c + 1).filter(|&time| time < best.1) {
+                best = (*cand, time);
+            }
+        }
+        points.push(TunePoint {
+            size_bytes: size,
+            base: (base_choice, base_time),
+            best,
+            candidates: cands.len(),
+        });
+    }
+    // Consecutive sizes with one winner share a leaf; the last covers every larger size.
+    let mut steps: Vec<(u64, Choice)> = Vec::new();
+    for p in &points {
+        match steps.last_mut() {
+            Some(last) if last.1 == p.best.0 => last.0 = p.size_bytes,
+            _ => steps.push((p.size_bytes, p.best.0)),
+        }
+    }
+    Ok((tree_with(spec, &steps), points))
+}
