@@ -120,6 +120,9 @@ enum Command {
         /// embedded one].
         #[arg(long, value_name = "FILE")]
         select: Option<PathBuf>,
+        /// All-gather: also run every point in place and fill nccl-tests' in-place columns.
+        #[arg(long)]
+        in_place: bool,
         /// Run on N chips forming the ring or line.
         #[arg(long)]
         chips: Option<usize>,
@@ -471,6 +474,9 @@ struct OpArgs {
     /// All-gather: leave each rank's own slice out of its output (LPF's exclude_myself).
     #[arg(long)]
     exclude_myself: bool,
+    /// All-gather: nccl-tests' in-place variant (each rank's slice already sits in its output).
+    #[arg(long, conflicts_with = "exclude_myself")]
+    in_place: bool,
     /// A selection tree (YAML, MPICH Csel style) choosing algorithms and the knobs left unset
     /// [default: the embedded configs/select/default.yaml].
     #[arg(long, value_name = "FILE")]
@@ -869,6 +875,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redop,
             root,
             select,
+            in_place,
             chips,
             chip_ids,
             axis,
@@ -902,6 +909,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 select: select.as_deref().map(scenario::load_select).transpose().map_err(|e| match e {
                     scenario::RunError::Bad(m) | scenario::RunError::Failed(m) => BadInput(m),
                 })?,
+                in_place,
                 chips,
                 chip_ids,
                 min,

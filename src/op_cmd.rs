@@ -33,6 +33,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         redop: a.redop.clone(),
         root: a.root,
         exclude_myself: a.exclude_myself.then_some(true),
+        in_place: a.in_place.then_some(true),
         select: a.select.clone(),
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),

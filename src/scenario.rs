@@ -184,6 +184,8 @@ pub struct Scenario {
     pub root: Option<usize>,
     /// All-gather: leave each rank's own slice out of its output (LPF's `exclude_myself`).
     pub exclude_myself: Option<bool>,
+    /// All-gather: nccl-tests' in-place variant.
+    pub in_place: Option<bool>,
     /// Op: a selection tree (relative to the suite file) instead of the default one.
     pub select: Option<PathBuf>,
     /// Op: run on this many chips.
@@ -409,6 +411,7 @@ impl Scenario {
             ("redop", self.redop.is_some(), self.op.reduces()),
             ("root", self.root.is_some(), self.op.rooted()),
             ("exclude_myself", self.exclude_myself.is_some(), self.op == Kind::AllGather),
+            ("in_place", self.in_place.is_some(), self.op == Kind::AllGather),
             (
                 "bidir",
                 self.bidir.is_some(),
@@ -543,6 +546,7 @@ impl Scenario {
             let mut req = OpRequest::new(&name, comm.clone(), collective, tensor, self.dim.unwrap_or(3));
             req.knobs = knobs;
             req.exclude_myself = self.exclude_myself.unwrap_or(false);
+            req.in_place = self.in_place.unwrap_or(false);
             session.submit(req).map_err(ccl_error)?;
         }
         stack

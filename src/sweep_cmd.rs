@@ -42,6 +42,8 @@ pub(crate) struct SweepKnobs {
     pub(crate) root: Option<usize>,
     /// The selection tree (`None`: the embedded one).
     pub(crate) select: Option<meshsim_ccl::select::Select>,
+    /// Also run every point in place (all-gather).
+    pub(crate) in_place: bool,
     pub(crate) chips: Option<usize>,
     pub(crate) chip_ids: Option<Vec<u64>>,
     pub(crate) min: u64,
@@ -278,6 +280,9 @@ pub(crate) fn run_sweep(
         )));
     }
     let op = SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()).map(Into::into) };
+    if k.in_place && kind != Kind::AllGather {
+        return Err(bad(format!("--in-place applies to all_gather, not {}", k.op_name())));
+    }
     k.stack
         .check_knobs(&[
             (workers.iter().any(Option::is_some) && op.collective().redop().is_none(), "--workers"),
@@ -310,6 +315,7 @@ pub(crate) fn run_sweep(
                         stack: k.stack,
                         faults: faults.clone(),
                         select: k.select.clone(),
+                        in_place: k.in_place,
                     };
                     // A series is named by the knobs that vary; a lone series by cluster and dtype.
                     let plural =
@@ -514,9 +520,20 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
         s.push_str("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
 ");
         for r in &se.rows {
+            // meshsim checks data only in functional runs (`op --verify`): #wrong is N/A.
+            let in_place = match r.in_place {
+                Some(ip) if r.error.is_none() => format!(
+                    "{}  {:6.2}  {:6.2}  {:>5}",
+                    nccl_time(ip.in_place_time_us),
+                    ip.in_place_algbw_gbps,
+                    ip.in_place_busbw_gbps,
+                    "N/A"
+                ),
+                _ => format!("{:>7}  {:>6}  {:>6}  {:>5}", "N/A", "N/A", "N/A", "N/A"),
+            };
             let _ = writeln!(
                 s,
-                "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:6.2}  {:6.2}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}",
+                "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:6.2}  {:6.2}  {:>5}  {in_place}",
                 r.size_bytes,
                 r.count,
                 r.dtype,
@@ -526,10 +543,6 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
                 r.algbw_gbps,
                 r.busbw_gbps,
                 "N/A",
-                "N/A",
-                "N/A",
-                "N/A",
-                "N/A"
             );
         }
         let ok: Vec<f64> = se.rows.iter().filter(|r| r.error.is_none()).map(|r| r.busbw_gbps).collect();
@@ -637,6 +650,7 @@ mod tests {
                 algbw_gbps: b * 8.0 / 7.0,
                 busbw_gbps: b,
                 error: None,
+                in_place: None,
             })
             .collect();
         SweepSeries {
@@ -661,6 +675,7 @@ mod tests {
             redop: None,
             root: None,
             select: None,
+            in_place: false,
             chips: None,
             chip_ids: None,
             min: 1024,

@@ -76,6 +76,7 @@ struct WorkloadOp {
     redop: Option<String>,
     root: Option<usize>,
     exclude_myself: Option<bool>,
+    in_place: Option<bool>,
     num_links: Option<usize>,
     workers: Option<usize>,
     bidir: Option<String>,
@@ -281,6 +282,7 @@ impl Workload {
                 req.knobs = knobs;
                 req.after = after.clone();
                 req.exclude_myself = o.exclude_myself.unwrap_or(false);
+                req.in_place = o.in_place.unwrap_or(false);
                 let h = s.submit(req).map_err(|e| match e {
                     CclError::Invalid(m) => named(m),
                     other => other,

@@ -1005,6 +1005,45 @@ mod collectives {
         assert_eq!(v["verified"], true);
     }
 
+    /// nccl-tests' in-place all-gather: the op verifies, saves the local copy, and a sweep
+    /// fills the in-place columns with it.
+    #[test]
+    fn in_place_all_gather_verifies_and_fills_the_sweeps_in_place_columns() {
+        for stack in ["fabric", "edm"] {
+            let time = |extra: &[&str]| {
+                let mut args = vec![
+                    "op",
+                    "all-gather",
+                    "--shape",
+                    "1,1,256,4096",
+                    "--verify",
+                    "--format",
+                    "json",
+                    "--stack",
+                    stack,
+                ];
+                args.extend_from_slice(extra);
+                let (code, out, err) = meshsim(&args);
+                assert_eq!(code, 0, "{err}");
+                let v = json(&out);
+                assert_eq!(v["verified"], true);
+                v["time_us"].as_f64().unwrap()
+            };
+            let (out_of_place, in_place) = (time(&[]), time(&["--in-place"]));
+            assert!(in_place < out_of_place, "{stack}: in place {in_place} vs {out_of_place}");
+        }
+        let (code, out, err) =
+            meshsim(&["sweep", "all-gather", "-b", "64K", "-e", "256K", "-f", "4", "--in-place"]);
+        assert_eq!(code, 0, "{err}");
+        for row in out.lines().filter(|l| !l.starts_with('#')) {
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cols.len(), 13, "{row}");
+            assert!(cols[9].parse::<f64>().is_ok() && cols[12] == "N/A", "{row}");
+        }
+        let (code, _, err) = meshsim(&["sweep", "reduce-scatter", "--in-place"]);
+        assert_eq!((code, err.trim()), (2, "meshsim: --in-place applies to all_gather, not reduce_scatter"));
+    }
+
     #[test]
     fn sweeps_of_rooted_collectives_print_their_root_and_refuse_it_elsewhere() {
         let (code, out, err) =

@@ -105,6 +105,10 @@ pub struct OpRequest {
     /// All-gather only: each rank leaves its own slice out of its output (LPF's
     /// `exclude_myself`), saving the local copy.
     pub exclude_myself: bool,
+    /// All-gather only: nccl-tests' in-place variant. Each rank's slice already sits at its
+    /// place in the output (there is no separate input), so it is sent from there and not
+    /// copied.
+    pub in_place: bool,
     /// Reducing collectives: the caller's reducer, applied instead of the collective's
     /// built-in reduction.
     pub reducer: Option<Reducer>,
@@ -141,6 +145,7 @@ impl OpRequest {
             after: Vec::new(),
             stream: None,
             exclude_myself: false,
+            in_place: false,
             reducer: None,
         }
     }
@@ -279,13 +284,25 @@ pub(crate) struct Tensors {
     pub(crate) slice: TensorSpec,
     pub(crate) dim: usize,
     pub(crate) n: u64,
+    /// The input is the rank's own slice of the output (an in-place all-gather).
+    pub(crate) in_place: bool,
 }
 
 impl Tensors {
+    /// Page `q` of rank `rank`'s own slice: in its input, or where it sits in the output.
+    pub(crate) fn own_page(&self, rank: usize, q: u64) -> (&Placement, u64) {
+        if self.in_place {
+            (&self.output, self.slice.page_in_whole(self.dim, self.n, rank as u64, q))
+        } else {
+            (&self.input, q)
+        }
+    }
+
     /// The placement of `loc`, and the pages there of pages `lo..hi` of slice `s`: the slice's
     /// own pages, or where they sit in the whole tensor.
     fn pages(&self, loc: Loc, s: usize, lo: u64, hi: u64) -> (&Placement, impl Iterator<Item = u64> + '_) {
         let (place, whole) = match loc {
+            Loc::InputSlice if self.in_place => (&self.output, true),
             Loc::InputSlice => (&self.input, false),
             Loc::InputWhole => (&self.input, true),
             Loc::OutputWhole => (&self.output, true),
@@ -675,7 +692,7 @@ impl<'c> Session<'c> {
             let gather = |deps: Vec<usize>| Phase {
                 op: i,
                 kind: "ag",
-                plan: plan::all_gather(n, topo, bidir, slice.pages(), !req.exclude_myself),
+                plan: plan::all_gather(n, topo, bidir, slice.pages(), !(req.exclude_myself || req.in_place)),
                 bidir,
                 slice,
                 staging_ppp: staging_ppp(&self.params, req, &slice),
@@ -932,7 +949,15 @@ impl<'c> Session<'c> {
                 }
                 Ok(())
             };
-            let t = |input, output, scratch| Tensors { input, output, scratch, slice, dim: req.dim, n };
+            let t = |input, output, scratch| Tensors {
+                input,
+                output,
+                scratch,
+                slice,
+                dim: req.dim,
+                n,
+                in_place: false,
+            };
             match req.collective {
                 Collective::AllToAll | Collective::Broadcast { .. } | Collective::SendRecv => {
                     let (input, output) = (alloc(mem, page, whole), alloc(mem, page, whole));
@@ -942,6 +967,11 @@ impl<'c> Session<'c> {
                         &format!("input and output ({} B per chip)", 2 * req.tensor.bytes()),
                     )?;
                     phases[i].tensors = Some(t(input, output, None));
+                }
+                Collective::AllGather if req.in_place => {
+                    let output = alloc(mem, page, whole);
+                    fits(&output, whole, &format!("the output ({} B per chip)", n * slice.bytes()))?;
+                    phases[i].tensors = Some(Tensors { in_place: true, ..t(output, output, None) });
                 }
                 Collective::AllGather | Collective::Gather { .. } => {
                     let (input, output) = (alloc(mem, page, slice.pages()), alloc(mem, page, whole));
@@ -1008,9 +1038,9 @@ impl<'c> Session<'c> {
                     }
                 };
                 for q in 0..pages {
-                    let (bank, addr) = t.input.page(q);
-                    host_write(m, chip, &t.input, bank, addr, &data(q))
-                        .map_err(|e| CclError::Invalid(e.0))?;
+                    let (place, at) = t.own_page(k, q);
+                    let (bank, addr) = place.page(at);
+                    host_write(m, chip, place, bank, addr, &data(q)).map_err(|e| CclError::Invalid(e.0))?;
                 }
             }
         }
@@ -1250,6 +1280,14 @@ pub(crate) fn validate(cluster: &Cluster, params: &Params, req: &OpRequest) -> R
     }
     if req.exclude_myself && req.collective != Collective::AllGather {
         return Err(OpError(format!("exclude-myself applies to all-gather, not {what}")));
+    }
+    if req.in_place && req.collective != Collective::AllGather {
+        return Err(OpError(format!("in-place applies to all-gather, not {what}")));
+    }
+    if req.in_place && req.exclude_myself {
+        return Err(OpError(
+            "an in-place all-gather has its own slice in place: exclude-myself does not apply".into(),
+        ));
     }
     if let Some(r) = req.reducer.as_ref().filter(|_| req.collective.redop().is_none()) {
         return Err(OpError(format!("reducer '{}' applies to reducing collectives, not {what}", r.name())));

@@ -58,6 +58,21 @@ pub struct SweepRow {
     /// Why this point's simulation failed (a deadlock, a protocol error); its times are 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The in-place variant's time, algbw and busbw (µs, GB/s, GB/s), when the sweep ran it
+    /// (nccl-tests' in-place columns).
+    #[serde(default, flatten)]
+    pub in_place: Option<InPlace>,
+}
+
+/// A point's in-place run.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct InPlace {
+    /// Op time, µs.
+    pub in_place_time_us: f64,
+    /// size / time, GB/s.
+    pub in_place_algbw_gbps: f64,
+    /// algbw × nccl-tests' bus factor, GB/s.
+    pub in_place_busbw_gbps: f64,
 }
 
 /// The sizes from `min` to `max` (inclusive) multiplying by `factor`.
@@ -94,6 +109,8 @@ pub struct SweepSpec {
     pub faults: Vec<crate::fault::Fault>,
     /// The selection tree (`None`: the embedded one).
     pub select: Option<crate::select::Select>,
+    /// Also run every point in place (all-gather), for nccl-tests' in-place columns.
+    pub in_place: bool,
 }
 
 impl SweepSpec {
@@ -148,7 +165,7 @@ pub fn sweep_points(
     stop: &AtomicBool,
     done: &(dyn Fn(&SweepRow) + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let SweepSpec { op, ref comms, links, workers, dtype, stack, ref faults, ref select } = *spec;
+    let SweepSpec { op, ref comms, links, workers, dtype, stack, ref faults, ref select, in_place } = *spec;
     let n = spec.ranks();
     let collective = op.collective();
     let redop = collective.redop().map_or("none".to_owned(), |r| r.to_string());
@@ -165,25 +182,31 @@ pub fn sweep_points(
         .map(|&tiles| {
             let shape = [1, 1, 32, 32 * tiles];
             let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
-            let mut s = Session::new(cluster, params);
-            s.set_stack(stack);
-            if let Some(tree) = select {
-                s.set_select(tree.clone());
-            }
-            for &f in faults {
-                s.add_fault(f)?;
-            }
-            for (i, comm) in comms.iter().enumerate() {
-                let mut req = OpRequest::new(
-                    &format!("{}[{i}]", collective.name()),
-                    comm.clone(),
-                    collective,
-                    tensor,
-                    3,
-                );
-                req.knobs = Knobs { links, workers, bidir, ..Knobs::default() };
-                s.submit(req)?;
-            }
+            // The point's session, out of place or in place.
+            let session = |in_place: bool| -> Result<Session, CclError> {
+                let mut s = Session::new(cluster, params);
+                s.set_stack(stack);
+                if let Some(tree) = select {
+                    s.set_select(tree.clone());
+                }
+                for &f in faults {
+                    s.add_fault(f)?;
+                }
+                for (i, comm) in comms.iter().enumerate() {
+                    let mut req = OpRequest::new(
+                        &format!("{}[{i}]", collective.name()),
+                        comm.clone(),
+                        collective,
+                        tensor,
+                        3,
+                    );
+                    req.knobs = Knobs { links, workers, bidir, ..Knobs::default() };
+                    req.in_place = in_place;
+                    s.submit(req)?;
+                }
+                Ok(s)
+            };
+            let s = session(false)?;
             let bytes = tensor.bytes();
             let row = SweepRow {
                 size_bytes: bytes,
@@ -195,6 +218,7 @@ pub fn sweep_points(
                 algbw_gbps: 0.0,
                 busbw_gbps: 0.0,
                 error: None,
+                in_place: None,
             };
             // A point whose simulation fails is reported as such; the sweep goes on.
             let row = match s.run() {
@@ -209,6 +233,23 @@ pub fn sweep_points(
                 }
                 Err(e) if !e.is_bad_input() => SweepRow { error: Some(e.to_string()), ..row },
                 Err(e) => return Err(e),
+            };
+            let row = match in_place.then(|| session(true)).transpose()?.map(Session::run) {
+                Some(Ok(run)) => {
+                    let algbw = bytes as f64 / run.makespan.as_ns_f64();
+                    let busbw = algbw * collective.busbw_factor(n);
+                    let ip = InPlace {
+                        in_place_time_us: run.makespan.as_us_f64(),
+                        in_place_algbw_gbps: algbw,
+                        in_place_busbw_gbps: busbw,
+                    };
+                    SweepRow { in_place: Some(ip), ..row }
+                }
+                Some(Err(e)) if !e.is_bad_input() => {
+                    SweepRow { error: Some(format!("in place: {e}")), ..row }
+                }
+                Some(Err(e)) => return Err(e),
+                None => row,
             };
             done(&row);
             Ok(row)

@@ -1185,8 +1185,11 @@ fn all_gather(
                     let j = if forward { (k + h) % n } else { (k + n - h) % n };
                     expected[j] += 1;
                 }
-                // Each direction of a split broadcast copies its own packets at the root.
-                let local_copy = forward || (root.is_some() && closed && p.bidir == Bidir::Split);
+                // Each direction of a split broadcast copies its own packets at the root; an
+                // all-gather without its own slice, or in place, copies nothing.
+                let skip_own = req.exclude_myself || req.in_place;
+                let local_copy =
+                    (forward && !skip_own) || (root.is_some() && closed && p.bidir == Bidir::Split);
                 Direction { router, ranges, packets: mine, local_copy, barrier }
             });
             plans.push((k, plane, dirs));
@@ -1222,6 +1225,7 @@ fn all_gather(
                 t_in: t.input,
                 t_out: t.output,
                 slice: (if root.is_some() { 0 } else { k as u64 }, t.slice, t.dim, t.n),
+                in_place: t.in_place,
                 ranks: n,
                 base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * BATCH as u64 * max),
                 max,
@@ -1292,6 +1296,7 @@ fn all_gather_relay(
                     dim: t.dim,
                     input: t.input,
                     output: t.output,
+                    own: (!(req.exclude_myself || req.in_place), t.in_place),
                     packets: packets.clone(),
                     sem: (at, sems[d]),
                     base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
@@ -1339,6 +1344,8 @@ struct SendCtx {
     slice: (u64, crate::tensor::TensorSpec, usize, u64),
     /// Ranks of the op (the entry barrier waits for all others).
     ranks: usize,
+    /// The slice sits in the output already (an in-place all-gather): read it there.
+    in_place: bool,
     /// Worker L1: connection words, then two packet buffers.
     base: u64,
     max: u64,
@@ -1384,8 +1391,14 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
         let c = c.clone();
         let batch: Vec<(u64, u64)> = batches.get(b).map(|x| x.to_vec()).unwrap_or_default();
         async move {
+            let (rank, slice, dim, n) = c.slice;
             for (i, &(lo, pages)) in batch.iter().enumerate() {
-                issue_reads(&k, &c.t_in, lo..lo + pages, buffer(&c, b, i), page).await?;
+                if c.in_place {
+                    let at = (lo..lo + pages).map(|q| slice.page_in_whole(dim, n, rank, q));
+                    issue_reads(&k, &c.t_out, at, buffer(&c, b, i), page).await?;
+                } else {
+                    issue_reads(&k, &c.t_in, lo..lo + pages, buffer(&c, b, i), page).await?;
+                }
             }
             Ok::<(), meshsim_engine::TaskError>(())
         }

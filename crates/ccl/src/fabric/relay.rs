@@ -62,6 +62,9 @@ pub(crate) struct RelayCtx {
     pub dim: usize,
     pub input: Placement,
     pub output: Placement,
+    /// Whether the forward kernel copies the rank's own slice into its output, and whether
+    /// the slice is read from the output (an in-place all-gather) rather than the input.
+    pub own: (bool, bool),
     /// Every packet of a slice: (first page, pages).
     pub packets: Vec<(u64, u64)>,
     /// The semaphores of this direction on the op's core: (core, address).
@@ -128,7 +131,7 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
         let first = next;
         while next < items.len() && next - first < WINDOW && k.read_u32(sem)? as u64 >= items[next].need {
             let x = &items[next];
-            if x.from_input {
+            if x.from_input && !c.own.1 {
                 issue_reads(&k, &c.input, x.lo..x.lo + x.pages, at(next), page).await?;
             } else {
                 let pages = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q));
@@ -140,7 +143,7 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
         for (i, x) in items.iter().enumerate().take(next).skip(first) {
             let out: Vec<u64> =
                 (x.lo..x.lo + x.pages).map(|q| page_addr(&k, &c.output, whole(x.slice, q))).collect();
-            if x.from_input && c.forward {
+            if x.from_input && c.forward && c.own.0 {
                 for (y, &dst) in out.iter().enumerate() {
                     k.noc_async_write(at(i) + y as u64 * page, dst, page).await?;
                 }
