@@ -72,6 +72,9 @@ fn every_collective_verifies_on_n300_t3000_rings_and_lines_and_galaxy_rows_and_c
         let comm = Communicator::axis(&g, axis, None).unwrap().remove(1);
         verify_all(&g, &comm, DType::Bf16);
     }
+    // A Galaxy torus row is a ring with four links (routing planes) per hop.
+    let torus = builtin::cluster("galaxy_torus").unwrap();
+    verify_all(&torus, &Communicator::axis(&torus, 1, None).unwrap().remove(3), DType::Bf16);
     // Strided subsets (LPF's): five consecutive ranks of a Galaxy row from rank 2, and three of
     // the T3000 ring from rank 1, as lines.
     let row = Communicator::axis(&g, 1, None).unwrap().remove(2);

@@ -71,10 +71,7 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
                 reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
             workers[p.op] = w;
             (got, routers, if line_for(&fabric, &s.ops[p.op]).1 { "ring" } else { "line" })
-        } else if p.kind == "a2a" {
-            let (got, routers) = all_to_all(&cx, &mut programs, &mut next_core, pi, p)?;
-            (got, one(routers), "direct")
-        } else if matches!(p.kind, "gather" | "scatter" | "sendrecv") {
+        } else if matches!(p.kind, "a2a" | "gather" | "scatter" | "sendrecv") {
             let (got, routers) = point_to_point(&cx, &mut programs, &mut next_core, pi, p)?;
             (got, one(routers), "direct")
         } else if p.kind == "reduce" {
@@ -245,59 +242,15 @@ fn dram_end(phases: &[Phase]) -> u64 {
     end.div_ceil(4096) * 4096
 }
 
-/// Lowers all-to-all phase `pi` (`shared/fabric.md` §7, `all_to_all @ad82055e`): per rank one
-/// core on link 0 whose two kernels cover the two directions, each sending its destinations'
+/// Lowers an all-to-all, gather, scatter or send/receive phase `pi` (`shared/fabric.md` §7,
+/// `all_to_all @ad82055e`): per rank one core on link 0 whose two kernels cover the two
+/// directions (a line's sides; on a ring the shorter way), each sending its destinations'
 /// chunks from the farthest in, as unicast packets of up to 2 pages straight into the
 /// destination's output, each chunk followed by a flushed increment of the destination's
-/// semaphore; a rank's op ends when its semaphore has counted every other rank. The forward
-/// kernel also copies the rank's own chunk.
-fn all_to_all(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
-    pi: usize,
-    p: &Phase,
-) -> Result<(u64, Vec<usize>), CclError> {
-    let (s, fabric) = (cx.s, cx.fabric);
-    let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
-    let n = req.comm.size();
-    let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = (max / page).clamp(1, 2);
-    let core = take_core(s, next_core, req.comm.chips())?;
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
-    let sem = STAGING;
-    let prefix = s.kernel_prefix(p.op);
-    let sends = Sends {
-        core,
-        land: t.output,
-        signal: vec![noc_of(core)],
-        per_source: false,
-        ppp,
-        max,
-        name: "a2a",
-        pairs: Pairs::AllToAll,
-        own_copy: true,
-    };
-    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
-    for &chip in req.comm.chips() {
-        sync_kernel(
-            &mut programs[chip.0 as usize],
-            core,
-            &format!("{prefix}a2a sync"),
-            &gate,
-            vec![(sem, (n - 1) as u32)],
-        );
-    }
-    Ok((ppp, routers))
-}
-
-/// Lowers a gather, scatter or send/receive phase `pi`: all-to-all's senders (one core on
-/// link 0 whose two kernels take the shorter way, farthest destination first; unicast packets
-/// of up to 2 pages straight into the destination's output, each chunk followed by a flushed
-/// increment of its semaphore), with the root (rank 0 of a send/receive) as the only
-/// destination or the only source. A rank's op ends when its semaphore has counted every chunk
-/// meant for it.
+/// semaphore. All-to-all sends chunk j to every rank j; a gather has the root as the only
+/// destination, a scatter as the only source, a send/receive rank 0 to rank 1. A rank that
+/// keeps a chunk (all-to-all's ranks, a gather's or scatter's root) copies it locally. A
+/// rank's op ends when its semaphore has counted every chunk meant for it.
 fn point_to_point(
     cx: &Lowering,
     programs: &mut [Program],
@@ -316,6 +269,7 @@ fn point_to_point(
     // A reduce's second phase gathers the reduced slices to its root.
     let root = req.collective.root().unwrap_or(0);
     let (pairs, name) = match p.kind {
+        "a2a" => (Pairs::AllToAll, "a2a"),
         "gather" => (Pairs::ToRoot(root), "gather"),
         "scatter" => (Pairs::FromRoot(root), "scatter"),
         _ => (Pairs::Send, "send-recv"),
