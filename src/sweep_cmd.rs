@@ -606,9 +606,9 @@ fn rounding_note(k: &SweepHeader, se: &SweepSeries) -> String {
     };
     // Runs of consecutive sizes that round to the same size.
     let mut groups: Vec<(u64, u64, u64)> = Vec::new();
-    // Broadcast, reduce and send/receive tensors are whole on every chip: whole tiles suffice.
-    let chunks =
-        if matches!(k.op.as_str(), "broadcast" | "reduce" | "sendrecv" | "combine") { 1 } else { se.chips };
+    // Broadcast and send/receive tensors are whole on every chip: whole tiles suffice (a
+    // reduce's split over the ranks, so that it may reduce-scatter then gather).
+    let chunks = if matches!(k.op.as_str(), "broadcast" | "sendrecv") { 1 } else { se.chips };
     for size in sizes {
         let run = meshsim_ccl::sweep::size_run(size, chunks, dtype);
         match groups.last_mut() {

@@ -118,7 +118,7 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
         None => Select::default_tree(),
     };
     let sizes = meshsim_ccl::sweep::sizes(a.min, a.max, a.factor).map_err(|e| bad(e.0))?;
-    let chunks = collective.chunks(comm.size()) as usize;
+    let chunks = collective.sweep_chunks(comm.size()) as usize;
     let tiles = meshsim_ccl::sweep::points(&sizes, chunks, dtype);
     let spec = TuneSpec { collective, comm, dtype, stack, tiles, base };
     let (tree, points) = tune::tune(&cluster, &params, &spec)

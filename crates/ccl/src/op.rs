@@ -282,6 +282,16 @@ impl Collective {
         }
     }
 
+    /// How many equal chunks a sweep's tensors are rounded to on `n` ranks: [`Collective::chunks`],
+    /// but `n` for a reduce, whose tensor must split over the ranks to reduce-scatter and then
+    /// gather (it goes direct otherwise).
+    pub fn sweep_chunks(self, n: usize) -> u64 {
+        match self {
+            Collective::Reduce { .. } => n as u64,
+            _ => self.chunks(n),
+        }
+    }
+
     /// nccl-tests' bus-bandwidth factor for `n` ranks: (n-1)/n for all-gather, reduce-scatter,
     /// all-to-all, gather and scatter, 2(n-1)/n for all-reduce, 1 for broadcast, reduce and
     /// send/receive.

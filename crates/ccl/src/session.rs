@@ -55,10 +55,6 @@ pub const CB_PACKETS: u64 = 2;
 pub const RELAY_PACKETS: u64 = 4;
 /// Worker cores a chip hands out (the 8 x 10 Tensix grid).
 pub(crate) const WORKER_CORES: usize = 80;
-/// Largest tensor (bytes) a fabric reduce sends straight to the root; larger ones that split
-/// evenly over the ranks reduce-scatter, then gather (meshsim's choice: tt-metal's one-shot
-/// reduce-scatter takes the direct path up to the same 512 KiB per rank).
-pub const REDUCE_DIRECT_MAX_BYTES: u64 = 512 << 10;
 
 /// A submitted op: oneCCL's request, and the event other ops may wait for (their `after`).
 /// [`Session::wait`] makes the host wait for it; [`SessionRun::result`] gives what it measured.
@@ -742,7 +738,7 @@ impl<'c> Session<'c> {
 
     /// Whether a reduce runs as a reduce-scatter followed by a gather to the root (MPICH's
     /// reduce_scatter_gather): on the fabric, when the selection tree says `ring` (the default
-    /// tree: over [`REDUCE_DIRECT_MAX_BYTES`]) and the tensor splits evenly over the ranks. The direct path sends every rank's whole tensor into the
+    /// tree's sizes are meshsim's tuned choice) and the tensor splits evenly over the ranks. The direct path sends every rank's whole tensor into the
     /// root's two links, so its time grows with `n` times the tensor; the halves move about
     /// twice the tensor through every link, pipelined.
     pub(crate) fn reduce_by_halves(&self, req: &OpRequest) -> bool {

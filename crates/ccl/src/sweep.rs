@@ -4,7 +4,7 @@
 //!
 //! A point of `size` bytes gathers (or reduce-scatters) a `[1, 1, 32, 32 * t]` tile tensor whose
 //! `t` tiles are the fewest that hold `size` bytes and divide evenly over the chips, so the
-//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors ([`Collective::busbw_factor`]). Tensors of collectives whose ranks own slices (all-gather, reduce-scatter, all-reduce, all-to-all, gather, scatter) divide evenly over the chips; broadcast, reduce and send/receive tensors need only whole tiles.
+//! reported `size_bytes` may round up (sizes that round to the same tensor are run once). busbw uses nccl-tests' factors ([`Collective::busbw_factor`]). Tensors divide evenly over the chips, except broadcast and send/receive tensors, which need only whole tiles ([`Collective::sweep_chunks`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -119,9 +119,9 @@ impl SweepSpec {
         self.comms.first().map_or(0, Communicator::size)
     }
 
-    /// How many equal chunks a point's tensor must cut into ([`Collective::chunks`]).
+    /// How many equal chunks a point's tensor is rounded to ([`Collective::sweep_chunks`]).
     pub fn chunks(&self) -> usize {
-        self.op.collective.chunks(self.ranks()) as usize
+        self.op.collective.sweep_chunks(self.ranks()) as usize
     }
 }
 
