@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::op::{Stack, Topology};
-use meshsim_ccl::select::{Choice, Select};
+use meshsim_ccl::select::Select;
 use meshsim_ccl::tune::{self, TuneSpec};
 
 use crate::out::out;
@@ -68,24 +68,6 @@ pub(crate) struct TuneArgs {
     format: Format,
 }
 
-/// What a leaf chose, in a word: `ring, workers 2, packet 7616`.
-fn describe(c: &Choice) -> String {
-    let mut parts = vec![c.algorithm.map_or("auto".to_owned(), |a| a.to_string())];
-    if let Some(l) = c.links {
-        parts.push(format!("links {l}"));
-    }
-    if let Some(w) = c.workers {
-        parts.push(format!("workers {w}"));
-    }
-    if let Some(p) = c.packet_bytes {
-        parts.push(format!("packet {p}"));
-    }
-    if let Some(b) = c.bidir {
-        parts.push(format!("bidir {b}"));
-    }
-    parts.join(", ")
-}
-
 pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let kind: Kind = a.op.kind();
@@ -138,9 +120,9 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
         .map(|p| Row {
             size_bytes: p.size_bytes,
             default_us: p.base.1.as_us_f64(),
-            default: describe(&p.base.0),
+            default: p.base.0.to_string(),
             best_us: p.best.1.as_us_f64(),
-            best: describe(&p.best.0),
+            best: p.best.0.to_string(),
             speedup: p.base.1.0 as f64 / p.best.1.0.max(1) as f64,
             candidates: p.candidates,
         })

@@ -106,6 +106,26 @@ pub struct Choice {
     pub bidir: Option<Bidir>,
 }
 
+impl fmt::Display for Choice {
+    /// A leaf's keys as the tree writes them: `algorithm: ring, workers: 2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "algorithm: {}", self.algorithm.unwrap_or(Algorithm::Auto))?;
+        if let Some(l) = self.links {
+            write!(f, ", links: {l}")?;
+        }
+        if let Some(w) = self.workers {
+            write!(f, ", workers: {w}")?;
+        }
+        if let Some(p) = self.packet_bytes {
+            write!(f, ", packet_size: {p}")?;
+        }
+        if let Some(b) = self.bidir {
+            write!(f, ", bidir: {b}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The variable a condition tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Var {
@@ -521,22 +541,7 @@ fn prune(n: &Node, at: &Point) -> Option<Node> {
 fn write_node(n: &Node, depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
     match n {
-        Node::Leaf(c) => {
-            let mut parts = vec![format!("algorithm: {}", c.algorithm.unwrap_or(Algorithm::Auto))];
-            if let Some(l) = c.links {
-                parts.push(format!("links: {l}"));
-            }
-            if let Some(w) = c.workers {
-                parts.push(format!("workers: {w}"));
-            }
-            if let Some(p) = c.packet_bytes {
-                parts.push(format!("packet_size: {p}"));
-            }
-            if let Some(b) = c.bidir {
-                parts.push(format!("bidir: {b}"));
-            }
-            out.push_str(&format!(" {{{}}}\n", parts.join(", ")));
-        }
+        Node::Leaf(c) => out.push_str(&format!(" {{{c}}}\n")),
         Node::Branch(kids) => {
             if depth > 0 {
                 out.push('\n');

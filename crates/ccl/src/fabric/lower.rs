@@ -64,7 +64,7 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
         let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
         let (got, routers, algorithm) = if p.kind == "rs" && direct_path(s, p) {
             let (got, routers) =
-                reduce_scatter_direct(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+                direct_reduction(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
             (got, one(routers), "direct")
         } else if p.kind == "rs" {
             let (got, routers, w) =
@@ -75,7 +75,8 @@ pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<Ses
             let (got, routers) = point_to_point(&cx, &mut programs, &mut next_core, pi, p)?;
             (got, one(routers), "direct")
         } else if p.kind == "reduce" {
-            let (got, routers) = reduce_direct(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+            let (got, routers) =
+                direct_reduction(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
             (got, one(routers), "direct")
         } else {
             let (got, routers, w, algorithm) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
@@ -301,70 +302,6 @@ fn point_to_point(
     Ok((ppp, routers))
 }
 
-/// Lowers reduce phase `pi` directly, as the one-shot reduce-scatter does: every other rank
-/// unicasts its whole input to the root's receive buffer (all-to-all's senders, on link 0, the
-/// shorter way), each followed by an increment of that source's semaphore on each of the root's
-/// reducer cores; the reducers add every contribution to the root's own input as it completes,
-/// each on its share of the tensor, and write the output.
-fn reduce_direct(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
-    pi: usize,
-    p: &Phase,
-    scratch_base: &mut u64,
-) -> Result<(u64, Vec<usize>), CclError> {
-    let (s, fabric) = (cx.s, cx.fabric);
-    let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
-    let root = req.collective.root().expect("a reduce has a root");
-    let red = req.reduction().expect("a reduction");
-    let n = req.comm.size();
-    let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = (max / page).clamp(1, 2);
-    let recv = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
-    *scratch_base = recv.after(t.slice.pages() * n as u64).base;
-    let sender = take_core(s, next_core, req.comm.chips())?;
-    let packets = super::reduce::packets(t.slice.pages(), ppp).len();
-    let root_chip = [req.comm.chip(root)];
-    let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
-        .map(|_| take_core(s, next_core, &root_chip))
-        .collect::<Result<_, _>>()?;
-    let signal: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
-    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n + reducers.len(), cx.times);
-    let sends = Sends {
-        core: sender,
-        land: recv,
-        signal,
-        per_source: true,
-        ppp,
-        max,
-        name: "reduce direct",
-        pairs: Pairs::ToRoot(root),
-        own_copy: false,
-    };
-    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
-    let prefix = s.kernel_prefix(p.op);
-    for (r, &core) in reducers.iter().enumerate() {
-        let ctx = Rc::new(DirectReducer {
-            rank: root,
-            ranks: n,
-            to_root: true,
-            t,
-            recv,
-            red: red.clone(),
-            ppp,
-            share: (r, reducers.len()),
-            base: STAGING + 0x1000,
-            gate: gate.clone(),
-        });
-        let name = format!("{prefix}reduce direct {r}");
-        programs[root_chip[0].0 as usize]
-            .create_kernel(core, &name, 0, vec![], move |kn| direct_reduce(kn, ctx));
-    }
-    Ok((ppp, routers))
-}
-
 /// How a phase's chunk senders send (all-to-all's, and the direct reduce-scatter's).
 struct Sends {
     /// The core, the same on every chip.
@@ -528,13 +465,14 @@ fn direct_path(s: &Session, p: &Phase) -> bool {
         && given.links.is_none()
 }
 
-/// Lowers reduce-scatter phase `pi` by the one-shot direct path (`shared/fabric.md` §7): every
-/// rank unicasts slice j of its input straight to rank j — all-to-all's senders, one core on
-/// link 0 whose two kernels take the shorter way round the ring, farthest destination first —
-/// into rank j's receive buffer, and each chunk is followed by an increment of that source's
-/// semaphore on each of rank j's reducer cores. The reducers add every contribution to the
-/// rank's own pages as it completes, each on its share of the slice, and write the output.
-fn reduce_scatter_direct(
+/// Lowers a direct reduction, phase `pi` (`shared/fabric.md` §7): a reduce-scatter's one-shot
+/// path, where every rank unicasts slice j of its input straight to rank j, or a reduce's,
+/// where every other rank unicasts its whole input to the root. All-to-all's senders carry the
+/// chunks (one core on link 0 whose two kernels take the shorter way, farthest destination
+/// first) into the owner's receive buffer, each followed by an increment of that source's
+/// semaphore on each of the owner's reducer cores. The reducers add every contribution to the
+/// owner's own pages as it completes, each on its share, and write the output.
+fn direct_reduction(
     cx: &Lowering,
     programs: &mut [Program],
     next_core: &mut [usize],
@@ -547,37 +485,37 @@ fn reduce_scatter_direct(
     let t = p.tensors.expect("placed");
     let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
+    let root = req.collective.root();
+    // The ranks that own a result: every rank of a reduce-scatter, a reduce's root.
+    let owners: Vec<usize> = root.map_or((0..n).collect(), |r| vec![r]);
+    let owner_chips: Vec<ChipIdx> = owners.iter().map(|&k| req.comm.chip(k)).collect();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
-    // Every rank's receive buffer: one slice per source rank, at the source's chunk.
+    // Every owner's receive buffer: one chunk per source rank.
     let recv = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
-    *scratch_base = recv.after(t.slice.pages() * t.n).base;
+    *scratch_base = recv.after(t.slice.pages() * n as u64).base;
     let sender = take_core(s, next_core, req.comm.chips())?;
     let packets = super::reduce::packets(t.slice.pages(), ppp).len();
     let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
-        .map(|_| take_core(s, next_core, req.comm.chips()))
+        .map(|_| take_core(s, next_core, &owner_chips))
         .collect::<Result<_, _>>()?;
     let signal: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
-    let gate = Gate::new(pi, &p.deps, cx.done, (2 + reducers.len()) * n, cx.times);
+    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n + reducers.len() * owners.len(), cx.times);
     let prefix = s.kernel_prefix(p.op);
-    let sends = Sends {
-        core: sender,
-        land: recv,
-        signal,
-        per_source: true,
-        ppp,
-        max,
-        name: "rs direct",
-        pairs: Pairs::AllToAll,
-        own_copy: false,
+    // The senders' name, and the reducers'.
+    let (pairs, name, reducer) = match root {
+        Some(r) => (Pairs::ToRoot(r), "reduce direct", "reduce direct"),
+        None => (Pairs::AllToAll, "rs direct", "rs direct reduce"),
     };
+    let sends =
+        Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name, pairs, own_copy: false };
     let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
-    for (k, &chip) in req.comm.chips().iter().enumerate() {
+    for (&k, &chip) in owners.iter().zip(&owner_chips) {
         for (r, &core) in reducers.iter().enumerate() {
             let ctx = Rc::new(DirectReducer {
                 rank: k,
                 ranks: n,
-                to_root: false,
+                to_root: root.is_some(),
                 t,
                 recv,
                 red: red.clone(),
@@ -586,8 +524,9 @@ fn reduce_scatter_direct(
                 base: STAGING + 0x1000,
                 gate: gate.clone(),
             });
-            let name = format!("{prefix}rs direct reduce {r}");
-            programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |kn| direct_reduce(kn, ctx));
+            let kernel = format!("{prefix}{reducer} {r}");
+            programs[chip.0 as usize]
+                .create_kernel(core, &kernel, 0, vec![], move |kn| direct_reduce(kn, ctx));
         }
     }
     Ok((ppp, routers))
