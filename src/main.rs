@@ -38,6 +38,10 @@ use meshsim_topology::Cluster;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Run every simulation without the engine's exact shortcuts (one event per deferred
+    /// counter update): slower, and the same results — the shortcuts' check.
+    #[arg(long, global = true)]
+    exact: bool,
 }
 
 #[derive(Subcommand)]
@@ -221,6 +225,11 @@ enum Command {
         /// give the same event-log hash.
         #[arg(long)]
         check_determinism: bool,
+        /// Run every scenario a second time without the engine's shortcuts and fail unless
+        /// each gives the same times, per-chip times, link use and busiest resources to the
+        /// picosecond; prints how many events the shortcuts saved in each.
+        #[arg(long, conflicts_with = "exact")]
+        check_shortcuts: bool,
         /// A parameter file every scenario uses instead of its own (what would this model
         /// change move?).
         #[arg(long, value_name = "FILE")]
@@ -824,6 +833,7 @@ fn command_path() -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    meshsim_engine::set_shortcuts_by_default(!cli.exact);
     match cli.command {
         Command::Topo { cluster, format } => {
             let cluster = load_cluster(&cluster)?;
@@ -987,7 +997,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 faults,
             );
         }
-        Command::Regress { suite, update, scenario, trace, check_determinism, params, format } => {
+        Command::Regress {
+            suite,
+            update,
+            scenario,
+            trace,
+            check_determinism,
+            check_shortcuts,
+            params,
+            format,
+        } => {
             let suite = match suite {
                 Some(s) => s,
                 None => regress::default_suites().map_err(BadInput)?,
@@ -997,7 +1016,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 update,
                 scenario.as_deref(),
                 trace.as_deref(),
-                check_determinism,
+                (check_determinism, check_shortcuts),
                 params,
                 format,
             );

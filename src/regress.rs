@@ -221,6 +221,8 @@ pub struct Ran {
     pub time: Time,
     /// The run's counters.
     pub stats: Stats,
+    /// What it measured, in full ([`crate::scenario::Outcome::fingerprint`]).
+    pub fingerprint: String,
 }
 
 /// Runs the scenarios of `suites` (all of them, or those named `only`) in parallel. Bad input
@@ -244,7 +246,11 @@ pub fn run_all(
         .with_max_len(1)
         .map(|&(i, j)| {
             let (suite, sc) = (&suites[i], &suites[i].scenarios[j]);
-            let r = sc.run(suite.base_dir(), params, false).map(|o| Ran { time: o.time, stats: o.stats });
+            let r = sc.run(suite.base_dir(), params, false).map(|o| Ran {
+                time: o.time,
+                fingerprint: o.fingerprint(),
+                stats: o.stats,
+            });
             tick();
             ((i, j), r)
         })
@@ -377,7 +383,7 @@ mod tests {
             name: "s".into(),
             scenarios: vec![scenario("exact", 0.0), scenario("loose", 1.0), scenario("fresh", 0.0)],
         };
-        let ran = |ps| Some(Ok(Ran { time: Time(ps), stats: Stats::default() }));
+        let ran = |ps| Some(Ok(Ran { time: Time(ps), stats: Stats::default(), fingerprint: String::new() }));
         let results = vec![ran(1_000_001), ran(1_009_000), ran(5)];
         let baseline = vec![
             ("exact".to_owned(), Time(1_000_000)),

@@ -14,7 +14,7 @@ pub(crate) fn run_regress(
     update: bool,
     only: Option<&str>,
     trace: Option<&Path>,
-    check: bool,
+    (check, check_shortcuts): (bool, bool),
     params: Option<PathBuf>,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
@@ -42,6 +42,16 @@ pub(crate) fn run_regress(
     let pb = progress(total as u64, "regress");
     let results = regress::run_all(&suites, only, params.as_ref(), &|| pb.inc(1)).map_err(BadInput)?;
     pb.finish_and_clear();
+    let shortcuts_differ = if check_shortcuts {
+        meshsim_engine::set_shortcuts_by_default(false);
+        let pb = progress(total as u64, "regress --exact");
+        let exact = regress::run_all(&suites, only, params.as_ref(), &|| pb.inc(1)).map_err(BadInput);
+        pb.finish_and_clear();
+        meshsim_engine::set_shortcuts_by_default(true);
+        compare_shortcuts(&suites, &results, &exact?)
+    } else {
+        0
+    };
     let mut rows = Vec::new();
     for ((suite, res), base) in suites.iter().zip(&results).zip(&baselines) {
         let (mut r, new_base) = regress::compare(suite, res, base, update);
@@ -110,8 +120,45 @@ pub(crate) fn run_regress(
         );
         return Ok(ExitCode::FAILURE);
     }
-    if count(S::Error) > 0 {
+    if count(S::Error) > 0 || shortcuts_differ > 0 {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Compares each scenario's run with shortcuts (`fast`) and without (`exact`); prints one line
+/// per scenario — events both ways, events saved, same or how it differed — and returns how
+/// many differed.
+fn compare_shortcuts(
+    suites: &[regress::Suite],
+    fast: &[Vec<Option<Result<regress::Ran, String>>>],
+    exact: &[Vec<Option<Result<regress::Ran, String>>>],
+) -> usize {
+    let mut differ = 0;
+    for (suite, (f, e)) in suites.iter().zip(fast.iter().zip(exact)) {
+        for (sc, (f, e)) in suite.scenarios.iter().zip(f.iter().zip(e)) {
+            let (Some(f), Some(e)) = (f, e) else { continue };
+            let name = format!("{}/{}", suite.name, sc.name);
+            match (f, e) {
+                (Ok(f), Ok(e)) if f.fingerprint == e.fingerprint => eprintln!(
+                    "meshsim: shortcuts {name}: same; {} events, {} exact, {} elided",
+                    f.stats.events, e.stats.events, f.stats.elided
+                ),
+                (Err(f), Err(e)) if f == e => eprintln!("meshsim: shortcuts {name}: same failure"),
+                (f, e) => {
+                    differ += 1;
+                    let show = |r: &Result<regress::Ran, String>| match r {
+                        Ok(r) => r.fingerprint.clone(),
+                        Err(m) => format!("failed: {m}"),
+                    };
+                    eprintln!(
+                        "meshsim: shortcuts {name}: DIFFER\n  with:    {}\n  without: {}",
+                        show(f),
+                        show(e)
+                    );
+                }
+            }
+        }
+    }
+    differ
 }

@@ -243,6 +243,23 @@ pub struct Outcome {
     pub op: Option<OpDone>,
 }
 
+impl Outcome {
+    /// What a run measured, as comparable text: the time, the engine's end time and, for ops,
+    /// every op's per-chip start and end, every link direction's bytes, packets, serializer
+    /// busy time and landing times, and the busiest NoC port and DRAM bank. Two runs of one
+    /// scenario with and without the engine's shortcuts must give equal fingerprints.
+    pub fn fingerprint(&self) -> String {
+        let mut f = format!("time {:?} end {:?}", self.time, self.stats.end_time);
+        if let Some(op) = &self.op {
+            for o in &op.ops {
+                f += &format!(" | {} {:?}..{:?} {:?}", o.name, o.start, o.end, o.per_chip);
+            }
+            f += &format!(" | links {:?} | resources {:?}", op.run.links, op.run.resources);
+        }
+        f
+    }
+}
+
 /// An op's run and what it ran on.
 pub struct OpDone {
     /// The run of the first instance (with the run-wide counters); `time` is the makespan when

@@ -941,6 +941,34 @@ scenarios:
         }
         assert!(out.contains("latency") && out.contains("bandwidth") && out.contains("ring"));
     }
+
+    /// The engine's shortcuts are exact: every scenario of the project's own suites gives the
+    /// same times, per-chip times, link use and busiest resources with and without them, and
+    /// they fire on the large ones.
+    #[test]
+    fn every_regression_scenario_is_the_same_without_the_shortcuts() {
+        let (code, _, err) = meshsim(&["regress", "--check-shortcuts"]);
+        assert_eq!(code, 0, "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("meshsim: shortcuts ")).collect();
+        assert!(lines.len() >= 60, "{err}");
+        let (mut large, mut saved, mut all) = (0, 0, 0);
+        for l in &lines {
+            assert!(l.contains(": same"), "{l}");
+            let num = |key: &str| -> u64 {
+                let at = l.find(key).unwrap_or_else(|| panic!("{l}"));
+                let digits = l[..at].trim_end().rsplit(' ').next().unwrap();
+                digits.parse().unwrap()
+            };
+            let (exact, elided) = (num(" exact"), num(" elided"));
+            if exact > 100_000 {
+                large += 1;
+                assert!(elided > 0, "the shortcuts never fired: {l}");
+                (saved, all) = (saved + elided, all + exact);
+            }
+        }
+        assert!(large >= 5, "{err}");
+        assert!(saved * 5 > all, "the shortcuts saved only {saved} of {all} events on the large scenarios");
+    }
 }
 
 mod collectives {

@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod deferred;
 mod memory;
 pub mod queue;
 mod sim;
@@ -38,6 +39,6 @@ pub use memory::{Cond, MemError, MemSpace, Memory};
 pub use queue::EventQueue;
 pub use sim::{
     Ctx, Delay, NoWorld, Scheduler, SignalId, Sim, SimError, Stall, Stalled, Stats, TaskError, TaskEvent,
-    TaskEventKind, TaskId, TaskResult, WaitAny, WaitSignal, WaitWord, World,
+    TaskEventKind, TaskId, TaskResult, WaitAny, WaitSignal, WaitWord, World, set_shortcuts_by_default,
 };
 pub use time::{ClockDomain, Cycles, Time};

@@ -132,6 +132,30 @@ impl<T> EventQueue<T> {
         seq
     }
 
+    /// Takes the next sequence number without scheduling anything: the place in the event
+    /// order of an event that may never need to be scheduled (see
+    /// [`EventQueue::push_with_seq`]).
+    pub fn reserve_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Schedules `payload` at `time` in the place of the sequence number `seq` taken earlier
+    /// with [`EventQueue::reserve_seq`]: it fires exactly where an event pushed when the number
+    /// was taken would have. Panics if `(time, seq)` is not after the last popped event, or
+    /// `seq` was never handed out.
+    pub fn push_with_seq(&mut self, time: Time, seq: u64, payload: T) {
+        assert!(time >= self.last_time, "event pushed into the past");
+        assert!(seq < self.next_seq, "sequence number {seq} was never reserved");
+        let key = Key::new(time, seq);
+        if time.0 >> SLOT_SHIFT < self.cursor + SLOTS {
+            self.put_in_wheel(key, payload);
+        } else {
+            self.far.push(Entry { key, payload });
+        }
+    }
+
     fn put_in_wheel(&mut self, key: Key, payload: T) {
         let idx = ((key.time().0 >> SLOT_SHIFT) % SLOTS) as usize;
         let node = Node { key, next: NIL, payload: Some(payload) };
@@ -258,6 +282,22 @@ mod tests {
         assert_eq!(q.pop().map(|(t, s, _)| (t, s)), Some((Time(1), 1)));
         assert_eq!(q.push(Time(1), ()), 2);
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn a_reserved_number_fires_where_its_push_would_have() {
+        // Reserve between two pushes for the same instant, push with the number after a later
+        // one: it still fires between them, as if pushed when reserved.
+        let mut q = EventQueue::new();
+        q.push(Time(10), "first");
+        let seq = q.reserve_seq();
+        q.push(Time(10), "third");
+        q.push(Time(5_000_000), "far");
+        q.push_with_seq(Time(10), seq, "second");
+        let far_seq = q.reserve_seq();
+        q.push_with_seq(Time(6_000_000), far_seq, "farther");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, _, p)| p).collect();
+        assert_eq!(order, ["first", "second", "third", "far", "farther"]);
     }
 }
 

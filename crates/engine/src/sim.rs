@@ -24,11 +24,13 @@ use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::deferred::{Deferred, Key, Pending};
 use crate::memory::{Cond, MemError, MemSpace, Memory};
 use crate::queue::EventQueue;
 use crate::time::Time;
@@ -88,6 +90,20 @@ enum Wait {
 enum Action<E> {
     Wake(TaskId),
     World(E),
+    /// Applies a word's deferred adds up to this event's key and wakes its watchers.
+    Settle {
+        space: MemSpace,
+        addr: u64,
+    },
+}
+
+/// Whether new simulations take exact shortcuts (see [`Sim::set_shortcuts`]).
+static SHORTCUTS_BY_DEFAULT: AtomicBool = AtomicBool::new(true);
+
+/// Sets whether simulations created from now on, in this process, take the engine's exact
+/// shortcuts (on unless turned off: a command line's `--exact` turns them off).
+pub fn set_shortcuts_by_default(on: bool) {
+    SHORTCUTS_BY_DEFAULT.store(on, Ordering::Relaxed);
 }
 
 struct Watch {
@@ -143,6 +159,9 @@ pub struct Stats {
     pub wakes: u64,
     /// Of which world (hardware) events.
     pub world_events: u64,
+    /// Deferred adds ([`Scheduler::add_u32_at`]) applied without an event of their own: the
+    /// events the engine's exact shortcut saved. Zero with shortcuts off.
+    pub elided: u64,
     /// Tasks spawned.
     pub tasks: u64,
     /// Simulated time when the last task finished (or of the last event, if later).
@@ -195,6 +214,12 @@ pub struct Scheduler<E> {
     stats: Stats,
     /// Task events, when tracing is on.
     trace: Option<Vec<TaskEvent>>,
+    /// Sequence number of the event being handled: with `now`, its place in the event order.
+    cur_seq: u64,
+    /// Pending deferred adds.
+    deferred: Deferred,
+    /// Whether deferred adds may skip their events.
+    shortcuts: bool,
 }
 
 impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
@@ -213,7 +238,15 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             poll_latency: Time::ZERO,
             stats: Stats { log_hash: Fnv(0xcbf2_9ce4_8422_2325).0, ..Stats::default() },
             trace: None,
+            cur_seq: 0,
+            deferred: Deferred::default(),
+            shortcuts: SHORTCUTS_BY_DEFAULT.load(Ordering::Relaxed),
         }
+    }
+
+    /// The current place in the event order.
+    fn key(&self) -> Key {
+        (self.now, self.cur_seq)
     }
 
     /// The current simulated time.
@@ -248,31 +281,149 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         self.memory.add_space(name, size)
     }
 
-    /// Reads the word at `addr`.
+    /// Reads the word at `addr` (with the deferred adds that have happened by now).
     pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
-        self.memory.read_u32(space, addr)
+        let v = self.memory.read_u32(space, addr)?;
+        Ok(v.wrapping_add(self.deferred.past_sum(space, addr, self.key())))
     }
 
     /// Writes `data` at `addr` and wakes tasks whose watched word now satisfies their condition.
     pub fn write_bytes(&mut self, space: MemSpace, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        let end = addr.saturating_add(data.len() as u64);
+        let deferred = self.settle_past(space, addr, end);
         self.memory.write(space, addr, data)?;
         self.fire_watches(space, addr, data.len() as u64);
+        for a in deferred {
+            self.replan(space, a);
+        }
         Ok(())
     }
 
     /// Writes the word at `addr` and wakes satisfied watchers.
     pub fn write_u32(&mut self, space: MemSpace, addr: u64, value: u32) -> Result<(), MemError> {
+        let deferred = self.settle_word_past(space, addr);
         self.memory.write_u32(space, addr, value)?;
         self.fire_watches(space, addr, 4);
+        if deferred {
+            self.replan(space, addr);
+        }
         Ok(())
     }
 
     /// Adds `inc` (wrapping) to the word at `addr`, as a semaphore increment does; returns the
     /// new value.
     pub fn add_u32(&mut self, space: MemSpace, addr: u64, inc: u32) -> Result<u32, MemError> {
-        let value = self.memory.read_u32(space, addr)?.wrapping_add(inc);
+        let value = self.read_u32(space, addr)?.wrapping_add(inc);
         self.write_u32(space, addr, value)?;
         Ok(value)
+    }
+
+    /// Adds `delta` (wrapping) to the 4-byte-aligned word at `addr` at time `at` (not before
+    /// now), exactly as an event scheduled now for `at` that did only that would: tasks
+    /// watching the word wake at the same instant and in the same order, reads after `at` see
+    /// it. Unlike such an event it costs nothing unless a watching task needs it (see the
+    /// `deferred` module). The word must be read through [`Scheduler::read_u32`], not
+    /// [`Scheduler::memory`], while adds are pending.
+    pub fn add_u32_at(&mut self, space: MemSpace, addr: u64, at: Time, delta: u32) -> Result<(), MemError> {
+        assert!(at >= self.now, "deferred add in the past: {at} < {}", self.now);
+        self.memory.check_range(space, addr, 4)?;
+        debug_assert!(addr % 4 == 0, "deferred adds go to aligned words");
+        self.settle_word_past(space, addr);
+        let seq = self.queue.reserve_seq();
+        let planned = !self.shortcuts;
+        if !planned {
+            self.stats.elided += 1;
+        }
+        self.deferred.push(space, addr, Pending { key: (at, seq), delta, planned });
+        if planned {
+            self.queue.push_with_seq(at, seq, Action::Settle { space, addr });
+        } else {
+            self.replan(space, addr);
+        }
+        Ok(())
+    }
+
+    /// Applies the deferred adds to words in `[addr, end)` of `space` that have happened by
+    /// now (a write comes after them); returns the words that still have pending adds.
+    fn settle_past(&mut self, space: MemSpace, addr: u64, end: u64) -> Vec<u64> {
+        if !self.deferred.in_space(space) {
+            return Vec::new();
+        }
+        let words = self.deferred.words_in(space, addr, end);
+        let key = self.key();
+        for &a in &words {
+            let sum = self.deferred.take_until(space, a, key);
+            if sum != 0 {
+                let v = self.memory.read_u32(space, a).expect("deferred words are checked");
+                self.memory.write_u32(space, a, v.wrapping_add(sum)).expect("deferred words are checked");
+            }
+        }
+        words
+    }
+
+    /// [`Scheduler::settle_past`] for one word; returns whether it still has pending adds.
+    fn settle_word_past(&mut self, space: MemSpace, addr: u64) -> bool {
+        if !self.deferred.in_space(space) {
+            return false;
+        }
+        let sum = self.deferred.take_until(space, addr, self.key());
+        if sum != 0 {
+            let v = self.memory.read_u32(space, addr).expect("deferred words are checked");
+            self.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
+        }
+        self.deferred.words.contains_key(&(space.0, addr))
+    }
+
+    /// Makes sure a settle event is scheduled at the first pending add to the word at `addr`
+    /// after which a task watching the word would see its condition hold (given what is known
+    /// now: called again whenever the word, its adds or its watchers change).
+    fn replan(&mut self, space: MemSpace, addr: u64) {
+        if !self.deferred.in_space(space) {
+            return;
+        }
+        let Some(watches) = self.watches.get(space.0 as usize) else {
+            return;
+        };
+        let conds: Vec<Cond> = watches.iter().filter(|w| w.addr == addr).map(|w| w.cond).collect();
+        if conds.is_empty() {
+            return;
+        }
+        let key = (self.now, self.cur_seq);
+        let Some(list) = self.deferred.words.get_mut(&(space.0, addr)) else {
+            return;
+        };
+        let mut value = self.memory.read_u32(space, addr).expect("deferred words are checked");
+        let mut ahead: Vec<usize> = Vec::with_capacity(list.len());
+        for (i, p) in list.iter().enumerate() {
+            if p.key <= key {
+                value = value.wrapping_add(p.delta);
+            } else {
+                ahead.push(i);
+            }
+        }
+        ahead.sort_unstable_by_key(|&i| list[i].key);
+        for i in ahead {
+            let p = &mut list[i];
+            value = value.wrapping_add(p.delta);
+            if conds.iter().any(|c| c.holds(value)) {
+                if !p.planned {
+                    p.planned = true;
+                    self.stats.elided -= 1;
+                    self.queue.push_with_seq(p.key.0, p.key.1, Action::Settle { space, addr });
+                }
+                return;
+            }
+        }
+    }
+
+    /// The settle event at the current key: applies the word's adds up to it and wakes the
+    /// watchers whose condition now holds.
+    fn settle(&mut self, space: MemSpace, addr: u64) {
+        let sum = self.deferred.take_until(space, addr, self.key());
+        let v = self.memory.read_u32(space, addr).expect("deferred words are checked");
+        self.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
+        self.fire_watches(space, addr, 4);
+        self.replan(space, addr);
     }
 
     fn fire_watches(&mut self, space: MemSpace, addr: u64, len: u64) {
@@ -325,6 +476,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             self.watches.resize_with(i + 1, Vec::new);
         }
         self.watches[i].push(Watch { addr, task, cond });
+        self.replan(space, addr);
     }
 
     /// Creates a signal named `name`.
@@ -561,7 +713,7 @@ impl<W: World> Future for WaitWord<W> {
     type Output = Result<u32, MemError>;
     fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         let mut s = self.ctx.sched();
-        let value = match s.memory.read_u32(self.space, self.addr) {
+        let value = match s.read_u32(self.space, self.addr) {
             Ok(v) => v,
             Err(e) => return Poll::Ready(Err(e)),
         };
@@ -585,7 +737,7 @@ impl<W: World> Future for WaitAny<W> {
     fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         let mut s = self.ctx.sched();
         for (i, &(space, addr, cond)) in self.words.iter().enumerate() {
-            match s.memory.read_u32(space, addr) {
+            match s.read_u32(space, addr) {
                 Ok(v) if cond.holds(v) => return Poll::Ready(Ok(i)),
                 Ok(_) => {}
                 Err(e) => return Poll::Ready(Err(e)),
@@ -751,6 +903,18 @@ impl<W: World> Sim<W> {
         self.time_limit = limit;
     }
 
+    /// Turns the engine's exact shortcuts on or off for this simulation (on by default, see
+    /// [`set_shortcuts_by_default`]). Off, every deferred add ([`Scheduler::add_u32_at`]) is an
+    /// event of its own: slower, and the same times, values and task wake-ups.
+    pub fn set_shortcuts(&mut self, on: bool) {
+        self.ctx.sched().shortcuts = on;
+    }
+
+    /// Whether this simulation takes the engine's exact shortcuts.
+    pub fn shortcuts(&self) -> bool {
+        self.ctx.sched().shortcuts
+    }
+
     /// Spawns a task named `name` starting at `start`.
     pub fn spawn(
         &self,
@@ -780,12 +944,30 @@ impl<W: World> Sim<W> {
                     }
                 }
                 let Some((t, seq, action)) = s.queue.pop() else {
-                    break;
+                    // Adds still pending fire in key order, as their events would have: they
+                    // move the clock, and a watcher they wake means the run goes on.
+                    let Some(((t, seq), space, addr)) = s.deferred.earliest() else {
+                        break;
+                    };
+                    if t > self.time_limit {
+                        return Err(SimError::TimeLimit { limit: self.time_limit, running: s.live_tasks });
+                    }
+                    // Adds that happened before the last event are only applied.
+                    if (t, seq) > s.key() {
+                        s.now = t;
+                        s.cur_seq = seq;
+                    }
+                    let sum = s.deferred.take_until(space, addr, (t, seq));
+                    let v = s.memory.read_u32(space, addr).expect("deferred words are checked");
+                    s.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
+                    s.fire_watches(space, addr, 4);
+                    continue;
                 };
                 if t > self.time_limit {
                     return Err(SimError::TimeLimit { limit: self.time_limit, running: s.live_tasks });
                 }
                 s.now = t;
+                s.cur_seq = seq;
                 s.stats.events += 1;
                 match &action {
                     Action::Wake(task) => {
@@ -805,12 +987,18 @@ impl<W: World> Sim<W> {
                         s.stats.world_events += 1;
                         s.log(t, seq, 1, e);
                     }
+                    &Action::Settle { space, addr } => {
+                        s.stats.world_events += 1;
+                        s.log(t, seq, 2, (space.0, addr));
+                        s.settle(space, addr);
+                    }
                 }
                 action
             };
             match action {
                 Action::Wake(task) => self.poll_task(task, &mut cx)?,
                 Action::World(event) => self.ctx.with(|world, sched| world.handle(event, sched)),
+                Action::Settle { .. } => {}
             }
         }
         let s = self.ctx.sched();

@@ -432,13 +432,9 @@ impl Kernel {
             later(&self.flushed[t]);
             self.tagged[t].set(self.tagged[t].get().wrapping_add(1));
             let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
-            self.ctx.with(|hw, s| {
-                hw.post(
-                    s,
-                    left,
-                    Delivery { mem: regs, addr, what: Payload::Add(1), done: None, eth_to: None },
-                )
-            })?;
+            // Counted when the last flit leaves: a deferred add, an event only when a wait on
+            // the count needs it.
+            self.ctx.sched().add_u32_at(regs, addr, left, 1)?;
         }
         Ok(())
     }
@@ -461,7 +457,13 @@ impl Kernel {
                     ready = hw.dram_access(self.chip, bank, n, ready);
                 }
                 let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, src_at, self.at, n, ready);
-                let (o, len) = hw.carried(size, off, n, self.kind).unwrap_or((off, 0));
+                // In timing mode DRAM holds nothing (writes into it carry nothing), so reads
+                // from it carry nothing either.
+                let carried = match (hw.mode, kind) {
+                    (Mode::Timing, CoreKind::Dram(_)) => None,
+                    _ => hw.carried(size, off, n, self.kind),
+                };
+                let (o, len) = carried.unwrap_or((off, 0));
                 let what = Payload::read(s.memory(), src_mem, src + o, len)?;
                 hw.post(
                     s,
