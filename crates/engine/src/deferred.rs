@@ -19,7 +19,7 @@
 //! same time as with one event per add: the shortcut is exact. With shortcuts off
 //! ([`crate::Sim::set_shortcuts`]) every add gets its settle event.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::memory::MemSpace;
@@ -61,8 +61,9 @@ impl Hasher for WordHasher {
 /// The pending adds of every word that has some.
 #[derive(Default)]
 pub(crate) struct Deferred {
-    /// Pending adds per word, in the order they were issued (keys are not ordered by time).
-    pub(crate) words: HashMap<(u32, u64), Vec<Pending>, BuildHasherDefault<WordHasher>>,
+    /// Pending adds per word, in key order (completions mostly arrive in order, so an insert
+    /// is usually a push at the back).
+    pub(crate) words: HashMap<(u32, u64), VecDeque<Pending>, BuildHasherDefault<WordHasher>>,
     /// How many words of each space have pending adds: reads and writes of other spaces skip
     /// the lookup.
     per_space: Vec<u32>,
@@ -75,8 +76,8 @@ impl Deferred {
         self.per_space.get(space.0 as usize).is_some_and(|&n| n > 0)
     }
 
-    /// Records an add; returns the word's pending list.
-    pub(crate) fn push(&mut self, space: MemSpace, addr: u64, p: Pending) -> &mut Vec<Pending> {
+    /// Records an add.
+    pub(crate) fn push(&mut self, space: MemSpace, addr: u64, p: Pending) {
         let i = space.0 as usize;
         if self.per_space.len() <= i {
             self.per_space.resize(i + 1, 0);
@@ -84,10 +85,14 @@ impl Deferred {
         let per_space = &mut self.per_space[i];
         let list = self.words.entry((space.0, addr)).or_insert_with(|| {
             *per_space += 1;
-            Vec::new()
+            VecDeque::new()
         });
-        list.push(p);
-        list
+        if list.back().is_none_or(|b| b.key < p.key) {
+            list.push_back(p);
+        } else {
+            let at = list.partition_point(|q| q.key < p.key);
+            list.insert(at, p);
+        }
     }
 
     /// The sum of the adds to a word that happened before `now` (wrapping).
@@ -95,33 +100,31 @@ impl Deferred {
         if !self.in_space(space) {
             return 0;
         }
-        self.words
-            .get(&(space.0, addr))
-            .map_or(0, |list| list.iter().filter(|p| p.key <= now).fold(0u32, |a, p| a.wrapping_add(p.delta)))
+        self.words.get(&(space.0, addr)).map_or(0, |list| {
+            list.iter().take_while(|p| p.key <= now).fold(0u32, |a, p| a.wrapping_add(p.delta))
+        })
     }
 
-    /// Removes the adds to a word at or before `upto`; returns their sum (wrapping).
-    pub(crate) fn take_until(&mut self, space: MemSpace, addr: u64, upto: Key) -> u32 {
+    /// Removes the adds to a word at or before `upto`; returns their sum (wrapping) and
+    /// whether the word still has pending adds.
+    pub(crate) fn take_until(&mut self, space: MemSpace, addr: u64, upto: Key) -> (u32, bool) {
         if !self.in_space(space) {
-            return 0;
+            return (0, false);
         }
         let Some(list) = self.words.get_mut(&(space.0, addr)) else {
-            return 0;
+            return (0, false);
         };
         let mut sum = 0u32;
-        list.retain(|p| {
-            if p.key <= upto {
-                sum = sum.wrapping_add(p.delta);
-                false
-            } else {
-                true
-            }
-        });
-        if list.is_empty() {
-            self.words.remove(&(space.0, addr));
-            self.per_space[space.0 as usize] -= 1;
+        while let Some(p) = list.front().filter(|p| p.key <= upto) {
+            sum = sum.wrapping_add(p.delta);
+            list.pop_front();
         }
-        sum
+        if !list.is_empty() {
+            return (sum, true);
+        }
+        self.words.remove(&(space.0, addr));
+        self.per_space[space.0 as usize] -= 1;
+        (sum, false)
     }
 
     /// The words of `space` in `[addr, end)` that have pending adds.

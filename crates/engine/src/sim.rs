@@ -343,6 +343,36 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         Ok(())
     }
 
+    /// Counts something in flight on the 4-byte-aligned word at `addr`: adds `inc` now (waking
+    /// satisfied watchers) and takes it back at `until` as [`Scheduler::add_u32_at`] does — an
+    /// outstanding-transfer counter's issue and completion in one call.
+    pub fn add_u32_until(
+        &mut self,
+        space: MemSpace,
+        addr: u64,
+        inc: u32,
+        until: Time,
+    ) -> Result<(), MemError> {
+        assert!(until >= self.now, "deferred add in the past: {until} < {}", self.now);
+        self.settle_word_past(space, addr);
+        let v = self.memory.read_u32(space, addr)?.wrapping_add(inc);
+        self.memory.write_u32(space, addr, v)?;
+        self.fire_watches(space, addr, 4);
+        debug_assert!(addr % 4 == 0, "deferred adds go to aligned words");
+        let seq = self.queue.reserve_seq();
+        let planned = !self.shortcuts;
+        if !planned {
+            self.stats.elided += 1;
+        }
+        self.deferred.push(space, addr, Pending { key: (until, seq), delta: inc.wrapping_neg(), planned });
+        if planned {
+            self.queue.push_with_seq(until, seq, Action::Settle { space, addr });
+        } else {
+            self.replan(space, addr);
+        }
+        Ok(())
+    }
+
     /// Applies the deferred adds to words in `[addr, end)` of `space` that have happened by
     /// now (a write comes after them); returns the words that still have pending adds.
     fn settle_past(&mut self, space: MemSpace, addr: u64, end: u64) -> Vec<u64> {
@@ -352,7 +382,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         let words = self.deferred.words_in(space, addr, end);
         let key = self.key();
         for &a in &words {
-            let sum = self.deferred.take_until(space, a, key);
+            let (sum, _) = self.deferred.take_until(space, a, key);
             if sum != 0 {
                 let v = self.memory.read_u32(space, a).expect("deferred words are checked");
                 self.memory.write_u32(space, a, v.wrapping_add(sum)).expect("deferred words are checked");
@@ -366,12 +396,12 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         if !self.deferred.in_space(space) {
             return false;
         }
-        let sum = self.deferred.take_until(space, addr, self.key());
+        let (sum, left) = self.deferred.take_until(space, addr, self.key());
         if sum != 0 {
             let v = self.memory.read_u32(space, addr).expect("deferred words are checked");
             self.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
         }
-        self.deferred.words.contains_key(&(space.0, addr))
+        left
     }
 
     /// Makes sure a settle event is scheduled at the first pending add to the word at `addr`
@@ -393,18 +423,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             return;
         };
         let mut value = self.memory.read_u32(space, addr).expect("deferred words are checked");
-        let mut ahead: Vec<usize> = Vec::with_capacity(list.len());
-        for (i, p) in list.iter().enumerate() {
-            if p.key <= key {
-                value = value.wrapping_add(p.delta);
-            } else {
-                ahead.push(i);
-            }
-        }
-        ahead.sort_unstable_by_key(|&i| list[i].key);
-        for i in ahead {
-            let p = &mut list[i];
+        for p in list.iter_mut() {
             value = value.wrapping_add(p.delta);
+            if p.key <= key {
+                continue;
+            }
             if conds.iter().any(|c| c.holds(value)) {
                 if !p.planned {
                     p.planned = true;
@@ -419,7 +442,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     /// The settle event at the current key: applies the word's adds up to it and wakes the
     /// watchers whose condition now holds.
     fn settle(&mut self, space: MemSpace, addr: u64) {
-        let sum = self.deferred.take_until(space, addr, self.key());
+        let (sum, _) = self.deferred.take_until(space, addr, self.key());
         let v = self.memory.read_u32(space, addr).expect("deferred words are checked");
         self.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
         self.fire_watches(space, addr, 4);
@@ -957,7 +980,7 @@ impl<W: World> Sim<W> {
                         s.now = t;
                         s.cur_seq = seq;
                     }
-                    let sum = s.deferred.take_until(space, addr, (t, seq));
+                    let (sum, _) = s.deferred.take_until(space, addr, (t, seq));
                     let v = s.memory.read_u32(space, addr).expect("deferred words are checked");
                     s.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
                     s.fire_watches(space, addr, 4);

@@ -40,8 +40,12 @@ fn run(seed: u64, shortcuts: bool) -> Seen {
                         // A counted transfer: +1 now, −1 when it lands (often at a tie).
                         let lands = ctx.now() + Time::from_ns(rng.next(40));
                         let mut s = ctx.sched();
-                        s.add_u32(space, word, 1)?;
-                        s.add_u32_at(space, word, lands, 1u32.wrapping_neg())?;
+                        if rng.next(2) == 0 {
+                            s.add_u32_until(space, word, 1, lands)?;
+                        } else {
+                            s.add_u32(space, word, 1)?;
+                            s.add_u32_at(space, word, lands, 1u32.wrapping_neg())?;
+                        }
                     }
                     3 => {
                         let v = ctx.wait_word(space, word, Cond::Eq(0)).await?;

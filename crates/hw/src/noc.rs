@@ -21,14 +21,22 @@ use crate::params::Params;
 pub struct Noc {
     grid_x: u32,
     grid_y: u32,
-    /// `[noc][(y * grid_x + x) * 2 + dim]`: when the out-link of a router along `dim`
-    /// (0 = x, 1 = y) is next free.
-    links: [Vec<Time>; 2],
+    /// `[noc][(y * grid_x + x) * 2 + dim]`: the out-link of a router along `dim` (0 = x,
+    /// 1 = y). A route walk touches each link's free time and occupancy together, so they
+    /// sit side by side.
+    links: [Vec<LinkState>; 2],
     /// `[noc][y * grid_x + x]`: when a core's injection / ejection port is next free.
     inject: [Vec<Time>; 2],
     eject: [Vec<Time>; 2],
-    /// Total occupancy, same indexing: links, then injection ports, then ejection ports.
+    /// Total occupancy of the ports: injection ports, then ejection ports.
     busy: [Vec<u64>; 2],
+}
+
+/// One NoC link: when it is next free and how long packets have occupied it, in picoseconds.
+#[derive(Clone, Copy, Default)]
+struct LinkState {
+    free: u64,
+    busy: u64,
 }
 
 /// A NoC link or port of one router.
@@ -62,13 +70,14 @@ impl Noc {
     pub fn new(grid_x: u32, grid_y: u32) -> Noc {
         let nodes = (grid_x * grid_y) as usize;
         let v = |n| vec![Time::ZERO; n];
+        let l = || vec![LinkState::default(); nodes * 2];
         Noc {
             grid_x,
             grid_y,
-            links: [v(nodes * 2), v(nodes * 2)],
+            links: [l(), l()],
             inject: [v(nodes), v(nodes)],
             eject: [v(nodes), v(nodes)],
-            busy: [vec![0; nodes * 4], vec![0; nodes * 4]],
+            busy: [vec![0; nodes * 2], vec![0; nodes * 2]],
         }
     }
 
@@ -77,8 +86,9 @@ impl Noc {
     pub fn busiest(&self) -> Option<PortUse> {
         let nodes = (self.grid_x * self.grid_y) as usize;
         let mut best: Option<PortUse> = None;
-        for (noc, busy) in self.busy.iter().enumerate() {
-            for (i, &b) in busy.iter().enumerate() {
+        for (noc, ports) in self.busy.iter().enumerate() {
+            let links = self.links[noc].iter().map(|l| l.busy);
+            for (i, b) in links.chain(ports.iter().copied()).enumerate() {
                 if b == 0 || best.is_some_and(|x| x.busy.0 >= b) {
                     continue;
                 }
@@ -141,22 +151,21 @@ impl Noc {
         let hop = cyc(p.noc_hop_cycles);
         let s = self.node(src);
         let nodes = self.inject[noc].len();
-        let busy = &mut self.busy[noc];
         let inject = &mut self.inject[noc][s];
         let mut t = (ready.0 + cyc(p.noc_inject_cycles)).max(inject.0);
         *inject = Time(t + occupy);
         let flushed = Time(t + occupy);
-        busy[nodes * 2 + s] += occupy;
+        self.busy[noc][s] += occupy;
         let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
         let links = &mut self.links[noc];
         // Walk the route in plain integers: the head crosses each link once it is free, holding
         // it for the packet's flits, and moves on one hop latency later.
         let mut cross = |link: usize, t: &mut u64| {
-            let free = &mut links[link].0;
-            let start = (*t).max(*free);
-            *free = start + occupy;
+            let l = &mut links[link];
+            let start = (*t).max(l.free);
+            l.free = start + occupy;
             *t = start + hop;
-            busy[link] += occupy;
+            l.busy += occupy;
         };
         let (mut x, mut y) = (src.x as usize, src.y as usize);
         let (dx, dy) = (dst.x as usize, dst.y as usize);
@@ -184,7 +193,7 @@ impl Noc {
         let eject = &mut self.eject[noc][d];
         let start = t.max(eject.0);
         *eject = Time(start + occupy);
-        self.busy[noc][nodes * 3 + d] += occupy;
+        self.busy[noc][nodes + d] += occupy;
         Sent { arrive: Time(start + occupy + cyc(p.noc_eject_cycles)), flushed }
     }
 }

@@ -421,15 +421,14 @@ impl Hw {
     /// Puts a transfer in flight to land at `at`, counting it in the issuer's counter if any.
     pub(crate) fn post(&mut self, s: &mut Scheduler<HwEvent>, at: Time, d: Delivery) -> Result<(), MemError> {
         if let Some((regs, counter)) = d.done {
+            // A write that carries nothing (timing mode, into or out of DRAM) only counts
+            // down its issuer's counter when it lands: a deferred add, an event only if a
+            // barrier needs it.
+            if d.eth_to.is_none() && matches!(d.what, Payload::Small(_, 0)) {
+                return s.add_u32_until(regs, counter, 1, at);
+            }
             let pending = s.read_u32(regs, counter)?;
             s.write_u32(regs, counter, pending + 1)?;
-            // A write that carries nothing (timing mode, into DRAM) only counts down its
-            // issuer's counter when it lands: a deferred add, an event only if a barrier
-            // needs it.
-            if d.eth_to.is_none() && matches!(d.what, Payload::Small(_, 0)) {
-                s.add_u32_at(regs, counter, at, 1u32.wrapping_neg())?;
-                return Ok(());
-            }
         }
         let slot = self.park(d);
         s.schedule(at, HwEvent::Deliver { slot });
