@@ -19,8 +19,7 @@
 //! same time as with one event per add: the shortcut is exact. With shortcuts off
 //! ([`crate::Sim::set_shortcuts`]) every add gets its settle event.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use crate::memory::MemSpace;
 use crate::time::Time;
@@ -37,56 +36,50 @@ pub(crate) struct Pending {
     pub(crate) planned: bool,
 }
 
-/// A hasher for `(space, addr)` pairs: one multiply per word.
-#[derive(Default)]
-pub(crate) struct WordHasher(u64);
-
-impl Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(u64::from(x));
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(23) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+/// The pending adds of one word, in key order (completions mostly arrive in order, so an
+/// insert is usually a push at the back).
+pub(crate) struct Word {
+    pub(crate) addr: u64,
+    pub(crate) pending: VecDeque<Pending>,
 }
 
 /// The pending adds of every word that has some.
 #[derive(Default)]
 pub(crate) struct Deferred {
-    /// Pending adds per word, in key order (completions mostly arrive in order, so an insert
-    /// is usually a push at the back).
-    pub(crate) words: HashMap<(u32, u64), VecDeque<Pending>, BuildHasherDefault<WordHasher>>,
-    /// How many words of each space have pending adds: reads and writes of other spaces skip
-    /// the lookup.
-    per_space: Vec<u32>,
+    /// Per space, its words with pending adds: a handful at most (a core's outstanding-transfer
+    /// counters), so a lookup is a short scan, and reads and writes of spaces without any
+    /// cost one check.
+    spaces: Vec<Vec<Word>>,
 }
 
 impl Deferred {
     /// Whether `space` has any word with pending adds.
     #[inline]
     pub(crate) fn in_space(&self, space: MemSpace) -> bool {
-        self.per_space.get(space.0 as usize).is_some_and(|&n| n > 0)
+        self.spaces.get(space.0 as usize).is_some_and(|w| !w.is_empty())
+    }
+
+    /// The pending adds of a word, if it has any.
+    #[inline]
+    pub(crate) fn word_mut(&mut self, space: MemSpace, addr: u64) -> Option<&mut VecDeque<Pending>> {
+        self.spaces.get_mut(space.0 as usize)?.iter_mut().find(|w| w.addr == addr).map(|w| &mut w.pending)
     }
 
     /// Records an add.
     pub(crate) fn push(&mut self, space: MemSpace, addr: u64, p: Pending) {
         let i = space.0 as usize;
-        if self.per_space.len() <= i {
-            self.per_space.resize(i + 1, 0);
+        if self.spaces.len() <= i {
+            self.spaces.resize_with(i + 1, Vec::new);
         }
-        let per_space = &mut self.per_space[i];
-        let list = self.words.entry((space.0, addr)).or_insert_with(|| {
-            *per_space += 1;
-            VecDeque::new()
-        });
+        let words = &mut self.spaces[i];
+        let at = match words.iter().position(|w| w.addr == addr) {
+            Some(at) => at,
+            None => {
+                words.push(Word { addr, pending: VecDeque::new() });
+                words.len() - 1
+            }
+        };
+        let list = &mut words[at].pending;
         if list.back().is_none_or(|b| b.key < p.key) {
             list.push_back(p);
         } else {
@@ -97,23 +90,24 @@ impl Deferred {
 
     /// The sum of the adds to a word that happened before `now` (wrapping).
     pub(crate) fn past_sum(&self, space: MemSpace, addr: u64, now: Key) -> u32 {
-        if !self.in_space(space) {
+        let Some(words) = self.spaces.get(space.0 as usize) else {
             return 0;
-        }
-        self.words.get(&(space.0, addr)).map_or(0, |list| {
-            list.iter().take_while(|p| p.key <= now).fold(0u32, |a, p| a.wrapping_add(p.delta))
+        };
+        words.iter().find(|w| w.addr == addr).map_or(0, |w| {
+            w.pending.iter().take_while(|p| p.key <= now).fold(0u32, |a, p| a.wrapping_add(p.delta))
         })
     }
 
     /// Removes the adds to a word at or before `upto`; returns their sum (wrapping) and
     /// whether the word still has pending adds.
     pub(crate) fn take_until(&mut self, space: MemSpace, addr: u64, upto: Key) -> (u32, bool) {
-        if !self.in_space(space) {
-            return (0, false);
-        }
-        let Some(list) = self.words.get_mut(&(space.0, addr)) else {
+        let Some(words) = self.spaces.get_mut(space.0 as usize) else {
             return (0, false);
         };
+        let Some(at) = words.iter().position(|w| w.addr == addr) else {
+            return (0, false);
+        };
+        let list = &mut words[at].pending;
         let mut sum = 0u32;
         while let Some(p) = list.front().filter(|p| p.key <= upto) {
             sum = sum.wrapping_add(p.delta);
@@ -122,34 +116,30 @@ impl Deferred {
         if !list.is_empty() {
             return (sum, true);
         }
-        self.words.remove(&(space.0, addr));
-        self.per_space[space.0 as usize] -= 1;
+        words.swap_remove(at);
         (sum, false)
     }
 
-    /// The words of `space` in `[addr, end)` that have pending adds.
+    /// The words of `space` in `[addr, end)` that have pending adds, in address order.
     pub(crate) fn words_in(&self, space: MemSpace, addr: u64, end: u64) -> Vec<u64> {
-        if !self.in_space(space) {
+        let Some(words) = self.spaces.get(space.0 as usize) else {
             return Vec::new();
-        }
-        if end == addr.saturating_add(4) {
-            return if self.words.contains_key(&(space.0, addr)) { vec![addr] } else { Vec::new() };
-        }
-        let mut out: Vec<u64> = self
-            .words
-            .keys()
-            .filter(|&&(sp, a)| sp == space.0 && a + 4 > addr && a < end)
-            .map(|&(_, a)| a)
-            .collect();
+        };
+        let mut out: Vec<u64> = words.iter().map(|w| w.addr).filter(|&a| a + 4 > addr && a < end).collect();
         out.sort_unstable();
         out
     }
 
     /// The earliest pending add of all, as `(key, space, addr)`.
     pub(crate) fn earliest(&self) -> Option<(Key, MemSpace, u64)> {
-        self.words
+        self.spaces
             .iter()
-            .flat_map(|(&(sp, a), list)| list.iter().map(move |p| (p.key, MemSpace(sp), a)))
+            .enumerate()
+            .flat_map(|(sp, words)| {
+                words
+                    .iter()
+                    .filter_map(move |w| w.pending.front().map(|p| (p.key, MemSpace(sp as u32), w.addr)))
+            })
             .min_by_key(|&(k, _, _)| k)
     }
 }

@@ -282,8 +282,12 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     }
 
     /// Reads the word at `addr` (with the deferred adds that have happened by now).
+    #[inline(always)]
     pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
         let v = self.memory.read_u32(space, addr)?;
+        if !self.deferred.in_space(space) {
+            return Ok(v);
+        }
         Ok(v.wrapping_add(self.deferred.past_sum(space, addr, self.key())))
     }
 
@@ -419,7 +423,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             return;
         }
         let key = (self.now, self.cur_seq);
-        let Some(list) = self.deferred.words.get_mut(&(space.0, addr)) else {
+        let Some(list) = self.deferred.word_mut(space, addr) else {
             return;
         };
         let mut value = self.memory.read_u32(space, addr).expect("deferred words are checked");

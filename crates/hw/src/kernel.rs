@@ -311,7 +311,9 @@ impl Kernel {
         let (kind, mem) = (self.kind, self.mem);
         self.ctx.with(|hw, s| {
             check_access(hw, kind, || self.core_name(), addr, 4)?;
-            Ok(s.read_u32(mem, addr)?)
+            // L1 words never have deferred adds (the hardware defers only register-block
+            // counters), so memory holds their value: the hot path of every service loop.
+            Ok(s.memory().read_u32(mem, addr)?)
         })
     }
 
@@ -432,9 +434,16 @@ impl Kernel {
             later(&self.flushed[t]);
             self.tagged[t].set(self.tagged[t].get().wrapping_add(1));
             let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
-            // Counted when the last flit leaves: a deferred add, an event only when a wait on
-            // the count needs it.
-            self.ctx.sched().add_u32_at(regs, addr, left, 1)?;
+            // Counted when the last flit leaves. Not a deferred add: the fabric router waits on
+            // these counts in nearly every idle pass, so deferring them saves few events and
+            // costs a plan per wait.
+            self.ctx.with(|hw, s| {
+                hw.post(
+                    s,
+                    left,
+                    Delivery { mem: regs, addr, what: Payload::Add(1), done: None, eth_to: None },
+                )
+            })?;
         }
         Ok(())
     }
