@@ -331,19 +331,8 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     pub fn add_u32_at(&mut self, space: MemSpace, addr: u64, at: Time, delta: u32) -> Result<(), MemError> {
         assert!(at >= self.now, "deferred add in the past: {at} < {}", self.now);
         self.memory.check_range(space, addr, 4)?;
-        debug_assert!(addr % 4 == 0, "deferred adds go to aligned words");
         self.settle_word_past(space, addr);
-        let seq = self.queue.reserve_seq();
-        let planned = !self.shortcuts;
-        if !planned {
-            self.stats.elided += 1;
-        }
-        self.deferred.push(space, addr, Pending { key: (at, seq), delta, planned });
-        if planned {
-            self.queue.push_with_seq(at, seq, Action::Settle { space, addr });
-        } else {
-            self.replan(space, addr);
-        }
+        self.defer(space, addr, at, delta);
         Ok(())
     }
 
@@ -362,19 +351,23 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         let v = self.memory.read_u32(space, addr)?.wrapping_add(inc);
         self.memory.write_u32(space, addr, v)?;
         self.fire_watches(space, addr, 4);
+        self.defer(space, addr, until, inc.wrapping_neg());
+        Ok(())
+    }
+
+    /// Records a deferred add of `delta` at `at` in the place of an event pushed now: with
+    /// shortcuts its settle event is planned only if a watcher needs it, without it always is.
+    fn defer(&mut self, space: MemSpace, addr: u64, at: Time, delta: u32) {
         debug_assert!(addr % 4 == 0, "deferred adds go to aligned words");
         let seq = self.queue.reserve_seq();
         let planned = !self.shortcuts;
-        if !planned {
-            self.stats.elided += 1;
-        }
-        self.deferred.push(space, addr, Pending { key: (until, seq), delta: inc.wrapping_neg(), planned });
+        self.deferred.push(space, addr, Pending { key: (at, seq), delta, planned });
         if planned {
-            self.queue.push_with_seq(until, seq, Action::Settle { space, addr });
+            self.queue.push_with_seq(at, seq, Action::Settle { space, addr });
         } else {
+            self.stats.elided += 1;
             self.replan(space, addr);
         }
-        Ok(())
     }
 
     /// Applies the deferred adds to words in `[addr, end)` of `space` that have happened by
@@ -383,15 +376,8 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         if !self.deferred.in_space(space) {
             return Vec::new();
         }
-        let words = self.deferred.words_in(space, addr, end);
-        let key = self.key();
-        for &a in &words {
-            let (sum, _) = self.deferred.take_until(space, a, key);
-            if sum != 0 {
-                let v = self.memory.read_u32(space, a).expect("deferred words are checked");
-                self.memory.write_u32(space, a, v.wrapping_add(sum)).expect("deferred words are checked");
-            }
-        }
+        let mut words = self.deferred.words_in(space, addr, end);
+        words.retain(|&a| self.settle_word_past(space, a));
         words
     }
 
@@ -446,9 +432,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     /// The settle event at the current key: applies the word's adds up to it and wakes the
     /// watchers whose condition now holds.
     fn settle(&mut self, space: MemSpace, addr: u64) {
-        let (sum, _) = self.deferred.take_until(space, addr, self.key());
-        let v = self.memory.read_u32(space, addr).expect("deferred words are checked");
-        self.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
+        self.settle_word_past(space, addr);
         self.fire_watches(space, addr, 4);
         self.replan(space, addr);
     }
@@ -937,11 +921,6 @@ impl<W: World> Sim<W> {
         self.ctx.sched().shortcuts = on;
     }
 
-    /// Whether this simulation takes the engine's exact shortcuts.
-    pub fn shortcuts(&self) -> bool {
-        self.ctx.sched().shortcuts
-    }
-
     /// Spawns a task named `name` starting at `start`.
     pub fn spawn(
         &self,
@@ -984,10 +963,7 @@ impl<W: World> Sim<W> {
                         s.now = t;
                         s.cur_seq = seq;
                     }
-                    let (sum, _) = s.deferred.take_until(space, addr, (t, seq));
-                    let v = s.memory.read_u32(space, addr).expect("deferred words are checked");
-                    s.memory.write_u32(space, addr, v.wrapping_add(sum)).expect("deferred words are checked");
-                    s.fire_watches(space, addr, 4);
+                    s.settle(space, addr);
                     continue;
                 };
                 if t > self.time_limit {

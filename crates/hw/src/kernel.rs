@@ -311,9 +311,7 @@ impl Kernel {
         let (kind, mem) = (self.kind, self.mem);
         self.ctx.with(|hw, s| {
             check_access(hw, kind, || self.core_name(), addr, 4)?;
-            // L1 words never have deferred adds (the hardware defers only register-block
-            // counters), so memory holds their value: the hot path of every service loop.
-            Ok(s.memory().read_u32(mem, addr)?)
+            Ok(s.read_u32(mem, addr)?)
         })
     }
 
