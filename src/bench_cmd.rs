@@ -121,7 +121,9 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
 
 /// `bench fabric`: one point of tt-metal's fabric bandwidth tests.
 fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
-    let setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
+    check_outputs(None, a.trace.as_deref())?;
+    let mut setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
+    setup.trace = a.trace.is_some();
     let test = match a.test {
         FabricTestArg::NeighborExchange => fabric::FabricTest::NeighborExchange,
         FabricTestArg::NeighborExchangeLinear => fabric::FabricTest::NeighborExchangeLinear,
@@ -147,8 +149,11 @@ fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
         num_links: a.num_links,
         packets: a.packets,
     };
-    let row = fabric::fabric(&setup, spec).map_err(bench_error)?.row;
-    out!("{}", report::render(&[row], a.format.into()))?;
+    let m = fabric::fabric(&setup, spec).map_err(bench_error)?;
+    if let (Some(path), Some(t)) = (&a.trace, &m.trace) {
+        write_trace(path, t, &setup.cluster)?;
+    }
+    out!("{}", report::render(&[m.row], a.format.into()))?;
     Ok(())
 }
 
@@ -168,10 +173,15 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
             );
         }
     };
-    let setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
+    check_outputs(None, a.trace.as_deref())?;
+    let mut setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
+    setup.trace = a.trace.is_some();
     let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };
-    let row = fabric::fabric_latency(&setup, spec).map_err(bench_error)?.row;
-    out!("{}", report::render(&[row], a.format.into()))?;
+    let m = fabric::fabric_latency(&setup, spec).map_err(bench_error)?;
+    if let (Some(path), Some(t)) = (&a.trace, &m.trace) {
+        write_trace(path, t, &setup.cluster)?;
+    }
+    out!("{}", report::render(&[m.row], a.format.into()))?;
     Ok(())
 }
 

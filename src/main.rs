@@ -349,6 +349,9 @@ struct FabricLatencyArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Write a Chrome / Perfetto trace of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 /// `bench fabric-latency --topology`.
@@ -393,6 +396,10 @@ struct FabricArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Write a Chrome / Perfetto trace of the run to FILE (give few --packets: every packet
+    /// is recorded).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 /// `bench fabric --test`.

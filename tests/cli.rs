@@ -617,6 +617,26 @@ fn check_trace(path: &std::path::Path) -> Vec<serde_json::Value> {
 mod trace {
     use super::*;
 
+    /// A fabric benchmark's trace shows its routers, its senders and the packets on the links.
+    #[test]
+    fn a_fabric_benchmark_trace_shows_routers_senders_and_packets() {
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-fabric-bench.json", std::process::id()));
+        let p = path.to_str().unwrap();
+        let args =
+            ["bench", "fabric", "--test", "neighbor-exchange", "--packet-size", "4096", "--packets", "20"];
+        let (code, _, err) = meshsim(&[&args[..], &["--trace", p]].concat());
+        assert_eq!(code, 0, "{err}");
+        let events = check_trace(&path);
+        for kernel in ["router", "sender"] {
+            assert!(events.iter().any(|e| e["cat"] == "kernel" && e["name"] == kernel), "{kernel}");
+        }
+        // 20 packets per flow, each of 4096 B + the header split into MTU-sized Ethernet packets.
+        let big =
+            events.iter().filter(|e| e["ph"] == "X" && e["args"]["bytes"].as_u64() == Some(1500)).count();
+        assert!(big >= 20 * 2, "{big}");
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// On the fabric stack the trace shows the routers' kernels and every link's packets too.
     #[test]
     fn a_fabric_all_gather_trace_is_valid_and_shows_its_routers() {
