@@ -352,7 +352,7 @@ impl Kernel {
 
     /// `noc_async_write_one_packet_with_trid(src, dst_noc_addr, size, trid)`: a write tagged
     /// with transaction id `trid` (below [`NOC_TRIDS`]), so the issuer can later ask whether the
-    /// writes of that id have left its L1 without waiting for any others.
+    /// writes of that id have been acknowledged without waiting for any others.
     pub async fn noc_async_write_with_trid(
         &self,
         src: u64,
@@ -365,13 +365,15 @@ impl Kernel {
     }
 
     /// `ncrisc_noc_nonposted_write_with_transaction_id_flushed(trid)`: whether every write
-    /// tagged `trid` has left this core's L1 (its source may be reused; it may not have landed).
+    /// tagged `trid` has been acknowledged by its target (landed, and the acknowledgement back
+    /// the way an atomic's response comes) — the NIU's outstanding-request count of the id, not
+    /// its outgoing count (`..._sent`).
     pub fn noc_write_trid_flushed(&self, trid: usize) -> bool {
         self.flushed[trid].get() <= self.now()
     }
 
     /// `noc_async_write_flushed_with_trid(trid)`: waits until every write tagged `trid` has
-    /// left this core's L1.
+    /// been acknowledged.
     pub async fn noc_async_write_flushed_with_trid(&self, trid: usize) {
         let at = self.flushed[trid].get();
         self.ctx.delay(at.saturating_sub(self.now())).await;
@@ -396,10 +398,19 @@ impl Kernel {
         self.check_local(src, size)?;
         let (dst_at, dst_mem, dst, dst_kind) = self.target(dst_noc_addr, size)?;
         self.issue().await;
-        let left = self.ctx.with(|hw, s| -> Result<Time, HwError> {
+        let (left, acked) = self.ctx.with(|hw, s| -> Result<(Time, Time), HwError> {
             let p = Rc::clone(&hw.params);
+            let noc = &hw.chips[self.chip.0 as usize].noc;
+            // A write's acknowledgement comes back the same way round the NoC as an atomic's
+            // response: one flit, not booked on the links.
+            let back = p.cycles(
+                noc.hops(self.noc, dst_at, self.at) as u64 * p.noc_hop_cycles
+                    + p.noc_inject_cycles
+                    + p.noc_eject_cycles
+                    + 1,
+            );
             let mut off = 0;
-            let mut left = Time::ZERO;
+            let (mut left, mut acked) = (Time::ZERO, Time::ZERO);
             while off < size.max(1) {
                 let n = (size - off).min(p.noc_max_packet_bytes);
                 let sent =
@@ -409,6 +420,7 @@ impl Kernel {
                 if let CoreKind::Dram(bank) = dst_kind {
                     arrive = hw.dram_access(self.chip, bank, n, arrive);
                 }
+                acked = acked.max(arrive + back);
                 let (o, len) = hw.carried(size, off, n, dst_kind).unwrap_or((off, 0));
                 let what = Payload::read(s.memory(), self.mem, src + o, len)?;
                 hw.post(
@@ -424,21 +436,21 @@ impl Kernel {
                 )?;
                 off += n.max(1);
             }
-            Ok(left)
+            Ok((left, acked))
         })?;
-        let later = |c: &std::cell::Cell<Time>| c.set(c.get().max(left));
-        later(&self.flushed[NOC_TRIDS]);
+        let later = |c: &std::cell::Cell<Time>, t: Time| c.set(c.get().max(t));
+        later(&self.flushed[NOC_TRIDS], left);
         if let Some(t) = trid {
-            later(&self.flushed[t]);
+            later(&self.flushed[t], acked);
             self.tagged[t].set(self.tagged[t].get().wrapping_add(1));
             let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
-            // Counted when the last flit leaves. Not a deferred add: the fabric router waits on
-            // these counts in nearly every idle pass, so deferring them saves few events and
-            // costs a plan per wait.
+            // Counted when the last acknowledgement is back. Not a deferred add: the fabric
+            // router waits on these counts in nearly every idle pass, so deferring them saves
+            // few events and costs a plan per wait.
             self.ctx.with(|hw, s| {
                 hw.post(
                     s,
-                    left,
+                    acked,
                     Delivery { mem: regs, addr, what: Payload::Add(1), done: None, eth_to: None },
                 )
             })?;

@@ -239,10 +239,10 @@ fn a_worker_reads_dram_through_the_noc_after_the_bank_latency() {
     assert!(at > floor && at < floor + Time::from_us(1), "{at}");
 }
 
-/// A write tagged with a transaction id flushes (leaves the issuer's L1) before it lands, and
+/// A write tagged with a transaction id flushes once it has landed and been acknowledged, and
 /// waiting for one id does not wait for another's later, larger write.
 #[test]
-fn a_tagged_write_flushes_before_it_lands_and_ids_are_independent() {
+fn a_tagged_write_flushes_when_acknowledged_and_ids_are_independent() {
     let mut m = n300(Mode::Timing);
     let dev = m.device(ChipIdx(0));
     let dst = dev.noc_coord(CoreRef::Worker(meshsim_topology::soc::CoreCoord { x: 5, y: 5 }));
@@ -268,10 +268,16 @@ fn a_tagged_write_flushes_before_it_lands_and_ids_are_independent() {
     let p = Params::default();
     let t = seen.borrow().clone();
     let (issued, one, all, landed) = (t[0], t[1], t[2], t[3]);
-    // Write 1 flushes after its 65 flits have left, before write 2's 257 flits have.
-    assert!(one - issued >= p.cycles(65), "{one} vs {issued}");
-    assert!(all - one >= p.cycles(257) - p.cycles(p.noc_issue_cycles));
-    assert!(landed > all, "a flushed write may still be on its way");
+    // Write 1's id flushes once its 65 flits have landed and the acknowledgement has come back
+    // (at least a hop each way), without waiting for write 2: before write 2's 257 flits have
+    // even left.
+    let round_trip = p.cycles(65 + 2 * p.noc_hop_cycles + p.noc_inject_cycles + p.noc_eject_cycles);
+    assert!(one - issued >= round_trip, "{one} vs {issued}");
+    assert!(one < all, "{one} vs {all}");
+    // Every write has left the source (sent) once both have gone through the injection port,
+    // before the last one has landed.
+    assert!(all - issued >= p.cycles(65 + 257), "{all} vs {issued}");
+    assert!(landed > all, "a sent write may still be on its way");
 }
 
 /// Two kernels on one ERISC share its RISC-V: the second's command is written after the
