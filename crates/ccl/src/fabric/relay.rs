@@ -101,46 +101,51 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
     let (n, total) = (c.n, c.packets.len());
     let page = c.slice.page_bytes();
     let whole = |s: usize, q: u64| c.slice.page_in_whole(c.dim, n as u64, s as u64, q);
-    let mut items = Vec::new();
-    // Packets of the upstream neighbour's stripes 0..i-1 (its stripes are sized as ours).
-    let mut before = 0u64;
-    for i in 0..stripes(n) {
-        let slice = if c.forward { (c.rank + n - i) % n } else { (c.rank + i) % n };
-        let (first, count) = stripe(n, i, c.forward, total);
-        let upstream_first = if i == 0 { 0 } else { stripe(n, i - 1, c.forward, total).0 };
-        for (x, &(lo, pages)) in c.packets[first..first + count].iter().enumerate() {
-            // Slice packet `first + x` came as packet `first + x - upstream_first` of the
-            // upstream's stripe i - 1.
-            let need = if i == 0 { 0 } else { before + (first + x - upstream_first) as u64 + 1 };
-            let end = x + 1 == count || (x + 1) % CHUNKS_PER_SYNC == 0;
-            let inc = end.then(|| (x % CHUNKS_PER_SYNC + 1) as u32);
-            items.push(Item { slice, lo, pages, from_input: i == 0, need, inc });
-        }
-        if i > 0 {
-            before += stripe(n, i - 1, c.forward, total).1 as u64;
-        }
-    }
+    // The packets in sending order, made as they are needed (a long op has millions).
+    let forward = c.forward;
+    let mut items = (0..stripes(n))
+        .flat_map(|i| {
+            let slice = if forward { (c.rank + n - i) % n } else { (c.rank + i) % n };
+            let (first, count) = stripe(n, i, forward, total);
+            let upstream_first = if i == 0 { 0 } else { stripe(n, i - 1, forward, total).0 };
+            // Packets of the upstream neighbour's stripes 0..i-1 (its stripes are sized as ours).
+            let before: u64 = (0..i.saturating_sub(1)).map(|j| stripe(n, j, forward, total).1 as u64).sum();
+            c.packets[first..first + count].iter().enumerate().map(move |(x, &(lo, pages))| {
+                // Slice packet `first + x` came as packet `first + x - upstream_first` of the
+                // upstream's stripe i - 1.
+                let need = if i == 0 { 0 } else { before + (first + x - upstream_first) as u64 + 1 };
+                let end = x + 1 == count || (x + 1) % CHUNKS_PER_SYNC == 0;
+                let inc = end.then(|| (x % CHUNKS_PER_SYNC + 1) as u32);
+                Item { slice, lo, pages, from_input: i == 0, need, inc }
+            })
+        })
+        .peekable();
     let (sem_at, sem) = c.sem;
     let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % WINDOW) as u64 * c.max;
+    // The window of packets read and then sent together, each with its place in the order.
+    let mut window: Vec<(usize, Item)> = Vec::with_capacity(WINDOW);
     let mut next = 0;
-    while next < items.len() {
-        if (k.read_u32(sem)? as u64) < items[next].need {
-            k.wait_until(sem, Cond::Ge(items[next].need as u32)).await?;
+    while let Some(head) = items.peek() {
+        if (k.read_u32(sem)? as u64) < head.need {
+            k.wait_until(sem, Cond::Ge(head.need as u32)).await?;
         }
         k.noc_async_writes_flushed().await;
-        let first = next;
-        while next < items.len() && next - first < WINDOW && k.read_u32(sem)? as u64 >= items[next].need {
-            let x = &items[next];
+        window.clear();
+        while window.len() < WINDOW {
+            let Some(x) = items.next_if(|x| k.read_u32(sem).is_ok_and(|v| v as u64 >= x.need)) else {
+                break;
+            };
             if x.from_input && !c.own.1 {
                 issue_reads(&k, &c.input, x.lo..x.lo + x.pages, at(next), page).await?;
             } else {
                 let pages = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q));
                 issue_reads(&k, &c.output, pages, at(next), page).await?;
             }
+            window.push((next, x));
             next += 1;
         }
         k.noc_async_read_barrier().await?;
-        for (i, x) in items.iter().enumerate().take(next).skip(first) {
+        for &(i, ref x) in &window {
             let out: Vec<u64> =
                 (x.lo..x.lo + x.pages).map(|q| page_addr(&k, &c.output, whole(x.slice, q))).collect();
             if x.from_input && c.forward && c.own.0 {
