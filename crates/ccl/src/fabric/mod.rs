@@ -534,6 +534,13 @@ impl Layout {
         Layout::with(p, max_payload, header_bytes, SENDER_CHANNELS, &SLOT_OPTIONS_1D)
     }
 
+    /// The layout of a neighbour-exchange router for `max_payload`: packets go one hop, so
+    /// nothing is forwarded and the router has its worker's sender channel alone, which leaves
+    /// room for more slots ((16, 16) at the default payload, against a line's (8, 16)).
+    pub fn neighbor_exchange(p: &Params, max_payload: u64) -> Result<Layout, FabricError> {
+        Layout::with(p, max_payload, HEADER_1D_BYTES.0, 1, &SLOT_OPTIONS_1D)
+    }
+
     /// The layout of a 2D mesh router for `max_payload`: the 2D header, four sender channels.
     pub fn mesh(p: &Params, max_payload: u64) -> Result<Layout, FabricError> {
         Layout::with(p, max_payload, HEADER_2D_BYTES, MESH_SENDER_CHANNELS, &SLOT_OPTIONS_2D)
@@ -693,10 +700,10 @@ impl Fabric {
     ) -> Result<Rc<Fabric>, FabricError> {
         let longest = lines.iter().map(|l| l.chips.len() as u32).max().unwrap_or(1);
         let mesh = config.kind == FabricKind::Mesh;
-        let layout = if mesh {
-            Layout::mesh(p, config.max_payload_bytes)?
-        } else {
-            Layout::new(p, config.max_payload_bytes, longest)?
+        let layout = match config.kind {
+            FabricKind::Mesh => Layout::mesh(p, config.max_payload_bytes)?,
+            FabricKind::NeighborExchange => Layout::neighbor_exchange(p, config.max_payload_bytes)?,
+            FabricKind::Linear | FabricKind::Ring => Layout::new(p, config.max_payload_bytes, longest)?,
         };
         let mut routers: Vec<RouterSpec> = Vec::new();
         for (li, line) in lines.iter().enumerate() {

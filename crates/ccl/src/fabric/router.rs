@@ -388,6 +388,13 @@ async fn receive_step(
     if landed == st.taken {
         return Ok(moved);
     }
+    // A slot is taken only with a transaction id to itself: while every id is held by a
+    // processed slot whose writes are not yet acknowledged, the next slot waits (the completion
+    // step, next, waits for the oldest's writes). Sharing an id would complete the older slot
+    // only once the newer one's writes were acknowledged too.
+    if st.pending.len() >= trids {
+        return Ok(moved);
+    }
     let idx = st.taken % lay.receiver_slots;
     let Some(header) = fabric.headers.borrow()[me][lay.receiver_entry(idx)] else {
         return Err(protocol(k, format!("receiver slot {idx} was counted as landed but holds no packet")));
