@@ -1,5 +1,7 @@
 //! `meshsim bench`: microbenchmark sweeps, their plots and single-point traces.
 
+use std::path::Path;
+
 use crate::out::out;
 use meshsim_bench::plot;
 use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
@@ -121,9 +123,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
 
 /// `bench fabric`: one point of tt-metal's fabric bandwidth tests.
 fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
-    check_outputs(None, a.trace.as_deref())?;
-    let mut setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
-    setup.trace = a.trace.is_some();
+    let setup = traced_setup(&a.cluster, a.params.as_deref(), a.trace.as_deref())?;
     let test = match a.test {
         FabricTestArg::NeighborExchange => fabric::FabricTest::NeighborExchange,
         FabricTestArg::NeighborExchangeLinear => fabric::FabricTest::NeighborExchangeLinear,
@@ -150,11 +150,7 @@ fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
         packets: a.packets,
     };
     let m = fabric::fabric(&setup, spec).map_err(bench_error)?;
-    if let (Some(path), Some(t)) = (&a.trace, &m.trace) {
-        write_trace(path, t, &setup.cluster)?;
-    }
-    out!("{}", report::render(&[m.row], a.format.into()))?;
-    Ok(())
+    print_one(m, &setup, a.trace.as_deref(), a.format)
 }
 
 /// `bench fabric-latency`: tt-metal's one-hop fabric ping.
@@ -173,15 +169,32 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
             );
         }
     };
-    check_outputs(None, a.trace.as_deref())?;
-    let mut setup = Setup::new(load_cluster(&a.cluster)?, load_params(a.params.as_deref())?);
-    setup.trace = a.trace.is_some();
+    let setup = traced_setup(&a.cluster, a.params.as_deref(), a.trace.as_deref())?;
     let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };
     let m = fabric::fabric_latency(&setup, spec).map_err(bench_error)?;
-    if let (Some(path), Some(t)) = (&a.trace, &m.trace) {
+    print_one(m, &setup, a.trace.as_deref(), a.format)
+}
+
+/// The set-up of a one-point benchmark on `cluster`, recording a trace when `trace` names a
+/// file (checked for writing first).
+fn traced_setup(cluster: &str, params: Option<&Path>, trace: Option<&Path>) -> anyhow::Result<Setup> {
+    check_outputs(None, trace)?;
+    let mut setup = Setup::new(load_cluster(cluster)?, load_params(params)?);
+    setup.trace = trace.is_some();
+    Ok(setup)
+}
+
+/// Prints a one-point benchmark's row, after writing its trace to `trace` if asked.
+fn print_one<R: serde::Serialize>(
+    m: Measured<R>,
+    setup: &Setup,
+    trace: Option<&Path>,
+    format: crate::Format,
+) -> anyhow::Result<()> {
+    if let (Some(path), Some(t)) = (trace, &m.trace) {
         write_trace(path, t, &setup.cluster)?;
     }
-    out!("{}", report::render(&[m.row], a.format.into()))?;
+    out!("{}", report::render(&[m.row], format.into()))?;
     Ok(())
 }
 

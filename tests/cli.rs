@@ -617,14 +617,20 @@ fn check_trace(path: &std::path::Path) -> Vec<serde_json::Value> {
 mod trace {
     use super::*;
 
+    /// Runs meshsim with `args` and `--trace` into a temporary file named after `tag`; returns
+    /// the exit code, both outputs and the trace file's path.
+    fn run_traced(tag: &str, args: &[&str]) -> (i32, String, String, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-{tag}.json", std::process::id()));
+        let (code, out, err) = meshsim(&[args, &["--trace", path.to_str().unwrap()]].concat());
+        (code, out, err, path)
+    }
+
     /// A fabric benchmark's trace shows its routers, its senders and the packets on the links.
     #[test]
     fn a_fabric_benchmark_trace_shows_routers_senders_and_packets() {
-        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-fabric-bench.json", std::process::id()));
-        let p = path.to_str().unwrap();
         let args =
             ["bench", "fabric", "--test", "neighbor-exchange", "--packet-size", "4096", "--packets", "20"];
-        let (code, _, err) = meshsim(&[&args[..], &["--trace", p]].concat());
+        let (code, _, err, path) = run_traced("fabric-bench", &args);
         assert_eq!(code, 0, "{err}");
         let events = check_trace(&path);
         for kernel in ["router", "sender"] {
@@ -640,10 +646,20 @@ mod trace {
     /// On the fabric stack the trace shows the routers' kernels and every link's packets too.
     #[test]
     fn a_fabric_all_gather_trace_is_valid_and_shows_its_routers() {
-        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-fabric.json", std::process::id()));
-        let p = path.to_str().unwrap();
-        let args = ["op", "all-gather", "--cluster", "t3000", "--shape", "1,1,32,2048", "--stack", "fabric"];
-        let (code, out, err) = meshsim(&[&args[..], &["--links", "--format", "json", "--trace", p]].concat());
+        let args = [
+            "op",
+            "all-gather",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,32,2048",
+            "--stack",
+            "fabric",
+            "--links",
+            "--format",
+            "json",
+        ];
+        let (code, out, err, path) = run_traced("fabric", &args);
         assert_eq!(code, 0, "{err}");
         assert_eq!(json(&out)["stack"], "fabric");
         let events = check_trace(&path);
@@ -681,11 +697,20 @@ mod trace {
 
     #[test]
     fn a_galaxy_all_gather_trace_is_valid_and_shows_every_links_packets() {
-        let path = std::env::temp_dir().join(format!("meshsim-cli-{}-galaxy.json", std::process::id()));
-        let p = path.to_str().unwrap();
-        let args =
-            ["op", "all-gather", "--cluster", "galaxy_torus", "--shape", "1,1,32,1024", "--stack", "edm"];
-        let (code, out, err) = meshsim(&[&args[..], &["--links", "--format", "json", "--trace", p]].concat());
+        let args = [
+            "op",
+            "all-gather",
+            "--cluster",
+            "galaxy_torus",
+            "--shape",
+            "1,1,32,1024",
+            "--stack",
+            "edm",
+            "--links",
+            "--format",
+            "json",
+        ];
+        let (code, out, err, path) = run_traced("galaxy", &args);
         assert_eq!(code, 0, "{err}");
         let report = json(&out);
         assert_eq!(report["chips"], 32);

@@ -400,15 +400,9 @@ impl Kernel {
         self.issue().await;
         let (left, acked) = self.ctx.with(|hw, s| -> Result<(Time, Time), HwError> {
             let p = Rc::clone(&hw.params);
-            let noc = &hw.chips[self.chip.0 as usize].noc;
-            // A write's acknowledgement comes back the same way round the NoC as an atomic's
-            // response: one flit, not booked on the links.
-            let back = p.cycles(
-                noc.hops(self.noc, dst_at, self.at) as u64 * p.noc_hop_cycles
-                    + p.noc_inject_cycles
-                    + p.noc_eject_cycles
-                    + 1,
-            );
+            // Only a tagged write's acknowledgement is waited for.
+            let back =
+                trid.map(|_| hw.chips[self.chip.0 as usize].noc.response(&p, self.noc, dst_at, self.at));
             let mut off = 0;
             let (mut left, mut acked) = (Time::ZERO, Time::ZERO);
             while off < size.max(1) {
@@ -420,7 +414,9 @@ impl Kernel {
                 if let CoreKind::Dram(bank) = dst_kind {
                     arrive = hw.dram_access(self.chip, bank, n, arrive);
                 }
-                acked = acked.max(arrive + back);
+                if let Some(back) = back {
+                    acked = acked.max(arrive + back);
+                }
                 let (o, len) = hw.carried(size, off, n, dst_kind).unwrap_or((off, 0));
                 let what = Payload::read(s.memory(), self.mem, src + o, len)?;
                 hw.post(
@@ -543,10 +539,7 @@ impl Kernel {
             let p = Rc::clone(&hw.params);
             let noc = &mut hw.chips[self.chip.0 as usize].noc;
             let arrive = noc.send(&p, self.noc, self.at, at, 4, s.now());
-            let back = noc.hops(self.noc, at, self.at) as u64 * p.noc_hop_cycles
-                + p.noc_inject_cycles
-                + p.noc_eject_cycles
-                + 1;
+            let back = noc.response(&p, self.noc, at, self.at);
             // A negative increment is a decrement, checked on arrival.
             let what = if (inc as i32) < 0 {
                 Payload::Dec { by: inc.wrapping_neg(), chip: self.chip, at }
@@ -554,7 +547,7 @@ impl Kernel {
                 Payload::Add(inc)
             };
             hw.post(s, arrive, Delivery { mem, addr, what, done: None, eth_to: None })?;
-            Ok(arrive + p.cycles(back))
+            Ok(arrive + back)
         })?;
         self.atomics_acked.set(self.atomics_acked.get().max(answered));
         Ok(())

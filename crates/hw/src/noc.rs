@@ -119,6 +119,15 @@ impl Noc {
         dx + dy
     }
 
+    /// How long a one-flit response (an atomic's answer, a write's acknowledgement) takes from
+    /// `from` back to `to` on `noc`: it goes on round the NoC the way requests do, and is not
+    /// booked on the links.
+    pub fn response(&self, p: &Params, noc: usize, from: CoreCoord, to: CoreCoord) -> Time {
+        p.cycles(
+            self.hops(noc, from, to) as u64 * p.noc_hop_cycles + p.noc_inject_cycles + p.noc_eject_cycles + 1,
+        )
+    }
+
     /// Sends a packet of `bytes` payload from `src` to `dst` on `noc`, injected no earlier than
     /// `ready`; books every link it uses and returns when its last flit is in `dst`.
     pub fn send(

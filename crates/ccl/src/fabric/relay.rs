@@ -132,7 +132,8 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
         k.noc_async_writes_flushed().await;
         window.clear();
         while window.len() < WINDOW {
-            let Some(x) = items.next_if(|x| k.read_u32(sem).is_ok_and(|v| v as u64 >= x.need)) else {
+            let landed = k.read_u32(sem)? as u64;
+            let Some(x) = items.next_if(|x| landed >= x.need) else {
                 break;
             };
             if x.from_input && !c.own.1 {
