@@ -167,6 +167,12 @@ pub struct FabricRow {
     pub gbps: f64,
     /// Per-link packets per second.
     pub packets_per_s: f64,
+    /// The slowest sender core's own rate, GB/s: its flows' payload bytes over the time from
+    /// its start to its last data packet rung (before the barrier). Beside the fastest's, it
+    /// shows whether the senders shared the run evenly; `gbps` is set by the slowest.
+    pub sender_gbps_min: f64,
+    /// The fastest sender core's own rate, GB/s.
+    pub sender_gbps_max: f64,
 }
 
 /// A flow: packets from one chip along one direction of a line, or along a 2D route.
@@ -453,6 +459,8 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     let participants = Rc::new(Cell::new(0usize));
     let starts = Rc::new(RefCell::new(Vec::new()));
     let end = Rc::new(Cell::new(Time::ZERO));
+    // Per sender core: payload bytes it sent and the time it took (start to last data packet).
+    let rates = Rc::new(RefCell::new(Vec::new()));
     for (c, &want) in expected.iter().enumerate() {
         if want == 0 {
             continue;
@@ -501,7 +509,8 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
             })
             .collect();
         participants.set(participants.get() + 1);
-        let (st, left) = (starts.clone(), participants.clone());
+        let (st, left, rates) = (starts.clone(), participants.clone(), rates.clone());
+        let bytes = packets * size * list.len() as u64;
         programs[chip.0 as usize].create_kernel(
             CoreRef::Worker(core),
             "sender",
@@ -509,7 +518,8 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
             vec![],
             move |k| async move {
                 conn.open(&k).await?;
-                st.borrow_mut().push(k.now());
+                let began = k.now();
+                st.borrow_mut().push(began);
                 for _ in 0..packets {
                     for h in &headers {
                         if conn.next_slot_filled() {
@@ -519,6 +529,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
                         }
                     }
                 }
+                rates.borrow_mut().push(bytes as f64 / (k.now() - began).as_ns_f64());
                 for h in &syncs {
                     conn.send(&k, *h, PAYLOAD_SRC).await?;
                 }
@@ -545,6 +556,8 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
         flows_per_link: t,
         gbps,
         packets_per_s: (t * packets) as f64 / c_max * 1e9,
+        sender_gbps_min: rates.borrow().iter().copied().fold(f64::INFINITY, f64::min),
+        sender_gbps_max: rates.borrow().iter().copied().fold(0.0, f64::max),
     };
     Ok(Measured::new(row, stats, &mut m))
 }

@@ -265,3 +265,28 @@ fn ring_and_mesh_fabric_tests_run_under_the_wire() {
     assert_eq!(row.test, "LatencyMeshUnicast");
     assert!(row.net_min_ns > 2.0 * galaxy.params.eth_link_latency_ns as f64, "{row:?}");
 }
+
+/// Each sender core's own rate brackets the run: in neighbour exchange every core holds one
+/// flow over its own link (T = 1), so no sender can be slower than the makespan's rate, and
+/// none faster than its link's wire rate.
+#[test]
+fn every_neighbour_exchange_sender_is_at_least_as_fast_as_the_makespan() {
+    use meshsim_bench::fabric::{FabricSpec, FabricTest, NocSend, fabric};
+    let t3000 = setup("t3000");
+    let p = &t3000.params;
+    for noc_send in [NocSend::Write, NocSend::FusedAtomicInc] {
+        let spec = FabricSpec {
+            test: FabricTest::NeighborExchange,
+            noc_send,
+            packet_bytes: 4096,
+            max_packet_bytes: None,
+            num_links: 1,
+            packets: Some(2000),
+        };
+        let row = fabric(&t3000, spec).unwrap().row;
+        assert_eq!(row.flows_per_link, 1);
+        let wire = p.eth_link_gbps as f64 / 8.0;
+        assert!(row.sender_gbps_min >= row.gbps, "{row:?}");
+        assert!(row.sender_gbps_min <= row.sender_gbps_max && row.sender_gbps_max < wire, "{row:?}");
+    }
+}
