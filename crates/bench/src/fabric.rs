@@ -459,7 +459,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     let participants = Rc::new(Cell::new(0usize));
     let starts = Rc::new(RefCell::new(Vec::new()));
     let end = Rc::new(Cell::new(Time::ZERO));
-    // Per sender core: payload bytes it sent and the time it took (start to last data packet).
+    // Per sender core: its own rate, payload bytes over its start to its last data packet rung.
     let rates = Rc::new(RefCell::new(Vec::new()));
     for (c, &want) in expected.iter().enumerate() {
         if want == 0 {

@@ -243,10 +243,8 @@ fn ring_and_mesh_fabric_tests_run_under_the_wire() {
                 packets: Some(200),
             };
             let row = fabric(&t3000, spec).unwrap().row;
-            // Payload share of the line rate: 96 B is the larger (2D) header.
-            let frames = (size + 96).div_ceil(p.eth_mtu_bytes);
-            let wire = p.eth_link_gbps as f64 / 8.0 * size as f64
-                / (size + 96 + frames * p.eth_packet_overhead_bytes) as f64;
+            // 96 B is the larger (2D) header.
+            let wire = wire_payload_gbps(p, size, meshsim_ccl::fabric::HEADER_2D_BYTES);
             assert!(
                 row.gbps > 0.5 && row.gbps < wire,
                 "{test:?} {size} B: {} GB/s (wire {wire:.2})",
@@ -266,14 +264,23 @@ fn ring_and_mesh_fabric_tests_run_under_the_wire() {
     assert!(row.net_min_ns > 2.0 * galaxy.params.eth_link_latency_ns as f64, "{row:?}");
 }
 
-/// Each sender core's own rate brackets the run: in neighbour exchange every core holds one
-/// flow over its own link (T = 1), so no sender can be slower than the makespan's rate, and
-/// none faster than its link's wire rate.
+/// The payload share of one link direction's line rate for packets of `size` payload bytes
+/// behind a `header`-byte fabric header, split into Ethernet frames with their overhead.
+fn wire_payload_gbps(p: &Params, size: u64, header: u64) -> f64 {
+    let frames = (size + header).div_ceil(p.eth_mtu_bytes);
+    p.eth_link_gbps as f64 / 8.0 * size as f64 / (size + header + frames * p.eth_packet_overhead_bytes) as f64
+}
+
+/// Each sender core's own rate is bounded on both sides: in neighbour exchange every core
+/// holds one flow over its own link (T = 1), so none is slower than the makespan's rate, and
+/// none rings packets faster than its link carries them (header and framing included) beyond
+/// the slots its router buffers.
 #[test]
-fn every_neighbour_exchange_sender_is_at_least_as_fast_as_the_makespan() {
+fn every_neighbour_exchange_sender_runs_between_the_makespan_and_the_wire() {
     use meshsim_bench::fabric::{FabricSpec, FabricTest, NocSend, fabric};
     let t3000 = setup("t3000");
     let p = &t3000.params;
+    let packets = 2000;
     for noc_send in [NocSend::Write, NocSend::FusedAtomicInc] {
         let spec = FabricSpec {
             test: FabricTest::NeighborExchange,
@@ -281,12 +288,17 @@ fn every_neighbour_exchange_sender_is_at_least_as_fast_as_the_makespan() {
             packet_bytes: 4096,
             max_packet_bytes: None,
             num_links: 1,
-            packets: Some(2000),
+            packets: Some(packets),
         };
         let row = fabric(&t3000, spec).unwrap().row;
         assert_eq!(row.flows_per_link, 1);
-        let wire = p.eth_link_gbps as f64 / 8.0;
+        // A worker may ring up to its channel's 16 slots ahead of the wire.
+        let wire = wire_payload_gbps(p, 4096, meshsim_ccl::fabric::HEADER_1D_BYTES.0)
+            * (1.0 + 16.0 / packets as f64);
         assert!(row.sender_gbps_min >= row.gbps, "{row:?}");
-        assert!(row.sender_gbps_min <= row.sender_gbps_max && row.sender_gbps_max < wire, "{row:?}");
+        assert!(
+            row.sender_gbps_min <= row.sender_gbps_max && row.sender_gbps_max < wire,
+            "{row:?} wire {wire:.2}"
+        );
     }
 }
