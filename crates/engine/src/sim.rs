@@ -114,6 +114,9 @@ struct Watch {
 
 struct TaskMeta {
     name: String,
+    /// How long this task's poll loop takes to notice a word it watches, if not the
+    /// scheduler's default.
+    poll_latency: Option<Time>,
     waiting: Option<Wait>,
     done: bool,
 }
@@ -269,6 +272,13 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     /// reaction time). Zero by default.
     pub fn set_poll_latency(&mut self, latency: Time) {
         self.poll_latency = latency;
+    }
+
+    /// Sets how long the running task's poll loop takes to notice a watched word, in place of
+    /// the default (a firmware loop whose own passes say when it notices).
+    pub fn set_task_poll_latency(&mut self, latency: Time) {
+        let task = self.current.expect("a task's poll latency is set from within it");
+        self.tasks[task.0 as usize].poll_latency = Some(latency);
     }
 
     /// Read access to memory.
@@ -445,8 +455,8 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             return;
         }
         let end = addr.saturating_add(len);
-        let at = self.now + self.poll_latency;
-        let (memory, queue, fired) = (&self.memory, &mut self.queue, &mut self.fired);
+        let (now, latency) = (self.now, self.poll_latency);
+        let (memory, queue, fired, tasks) = (&self.memory, &mut self.queue, &mut self.fired, &self.tasks);
         list.retain(|w| {
             if fired.contains(&w.task) {
                 // Another of this task's words already woke it.
@@ -458,6 +468,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             }
             let value = memory.read_u32(space, w.addr).expect("watch was validated");
             if w.cond.holds(value) {
+                let at = now + tasks[w.task.0 as usize].poll_latency.unwrap_or(latency);
                 queue.push(at, Action::Wake(w.task));
                 fired.push(w.task);
                 return false;
@@ -520,7 +531,12 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
     ) -> TaskId {
         assert!(start >= self.now, "task started in the past");
         let id = TaskId(u32::try_from(self.tasks.len()).expect("too many tasks"));
-        self.tasks.push(TaskMeta { name: name.into(), waiting: Some(Wait::Start), done: false });
+        self.tasks.push(TaskMeta {
+            name: name.into(),
+            poll_latency: None,
+            waiting: Some(Wait::Start),
+            done: false,
+        });
         self.spawned.push((id, Box::pin(future)));
         self.live_tasks += 1;
         self.stats.tasks += 1;

@@ -511,6 +511,13 @@ impl Kernel {
         self.issue_cycles.set(Some(cycles));
     }
 
+    /// Makes this kernel notice a word it waits on `cycles` after the word changes, in place of
+    /// `core_poll_cycles` (a firmware loop whose passes say when it looks).
+    pub fn set_poll_cycles(&self, cycles: u64) {
+        let t = self.cycles(cycles);
+        self.ctx.sched().set_task_poll_latency(t);
+    }
+
     /// `noc_async_write_barrier()`: waits until every write this kernel's NoC issued from this
     /// core has landed.
     pub async fn noc_async_write_barrier(&self) -> Result<(), HwError> {

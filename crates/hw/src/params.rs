@@ -58,6 +58,12 @@ pub struct Params {
     /// ERISC cycles a fabric router spends on each NoC command it issues (the command and the
     /// router's bookkeeping around it), in place of `noc_issue_cycles`.
     pub fabric_router_noc_cycles: u64,
+    /// ERISC cycles of a fabric router's sender step reading its channel's state (the
+    /// producer's doorbell, the peer's free slots) before it tests the tx queue.
+    pub fabric_router_step_cycles: u64,
+    /// Cycles after a word changes before an idle fabric router's loop reads it, in place of
+    /// `core_poll_cycles` (the pass it resumes in adds the rest).
+    pub fabric_router_notice_cycles: u64,
     /// ERISC L1 a fabric router has for its channels' packet slots, bytes.
     pub fabric_router_l1_bytes: u64,
     /// Tensix L1 size, bytes.
@@ -99,6 +105,14 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "ERISC cycles of one fabric router main-loop pass, beyond its sends and NoC commands",
     ),
     ("fabric_router_noc_cycles", "ERISC cycles a fabric router spends per NoC command it issues"),
+    (
+        "fabric_router_step_cycles",
+        "ERISC cycles of a fabric router's sender step reading its channel's state before it tests the tx queue",
+    ),
+    (
+        "fabric_router_notice_cycles",
+        "cycles after a word changes before an idle fabric router's loop reads it",
+    ),
     ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
     ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),

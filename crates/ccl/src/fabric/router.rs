@@ -20,10 +20,16 @@
 //!    the upstream router's downstream-credit word (channel 1); the connection semaphore is
 //!    checked (open, close, a second worker is a protocol error); the termination word.
 //!
-//! A pass that moved something costs `fabric_router_pass_cycles` on top of the sends and NoC
-//! commands it issued; a pass that found nothing to do waits for whatever would unblock it (a
-//! doorbell, a landed packet, a counter from the peer, a credit, the tx queue, a flush), so an
-//! idle router costs no events.
+//! The loop's own time: a sender step with a packet to send spends `fabric_router_step_cycles`
+//! reading its channel's state before it tests the tx queue, and a pass that moved something
+//! costs `fabric_router_pass_cycles` as it wraps round, on top of the sends and NoC commands
+//! it issued. A pass that found nothing to do waits for whatever would unblock it (a doorbell,
+//! a landed packet, a counter from the peer, a credit, the tx queue, a flush), so an idle
+//! router costs no events; it notices the change `fabric_router_notice_cycles` later, at the
+//! step whose turn comes next, runs the rest of that pass and wraps round to sender channel 0,
+//! as the firmware's loop does. So the steps always follow one another in the firmware's
+//! order: sender channel 1 comes straight after the receiver step's completion send, sender
+//! channel 0 only after the wrap.
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -105,6 +111,8 @@ struct State {
     stats: super::RouterStats,
     /// Since when each sender channel has had a packet but no free slot at the peer.
     starved: [Option<Time>; CHANNELS],
+    /// What a sender step's reads of its channel's state cost (`fabric_router_step_cycles`).
+    check: Time,
 }
 
 /// Runs router `me` of `fabric` until the host terminates it.
@@ -140,6 +148,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let trids = if ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as usize;
     let pass = k.cycles(k_params_pass(&k));
     k.set_noc_issue_cycles(k.params().fabric_router_noc_cycles);
+    k.set_poll_cycles(k.params().fabric_router_notice_cycles);
     let w = |o: u64| lay.word(o);
     // Memory starts zeroed: every counter and semaphore begins at 0.
     let master = k.chip() < spec.peer.chip;
@@ -159,12 +168,14 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         worker: None,
         stats: super::RouterStats::default(),
         starved: [None; CHANNELS],
+        check: k.cycles(k.params().fabric_router_step_cycles),
     };
     let name = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
     let err = |what: String| -> TaskResult { Err(Box::new(RouterError { router: name.clone(), what })) };
     // The loop spins: its steps come round every pass, so a change is noticed by whichever
-    // step's turn comes next. `first` is the step a pass starts with, set by the moment an idle
-    // router notices a change; `origin` is when a pass at step 0 began.
+    // step's turn comes next. `first` is the step the current pass resumes at, set by the
+    // moment an idle router notices a change (0 once it wraps); `origin` is when a pass at
+    // step 0 began.
     let mut first = 0;
     let mut origin = k.now();
     // What an idle pass waits for, gathered by the steps (one list, reused every pass).
@@ -183,8 +194,9 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         waits.0.clear();
         let mut moved = false;
         let pass_start = k.now();
-        for j in 0..STEPS {
-            match (first + j) % STEPS {
+        let from = first;
+        for step in from..STEPS {
+            match step {
                 0 => {
                     match connection_step(&k, &fabric, &mut st, &mut waits).await? {
                         Ok(m) => moved |= m,
@@ -204,10 +216,15 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
                 }
             }
         }
-        if moved {
-            k.delay(pass).await;
-            st.stats.busy += k.now() - pass_start;
-            origin = k.now() - pass_offset(pass, first);
+        if moved || from > 0 {
+            // The pass ran to its end (a pass resumed part-way runs the rest of it, whether or
+            // not it finds work); the loop wraps round to sender channel 0.
+            if moved {
+                k.delay(pass).await;
+                st.stats.busy += k.now() - pass_start;
+            }
+            first = 0;
+            origin = k.now();
         } else {
             waits.0.push(Wake::Word(w(TERMINATE), Cond::Eq(TERMINATE_NOW)));
             k.wait_for_any(&waits.0).await?;
@@ -314,6 +331,8 @@ async fn send_step(
         }
         return Ok(false);
     }
+    // The step read its producer's doorbell and the peer's counters before it tests the queue.
+    k.delay(st.check).await;
     if k.eth_txq_is_busy(0)? {
         waits.0.push(Wake::TxqFree(0));
         return Ok(false);
