@@ -52,8 +52,8 @@ pub struct Params {
     pub noc_max_packet_bytes: u64,
     /// Core cycles spent issuing one NoC command.
     pub noc_issue_cycles: u64,
-    /// ERISC cycles of one pass of a fabric router's main loop (its channel checks and
-    /// bookkeeping), beyond the sends and NoC commands it issues.
+    /// ERISC cycles a fabric router's main-loop pass that acted spends as it wraps round (its
+    /// bookkeeping), beyond the sends, NoC commands and sender-step checks it issued.
     pub fabric_router_pass_cycles: u64,
     /// ERISC cycles a fabric router spends on each NoC command it issues (the command and the
     /// router's bookkeeping around it), in place of `noc_issue_cycles`.
@@ -102,7 +102,7 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("noc_issue_cycles", "core cycles to issue one NoC command"),
     (
         "fabric_router_pass_cycles",
-        "ERISC cycles of one fabric router main-loop pass, beyond its sends and NoC commands",
+        "ERISC cycles of a fabric router main-loop pass that acted, as it wraps round, beyond its sends, NoC commands and sender-step checks",
     ),
     ("fabric_router_noc_cycles", "ERISC cycles a fabric router spends per NoC command it issues"),
     (
