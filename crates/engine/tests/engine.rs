@@ -177,6 +177,50 @@ fn watchers_wake_after_the_poll_latency_and_recheck_the_condition() {
     assert_eq!(*woke.borrow(), Some((Time::from_ns(22), 2)));
 }
 
+/// A task that sets its own poll latency is woken that long after the satisfying write, in
+/// every kind of word wait, while other tasks keep the scheduler's.
+#[test]
+fn a_task_may_notice_words_sooner_than_the_default_poll_latency() {
+    let mut sim = Sim::new(NoWorld);
+    let ctx = sim.ctx();
+    let sem = ctx.sched().add_space("sem", 64);
+    ctx.sched().set_poll_latency(Time::from_ns(60));
+    let woke = Rc::new(RefCell::new(Vec::new()));
+    for (name, own) in [("default", None), ("fast", Some(Time::from_ns(10)))] {
+        let (c, w) = (ctx.clone(), woke.clone());
+        sim.spawn(name, Time::ZERO, async move {
+            if let Some(t) = own {
+                c.sched().set_task_poll_latency(t);
+            }
+            c.wait_word(sem, 0, Cond::Ge(1)).await?;
+            w.borrow_mut().push((name, "word", c.now()));
+            c.wait_any(vec![(sem, 4, Cond::Ge(1)), (sem, 8, Cond::Ge(1))]).await?;
+            w.borrow_mut().push((name, "any", c.now()));
+            Ok(())
+        });
+    }
+    let c = ctx.clone();
+    sim.spawn("writer", Time::ZERO, async move {
+        c.delay(Time::from_ns(100)).await;
+        c.sched().write_u32(sem, 0, 1)?;
+        c.delay(Time::from_ns(100)).await;
+        c.sched().write_u32(sem, 8, 1)?;
+        Ok(())
+    });
+    sim.run().unwrap();
+    let mut got = woke.borrow().clone();
+    got.sort_by_key(|&(_, _, t)| t);
+    assert_eq!(
+        got,
+        [
+            ("fast", "word", Time::from_ns(110)),
+            ("default", "word", Time::from_ns(160)),
+            ("fast", "any", Time::from_ns(210)),
+            ("default", "any", Time::from_ns(260)),
+        ]
+    );
+}
+
 #[test]
 fn tasks_can_spawn_tasks_and_yield_to_same_time_events() {
     let mut sim = Sim::new(NoWorld);
