@@ -194,8 +194,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         waits.0.clear();
         let mut moved = false;
         let pass_start = k.now();
-        let from = first;
-        for step in from..STEPS {
+        for step in first..STEPS {
             match step {
                 0 => {
                     match connection_step(&k, &fabric, &mut st, &mut waits).await? {
@@ -216,7 +215,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
                 }
             }
         }
-        if moved || from > 0 {
+        if moved || first > 0 {
             // The pass ran to its end (a pass resumed part-way runs the rest of it, whether or
             // not it finds work); the loop wraps round to sender channel 0.
             if moved {
