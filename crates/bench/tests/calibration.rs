@@ -264,26 +264,34 @@ fn wire_payload_gbps(p: &Params, size: u64, header: u64) -> f64 {
     p.eth_link_gbps as f64 / 8.0 * size as f64 / (size + header + frames * p.eth_packet_overhead_bytes) as f64
 }
 
+/// Neighbour exchange on one plane with `packets` packets of `packet_bytes` per flow.
+fn neighbour_exchange(
+    noc_send: meshsim_bench::fabric::NocSend,
+    packet_bytes: u64,
+    packets: u64,
+) -> meshsim_bench::fabric::FabricSpec {
+    meshsim_bench::fabric::FabricSpec {
+        test: meshsim_bench::fabric::FabricTest::NeighborExchange,
+        noc_send,
+        packet_bytes,
+        max_packet_bytes: None,
+        num_links: 1,
+        packets: Some(packets),
+    }
+}
+
 /// No sender core rings packets faster than its link carries them (header and Ethernet framing
 /// included) beyond the slots its router buffers: in neighbour exchange every core holds one
 /// flow over its own link (T = 1). (Its lower bound, the makespan's rate, holds by
 /// construction there — a core's own span lies inside the makespan — so it is not asserted.)
 #[test]
 fn no_neighbour_exchange_sender_outruns_its_wire() {
-    use meshsim_bench::fabric::{FabricSpec, FabricTest, NocSend, fabric};
+    use meshsim_bench::fabric::{NocSend, fabric};
     let t3000 = setup("t3000");
     let p = &t3000.params;
     let packets = 2000;
     for noc_send in [NocSend::Write, NocSend::FusedAtomicInc] {
-        let spec = FabricSpec {
-            test: FabricTest::NeighborExchange,
-            noc_send,
-            packet_bytes: 4096,
-            max_packet_bytes: None,
-            num_links: 1,
-            packets: Some(packets),
-        };
-        let row = fabric(&t3000, spec).unwrap().row;
+        let row = fabric(&t3000, neighbour_exchange(noc_send, 4096, packets)).unwrap().row;
         assert_eq!(row.flows_per_link, 1);
         // A worker may ring up to its channel's 16 slots ahead of the wire.
         let wire = wire_payload_gbps(p, 4096, meshsim_ccl::fabric::HEADER_1D_BYTES.0)
@@ -301,18 +309,11 @@ fn no_neighbour_exchange_sender_outruns_its_wire() {
 /// at 4 KiB before the loop kept the firmware's order).
 #[test]
 fn neighbour_exchange_senders_share_the_links_evenly() {
-    use meshsim_bench::fabric::{FabricSpec, FabricTest, NocSend, fabric};
+    use meshsim_bench::fabric::{NocSend, fabric};
     let t3000 = setup("t3000");
     for packet_bytes in [2048, 4096] {
-        let spec = FabricSpec {
-            test: FabricTest::NeighborExchange,
-            noc_send: NocSend::FusedAtomicInc,
-            packet_bytes,
-            max_packet_bytes: None,
-            num_links: 1,
-            packets: Some(2000),
-        };
-        let row = fabric(&t3000, spec).unwrap().row;
+        let row =
+            fabric(&t3000, neighbour_exchange(NocSend::FusedAtomicInc, packet_bytes, 2000)).unwrap().row;
         assert!(row.sender_gbps_min >= 0.95 * row.sender_gbps_max, "{row:?}");
     }
 }
@@ -324,20 +325,11 @@ fn neighbour_exchange_senders_share_the_links_evenly() {
 /// transaction id) ran fused packets at 0.84 and 0.99 of the write rates.
 #[test]
 fn a_fused_packet_holds_its_router_for_the_atomics_response() {
-    use meshsim_bench::fabric::{FabricSpec, FabricTest, NocSend, fabric};
+    use meshsim_bench::fabric::{NocSend, fabric};
     let t3000 = setup("t3000");
     for packet_bytes in [2048, 4096] {
-        let rate = |noc_send| {
-            let spec = FabricSpec {
-                test: FabricTest::NeighborExchange,
-                noc_send,
-                packet_bytes,
-                max_packet_bytes: None,
-                num_links: 1,
-                packets: Some(2000),
-            };
-            fabric(&t3000, spec).unwrap().row.gbps
-        };
+        let rate =
+            |noc_send| fabric(&t3000, neighbour_exchange(noc_send, packet_bytes, 2000)).unwrap().row.gbps;
         let (write, fused) = (rate(NocSend::Write), rate(NocSend::FusedAtomicInc));
         assert!(fused < 0.75 * write, "{packet_bytes} B: fused {fused:.2} against write {write:.2} GB/s");
     }

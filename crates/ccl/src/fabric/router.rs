@@ -3,7 +3,8 @@
 //!
 //! Main loop, one inner pass (`shared/fabric.md` §3, 1D line and 2026 ring):
 //!
-//! 1. **sender channel 0** (the local worker): at most one packet — if one is queued, the peer's
+//! 1. **sender channel 0** (the local worker), after its connection semaphore is checked
+//!    (open, close, a second worker is a protocol error): at most one packet — if one is queued, the peer's
 //!    receiver has a free slot (two on a ring's injection channel: bubble flow control) and the
 //!    tx queue is idle: send header + payload into the peer's receiver slot, spin until the
 //!    queue is idle, send the new "packets sent" count;
@@ -11,15 +12,17 @@
 //!    level); then by its route code forward it (the whole packet, route shifted, into the
 //!    opposite router's sender channel 1, which needs a downstream credit, plus its doorbell)
 //!    and/or write it locally (per NoC command; an increment after a write waits for the write
-//!    to flush), every write tagged with the slot's transaction id;
+//!    to flush), every write tagged with the slot's transaction id; then **completions**: the
+//!    oldest processed receiver slot whose writes have flushed is completed to the peer, which
+//!    frees the remote slot;
 //! 3. **sender channel 1** (forwarded traffic), as channel 0;
-//! 4. **completions**: the oldest processed receiver slot whose writes have flushed is
-//!    completed to the peer, which frees the remote slot;
-//! 5. **credits**: completions (line) or acknowledgements (ring) from the peer return slots to
+//! 4. **credits**: completions (line) or acknowledgements (ring) from the peer return slots to
 //!    the channel's producer — a NoC increment of the worker's credit word (channel 0) or of
-//!    the upstream router's downstream-credit word (channel 1); the connection semaphore is
-//!    checked (open, close, a second worker is a protocol error); the termination word.
+//!    the upstream router's downstream-credit word (channel 1). fabric.md folds each channel's
+//!    in at the end of its own sender step; returning channel 0's here, at the end of the pass,
+//!    is a known departure (docs/model.md).
 //!
+//! The termination word is read before every pass.
 //! The loop's own time: a sender step with a packet to send spends `fabric_router_step_cycles`
 //! reading its channel's state before it tests the tx queue, and a pass that moved something
 //! costs `fabric_router_pass_cycles` as it wraps round, on top of the sends and NoC commands
@@ -146,7 +149,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     }
     let wiring = wiring;
     let trids = if ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as usize;
-    let pass = k.cycles(k_params_pass(&k));
+    let pass = k.cycles(k.params().fabric_router_pass_cycles);
     k.set_noc_issue_cycles(k.params().fabric_router_noc_cycles);
     k.set_poll_cycles(k.params().fabric_router_notice_cycles);
     let w = |o: u64| lay.word(o);
@@ -270,10 +273,6 @@ fn pass_offset(pass: Time, s: usize) -> Time {
 fn protocol(k: &Kernel, what: String) -> StepError {
     let router = k.name().rsplit_once('/').map_or(k.name().to_owned(), |(core, _)| core.to_owned());
     Box::new(RouterError { router, what })
-}
-
-fn k_params_pass(k: &Kernel) -> u64 {
-    k.params().fabric_router_pass_cycles
 }
 
 /// Sender channel `ch`: at most one packet.
