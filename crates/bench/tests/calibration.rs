@@ -334,3 +334,30 @@ fn a_fused_packet_holds_its_router_for_the_atomics_response() {
         assert!(fused < 0.75 * write, "{packet_bytes} B: fused {fused:.2} against write {write:.2} GB/s");
     }
 }
+
+/// An N300's two chips are a line, which the fabric benchmarks take as a mesh of one row: the
+/// line tests and the one-hop latency run there. Each of its chips has one neighbour, so its
+/// receiving core takes one router's writes, where a T3000's middle chips' cores take three:
+/// neighbour exchange runs at least as fast as on the T3000, and below the wire's rate.
+#[test]
+fn an_n300_runs_the_line_fabric_benchmarks_as_a_one_row_mesh() {
+    use meshsim_bench::fabric::{FabricLatencySpec, LatencyTopology, NocSend, fabric, fabric_latency};
+    let n300 = setup("n300");
+    let p = &n300.params;
+    let spec = neighbour_exchange(NocSend::Write, 4096, 2000);
+    let two = fabric(&n300, spec).unwrap().row;
+    let eight = fabric(&setup("t3000"), spec).unwrap().row;
+    let wire = wire_payload_gbps(p, 4096, meshsim_ccl::fabric::HEADER_1D_BYTES.0) * (1.0 + 16.0 / 2000.0);
+    assert!(two.gbps >= eight.gbps && two.gbps < wire, "N300 {two:?}, T3000 {eight:?}, wire {wire:.2}");
+    let spec = FabricLatencySpec {
+        topology: LatencyTopology::Line,
+        noc_send: NocSend::Write,
+        payload_bytes: 16,
+        samples: 16,
+    };
+    let row = fabric_latency(&n300, spec).unwrap().row;
+    assert!(row.net_min_ns > 2.0 * p.eth_link_latency_ns as f64, "{row:?}");
+    // Ring and 2D fabrics need a 2x2 mesh at least: a clear refusal, not a panic.
+    let ring = FabricLatencySpec { topology: LatencyTopology::Ring, ..spec };
+    assert!(fabric_latency(&n300, ring).is_err());
+}

@@ -175,8 +175,8 @@ pub enum FabricError {
         /// Usable links between them.
         have: usize,
     },
-    /// The cluster has no mesh grid for the fabric to follow.
-    #[error("the fabric needs a cluster whose chips form a mesh, ring or line (this one is {0})")]
+    /// A 2D fabric on a cluster with no mesh grid to follow.
+    #[error("a 2D (mesh) fabric needs a cluster whose chips form a mesh (this one is {0})")]
     NoGrid(String),
 }
 
