@@ -214,9 +214,7 @@ fn the_fabric_points_that_hold_keep_holding() {
 /// mesh takes at least the two link crossings.
 #[test]
 fn ring_and_mesh_fabric_tests_run_under_the_wire() {
-    use meshsim_bench::fabric::{
-        FabricLatencySpec, FabricSpec, FabricTest, LatencyTopology, NocSend, fabric, fabric_latency,
-    };
+    use meshsim_bench::fabric::{FabricSpec, FabricTest, LatencyTopology, NocSend, fabric, fabric_latency};
     let t3000 = setup("t3000");
     let p = &t3000.params;
     for test in [
@@ -246,13 +244,7 @@ fn ring_and_mesh_fabric_tests_run_under_the_wire() {
         }
     }
     let galaxy = setup("galaxy");
-    let spec = FabricLatencySpec {
-        topology: LatencyTopology::Mesh,
-        noc_send: NocSend::Write,
-        payload_bytes: 16,
-        samples: 16,
-    };
-    let row = fabric_latency(&galaxy, spec).unwrap().row;
+    let row = fabric_latency(&galaxy, ping(LatencyTopology::Mesh)).unwrap().row;
     assert_eq!(row.test, "LatencyMeshUnicast");
     assert!(row.net_min_ns > 2.0 * galaxy.params.eth_link_latency_ns as f64, "{row:?}");
 }
@@ -341,7 +333,7 @@ fn a_fused_packet_holds_its_router_for_the_atomics_response() {
 /// neighbour exchange runs at least as fast as on the T3000, and below the wire's rate.
 #[test]
 fn an_n300_runs_the_line_fabric_benchmarks_as_a_one_row_mesh() {
-    use meshsim_bench::fabric::{FabricLatencySpec, LatencyTopology, NocSend, fabric, fabric_latency};
+    use meshsim_bench::fabric::{LatencyTopology, NocSend, fabric, fabric_latency};
     let n300 = setup("n300");
     let p = &n300.params;
     let spec = neighbour_exchange(NocSend::Write, 4096, 2000);
@@ -349,15 +341,18 @@ fn an_n300_runs_the_line_fabric_benchmarks_as_a_one_row_mesh() {
     let eight = fabric(&setup("t3000"), spec).unwrap().row;
     let wire = wire_payload_gbps(p, 4096, meshsim_ccl::fabric::HEADER_1D_BYTES.0) * (1.0 + 16.0 / 2000.0);
     assert!(two.gbps >= eight.gbps && two.gbps < wire, "N300 {two:?}, T3000 {eight:?}, wire {wire:.2}");
-    let spec = FabricLatencySpec {
-        topology: LatencyTopology::Line,
-        noc_send: NocSend::Write,
+    let row = fabric_latency(&n300, ping(LatencyTopology::Line)).unwrap().row;
+    assert!(row.net_min_ns > 2.0 * p.eth_link_latency_ns as f64, "{row:?}");
+    // A ring fabric needs a 2x2 mesh at least: a clear refusal, not a panic.
+    assert!(fabric_latency(&n300, ping(LatencyTopology::Ring)).is_err());
+}
+
+/// A 16-sample, 16 B write ping on `topology`.
+fn ping(topology: meshsim_bench::fabric::LatencyTopology) -> meshsim_bench::fabric::FabricLatencySpec {
+    meshsim_bench::fabric::FabricLatencySpec {
+        topology,
+        noc_send: meshsim_bench::fabric::NocSend::Write,
         payload_bytes: 16,
         samples: 16,
-    };
-    let row = fabric_latency(&n300, spec).unwrap().row;
-    assert!(row.net_min_ns > 2.0 * p.eth_link_latency_ns as f64, "{row:?}");
-    // Ring and 2D fabrics need a 2x2 mesh at least: a clear refusal, not a panic.
-    let ring = FabricLatencySpec { topology: LatencyTopology::Ring, ..spec };
-    assert!(fabric_latency(&n300, ring).is_err());
+    }
 }
