@@ -74,8 +74,9 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     let per_chip: Vec<serde_json::Value> = run
         .per_chip
         .iter()
-        .map(|&(c, start, end)| {
-            serde_json::json!({"chip": cluster.chip(c).id, "start_us": start.as_us_f64(), "end_us": end.as_us_f64()})
+        .enumerate()
+        .map(|(rank, &(c, start, end))| {
+            serde_json::json!({"rank": rank, "chip": cluster.chip(c).id, "start_us": start.as_us_f64(), "end_us": end.as_us_f64()})
         })
         .collect();
     let verified = run.verified.as_ref().map(|v| v.is_ok());
@@ -163,6 +164,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
             } else if matches!(a.format, Format::Text) {
                 #[derive(serde::Serialize)]
                 struct Chip {
+                    rank: usize,
                     chip: u64,
                     start_us: f64,
                     end_us: f64,
@@ -170,7 +172,9 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 let chips: Vec<Chip> = run
                     .per_chip
                     .iter()
-                    .map(|&(c, s, e)| Chip {
+                    .enumerate()
+                    .map(|(rank, &(c, s, e))| Chip {
+                        rank,
                         chip: cluster.chip(c).id,
                         start_us: s.as_us_f64(),
                         end_us: e.as_us_f64(),

@@ -399,7 +399,9 @@ mod op {
         }
         assert_eq!(v["chips"], 8);
         assert_eq!(v["verified"], true);
-        assert_eq!(v["per_chip"].as_array().unwrap().len(), 8);
+        let ranks: Vec<u64> =
+            v["per_chip"].as_array().unwrap().iter().map(|c| c["rank"].as_u64().unwrap()).collect();
+        assert_eq!(ranks, (0..8).collect::<Vec<u64>>(), "per_chip comes in rank order");
         let (alg, bus) = (v["algbw_gbps"].as_f64().unwrap(), v["busbw_gbps"].as_f64().unwrap());
         assert!((bus - alg * 7.0 / 8.0).abs() < 1e-9);
         let (code, out, _) = meshsim(&[
