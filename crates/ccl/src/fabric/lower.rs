@@ -499,8 +499,12 @@ fn direct_reduction(
     let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
         .map(|_| take_core(s, next_core, &owner_chips))
         .collect::<Result<_, _>>()?;
-    let signal: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
-    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n + reducers.len() * owners.len(), cx.times);
+    // One flushed increment per chunk crosses the fabric, to the first reducer's core, as
+    // all-to-all's chunks end with one; a fan-out kernel there passes it on to the others.
+    let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
+    let signal = cores[..1].to_vec();
+    let fan_outs = usize::from(cores.len() > 1) * owners.len();
+    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n + reducers.len() * owners.len() + fan_outs, cx.times);
     let prefix = s.kernel_prefix(p.op);
     // The senders' name, and the reducers'.
     let (pairs, name, reducer) = match root {
@@ -511,6 +515,16 @@ fn direct_reduction(
         Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name, pairs, own_copy: false };
     let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
     for (&k, &chip) in owners.iter().zip(&owner_chips) {
+        if fan_outs > 0 {
+            let ctx = Rc::new(FanOut { rank: k, ranks: n, others: cores[1..].to_vec(), gate: gate.clone() });
+            programs[chip.0 as usize].create_kernel(
+                reducers[0],
+                &format!("{prefix}{reducer} fan-out"),
+                0,
+                vec![],
+                move |kn| direct_fan_out(kn, ctx),
+            );
+        }
         for (r, &core) in reducers.iter().enumerate() {
             let ctx = Rc::new(DirectReducer {
                 rank: k,
@@ -530,6 +544,39 @@ fn direct_reduction(
         }
     }
     Ok((ppp, routers))
+}
+
+/// What a direct reduction's fan-out kernel needs: the owner's rank, how many ranks send, and
+/// the cores of its other reducers.
+struct FanOut {
+    rank: usize,
+    ranks: usize,
+    others: Vec<CoreCoord>,
+    gate: Gate,
+}
+
+/// Passes each source's chunk increment, which lands on the first reducer's core, on to the
+/// owner's other reducers (NoC increments of the same semaphore on each), in arrival order.
+/// The fabric's increment was flushed behind the chunk's writes, so the chunk has landed.
+async fn direct_fan_out(k: Kernel, c: Rc<FanOut>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let sem = |j: usize| STAGING + 16 * j as u64;
+    let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
+    while !pending.is_empty() {
+        let ready = pending.iter().position(|&j| k.read_u32(sem(j)).is_ok_and(|v| v > 0));
+        let Some(i) = ready else {
+            let waits: Vec<Wake> = pending.iter().map(|&j| Wake::Word(sem(j), Cond::Ge(1))).collect();
+            k.wait_for_any(&waits).await?;
+            continue;
+        };
+        let j = pending.remove(i);
+        for at in &c.others {
+            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, sem(j)), 1).await?;
+        }
+    }
+    k.noc_async_atomic_barrier().await;
+    c.gate.leave(&k, start);
+    Ok(())
 }
 
 /// What a direct reduce-scatter's reducer needs. Per source rank a semaphore at
