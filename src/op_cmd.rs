@@ -71,12 +71,23 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     let algbw = size as f64 / run.time.as_ns_f64();
     let busbw = algbw * done.ops[0].collective.busbw_factor(n);
     let name = kind.name().replace('-', "_");
-    let per_chip: Vec<serde_json::Value> = run
+    /// One chip's part of the op, in rank order: the JSON's `per_chip` and the text's table.
+    #[derive(serde::Serialize)]
+    struct Chip {
+        rank: usize,
+        chip: u64,
+        start_us: f64,
+        end_us: f64,
+    }
+    let per_chip: Vec<Chip> = run
         .per_chip
         .iter()
         .enumerate()
-        .map(|(rank, &(c, start, end))| {
-            serde_json::json!({"rank": rank, "chip": cluster.chip(c).id, "start_us": start.as_us_f64(), "end_us": end.as_us_f64()})
+        .map(|(rank, &(c, s, e))| Chip {
+            rank,
+            chip: cluster.chip(c).id,
+            start_us: s.as_us_f64(),
+            end_us: e.as_us_f64(),
         })
         .collect();
     let verified = run.verified.as_ref().map(|v| v.is_ok());
@@ -162,25 +173,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
             if matches!(a.format, Format::Text) && a.axis.is_some() {
                 out!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text))?;
             } else if matches!(a.format, Format::Text) {
-                #[derive(serde::Serialize)]
-                struct Chip {
-                    rank: usize,
-                    chip: u64,
-                    start_us: f64,
-                    end_us: f64,
-                }
-                let chips: Vec<Chip> = run
-                    .per_chip
-                    .iter()
-                    .enumerate()
-                    .map(|(rank, &(c, s, e))| Chip {
-                        rank,
-                        chip: cluster.chip(c).id,
-                        start_us: s.as_us_f64(),
-                        end_us: e.as_us_f64(),
-                    })
-                    .collect();
-                out!("\n{}", report::render(&chips, report::Format::Text))?;
+                out!("\n{}", report::render(&per_chip, report::Format::Text))?;
             }
             if a.link_report {
                 let rows = link_rows(cluster, &run.links, run.time);

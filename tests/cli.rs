@@ -399,9 +399,24 @@ mod op {
         }
         assert_eq!(v["chips"], 8);
         assert_eq!(v["verified"], true);
-        let ranks: Vec<u64> =
-            v["per_chip"].as_array().unwrap().iter().map(|c| c["rank"].as_u64().unwrap()).collect();
-        assert_eq!(ranks, (0..8).collect::<Vec<u64>>(), "per_chip comes in rank order");
+        // Rank r is the r-th chip of the cluster's ring (as `topo` prints it), and the rows
+        // come in rank order, not sorted by chip id.
+        let (code, topo, err) = meshsim(&["topo", "t3000", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let want: Vec<(u64, u64)> = json(&topo)["ring"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(r, c)| (r as u64, c.as_u64().unwrap()))
+            .collect();
+        let got: Vec<(u64, u64)> = v["per_chip"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["rank"].as_u64().unwrap(), c["chip"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, want);
         let (alg, bus) = (v["algbw_gbps"].as_f64().unwrap(), v["busbw_gbps"].as_f64().unwrap());
         assert!((bus - alg * 7.0 / 8.0).abs() < 1e-9);
         let (code, out, _) = meshsim(&[

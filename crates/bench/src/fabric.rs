@@ -204,16 +204,14 @@ const CONN_BASE: u64 = 0x10000;
 /// The fabric's lines: rows then columns of the mesh (line, neighbour exchange), or the
 /// perimeter ring.
 fn lines(setup: &Setup, kind: FabricKind) -> Result<(Vec<Line>, meshsim_topology::Grid), BenchError> {
-    let grid = match (setup.cluster.grid(), setup.cluster.shape()) {
-        (Some(g), _) => g.clone(),
+    use meshsim_topology::{Grid, Shape};
+    let grid = match setup.cluster.shape() {
+        Shape::Mesh(g) | Shape::Torus(g) => g.clone(),
         // A chain of chips (an N300's two) is a mesh of one row, in the chain's order.
-        (None, meshsim_topology::Shape::Line(n)) => meshsim_topology::Grid {
-            rows: 1,
-            cols: *n,
-            at: setup.cluster.lines().swap_remove(0).chips,
-            torus: false,
-        },
-        (None, shape) => {
+        &Shape::Line(cols) => {
+            Grid { rows: 1, cols, at: setup.cluster.lines().swap_remove(0).chips, torus: false }
+        }
+        shape => {
             return Err(BenchError::BadArgument(format!(
                 "the fabric benchmarks need a mesh or a line of chips; this cluster is {shape}"
             )));

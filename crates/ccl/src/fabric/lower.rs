@@ -546,6 +546,23 @@ fn direct_reduction(
     Ok((ppp, routers))
 }
 
+/// The semaphore, on a direct reduction's reducer cores, that counts source rank `j`'s chunk.
+fn source_sem(j: usize) -> u64 {
+    STAGING + 16 * j as u64
+}
+
+/// Takes from `pending` the first source rank (in `pending`'s order) whose chunk semaphore is
+/// set, waiting for one if none is yet.
+async fn next_landed(k: &Kernel, pending: &mut Vec<usize>) -> Result<usize, meshsim_hw::HwError> {
+    loop {
+        if let Some(i) = pending.iter().position(|&j| k.read_u32(source_sem(j)).is_ok_and(|v| v > 0)) {
+            return Ok(pending.remove(i));
+        }
+        let waits: Vec<Wake> = pending.iter().map(|&j| Wake::Word(source_sem(j), Cond::Ge(1))).collect();
+        k.wait_for_any(&waits).await?;
+    }
+}
+
 /// What a direct reduction's fan-out kernel needs: the owner's rank, how many ranks send, and
 /// the cores of its other reducers.
 struct FanOut {
@@ -560,18 +577,11 @@ struct FanOut {
 /// The fabric's increment was flushed behind the chunk's writes, so the chunk has landed.
 async fn direct_fan_out(k: Kernel, c: Rc<FanOut>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
-    let sem = |j: usize| STAGING + 16 * j as u64;
     let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
     while !pending.is_empty() {
-        let ready = pending.iter().position(|&j| k.read_u32(sem(j)).is_ok_and(|v| v > 0));
-        let Some(i) = ready else {
-            let waits: Vec<Wake> = pending.iter().map(|&j| Wake::Word(sem(j), Cond::Ge(1))).collect();
-            k.wait_for_any(&waits).await?;
-            continue;
-        };
-        let j = pending.remove(i);
+        let j = next_landed(&k, &mut pending).await?;
         for at in &c.others {
-            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, sem(j)), 1).await?;
+            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, source_sem(j)), 1).await?;
         }
     }
     k.noc_async_atomic_barrier().await;
@@ -623,14 +633,7 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
     k.noc_async_read_barrier().await?;
     let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
     while !pending.is_empty() {
-        let ready = pending.iter().position(|&j| k.read_u32(STAGING + 16 * j as u64).is_ok_and(|v| v > 0));
-        let Some(i) = ready else {
-            let waits: Vec<Wake> =
-                pending.iter().map(|&j| Wake::Word(STAGING + 16 * j as u64, Cond::Ge(1))).collect();
-            k.wait_for_any(&waits).await?;
-            continue;
-        };
-        let j = pending.remove(i);
+        let j = next_landed(&k, &mut pending).await?;
         issue_reads(&k, &c.recv, mine.iter().map(|&q| whole(j, q)), tmp, page).await?;
         k.noc_async_read_barrier().await?;
         if k.is_functional() {
@@ -709,7 +712,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     entry_barrier(&k, conn.as_ref(), c.barrier, c.n_ranks).await?;
     if let Some(conn) = &conn {
         let packets = super::reduce::packets(c.t.slice.pages(), c.ppp);
-        let sem = if c.per_source { STAGING + 16 * c.rank as u64 } else { STAGING };
+        let sem = if c.per_source { source_sem(c.rank) } else { STAGING };
         for &(j, hops) in &c.dests {
             let route = Route::unicast(hops);
             for wave in packets.chunks(A2A_WINDOW) {
