@@ -50,6 +50,9 @@ pub(crate) struct Deferred {
     /// counters), so a lookup is a short scan, and reads and writes of spaces without any
     /// cost one check.
     spaces: Vec<Vec<Word>>,
+    /// Emptied lists kept for reuse: a counter's pending adds come and go with every burst of
+    /// transfers, and a list made and dropped each time costs more than the adds themselves.
+    spare: Vec<VecDeque<Pending>>,
 }
 
 impl Deferred {
@@ -75,7 +78,8 @@ impl Deferred {
         let at = match words.iter().position(|w| w.addr == addr) {
             Some(at) => at,
             None => {
-                words.push(Word { addr, pending: VecDeque::new() });
+                let pending = self.spare.pop().unwrap_or_default();
+                words.push(Word { addr, pending });
                 words.len() - 1
             }
         };
@@ -116,7 +120,7 @@ impl Deferred {
         if !list.is_empty() {
             return (sum, true);
         }
-        words.swap_remove(at);
+        self.spare.push(words.swap_remove(at).pending);
         (sum, false)
     }
 

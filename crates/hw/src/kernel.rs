@@ -308,6 +308,9 @@ impl Kernel {
     /// Reads a word of this core's L1 (checked and read under one borrow: service loops poll
     /// many words per pass).
     pub fn read_u32(&self, addr: u64) -> Result<u32, HwError> {
+        if self.local.allows(addr, 4) {
+            return Ok(self.ctx.with(|_, s| s.read_u32(self.mem, addr))?);
+        }
         let (kind, mem) = (self.kind, self.mem);
         self.ctx.with(|hw, s| {
             check_access(hw, kind, || self.core_name(), addr, 4)?;
@@ -440,16 +443,10 @@ impl Kernel {
             later(&self.flushed[t], acked);
             self.tagged[t].set(self.tagged[t].get().wrapping_add(1));
             let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
-            // Counted when the last acknowledgement is back. Not a deferred add: the fabric
-            // router waits on these counts in nearly every idle pass, so deferring them saves
-            // few events and costs a plan per wait.
-            self.ctx.with(|hw, s| {
-                hw.post(
-                    s,
-                    acked,
-                    Delivery { mem: regs, addr, what: Payload::Add(1), done: None, eth_to: None },
-                )
-            })?;
+            // Counted when the acknowledgement is back, as a deferred add: only a wait for
+            // every write of the id to flush looks at the count, so an acknowledgement before
+            // the last costs no event.
+            self.ctx.with(|_, s| s.add_u32_at(regs, addr, acked, 1))?;
         }
         Ok(())
     }
