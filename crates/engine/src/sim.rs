@@ -414,21 +414,20 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         let Some(watches) = self.watches.get(space.0 as usize) else {
             return;
         };
-        let conds: Vec<Cond> = watches.iter().filter(|w| w.addr == addr).map(|w| w.cond).collect();
-        if conds.is_empty() {
+        if !watches.iter().any(|w| w.addr == addr) {
             return;
         }
-        let key = (self.now, self.cur_seq);
         let Some(list) = self.deferred.word_mut(space, addr) else {
             return;
         };
+        let key = (self.now, self.cur_seq);
         let mut value = self.memory.read_u32(space, addr).expect("deferred words are checked");
         for p in list.iter_mut() {
             value = value.wrapping_add(p.delta);
             if p.key <= key {
                 continue;
             }
-            if conds.iter().any(|c| c.holds(value)) {
+            if watches.iter().any(|w| w.addr == addr && w.cond.holds(value)) {
                 if !p.planned {
                     p.planned = true;
                     self.stats.elided -= 1;
