@@ -134,16 +134,27 @@ impl Deferred {
         out
     }
 
-    /// The earliest pending add of all, as `(key, space, addr)`.
-    pub(crate) fn earliest(&self) -> Option<(Key, MemSpace, u64)> {
-        self.spaces
+    /// Every pending add, as `(key, space, addr)` in key order.
+    pub(crate) fn pending(&self) -> Vec<(Key, MemSpace, u64)> {
+        let mut all: Vec<(Key, MemSpace, u64)> = self
+            .spaces
             .iter()
             .enumerate()
             .flat_map(|(sp, words)| {
                 words
                     .iter()
-                    .filter_map(move |w| w.pending.front().map(|p| (p.key, MemSpace(sp as u32), w.addr)))
+                    .flat_map(move |w| w.pending.iter().map(move |p| (p.key, MemSpace(sp as u32), w.addr)))
             })
-            .min_by_key(|&(k, _, _)| k)
+            .collect();
+        all.sort_unstable_by_key(|&(k, _, _)| k);
+        all
+    }
+
+    /// Whether the add at `key` to the word at `addr` is still pending.
+    pub(crate) fn has(&self, space: MemSpace, addr: u64, key: Key) -> bool {
+        self.spaces
+            .get(space.0 as usize)
+            .and_then(|words| words.iter().find(|w| w.addr == addr))
+            .is_some_and(|w| w.pending.iter().any(|p| p.key == key))
     }
 }

@@ -122,16 +122,16 @@ impl Memory {
         &self.spaces[space.0 as usize].name
     }
 
-    /// Names the word at `addr` (say, "noc reads outstanding") for traces and deadlock reports.
+    /// Names the word at `addr` (say, "noc reads outstanding") for traces and deadlock reports;
+    /// a later name replaces an earlier one. (Every core's words are named as a machine is
+    /// built and looked up only by reports, so naming is a push and the lookup searches.)
     pub fn label_word(&mut self, space: MemSpace, addr: u64, label: impl Into<Cow<'static, str>>) {
-        let labels = &mut self.spaces[space.0 as usize].labels;
-        labels.retain(|l| l.0 != addr);
-        labels.push((addr, label.into()));
+        self.spaces[space.0 as usize].labels.push((addr, label.into()));
     }
 
-    /// The name given to the word at `addr`, if any.
+    /// The name given to the word at `addr` last, if any.
     pub fn word_label(&self, space: MemSpace, addr: u64) -> Option<&str> {
-        self.spaces[space.0 as usize].labels.iter().find(|l| l.0 == addr).map(|l| &*l.1)
+        self.spaces[space.0 as usize].labels.iter().rev().find(|l| l.0 == addr).map(|l| &*l.1)
     }
 
     /// The word at `addr` as reports show it: `space[0xaddr]`, followed by its label if named.

@@ -966,19 +966,33 @@ impl<W: World> Sim<W> {
                 }
                 let Some((t, seq, action)) = s.queue.pop() else {
                     // Adds still pending fire in key order, as their events would have: they
-                    // move the clock, and a watcher they wake means the run goes on.
-                    let Some(((t, seq), space, addr)) = s.deferred.earliest() else {
+                    // move the clock, and a watcher they wake means the run goes on (back to
+                    // the queue). Listed once, in order: until something is queued, settling
+                    // one only removes adds from the list.
+                    let pending = s.deferred.pending();
+                    if pending.is_empty() {
                         break;
-                    };
-                    if t > self.time_limit {
-                        return Err(SimError::TimeLimit { limit: self.time_limit, running: s.live_tasks });
                     }
-                    // Adds that happened before the last event are only applied.
-                    if (t, seq) > s.key() {
-                        s.now = t;
-                        s.cur_seq = seq;
+                    for ((t, seq), space, addr) in pending {
+                        if !s.deferred.has(space, addr, (t, seq)) {
+                            continue;
+                        }
+                        if t > self.time_limit {
+                            return Err(SimError::TimeLimit {
+                                limit: self.time_limit,
+                                running: s.live_tasks,
+                            });
+                        }
+                        // Adds that happened before the last event are only applied.
+                        if (t, seq) > s.key() {
+                            s.now = t;
+                            s.cur_seq = seq;
+                        }
+                        s.settle(space, addr);
+                        if !s.queue.is_empty() {
+                            break;
+                        }
                     }
-                    s.settle(space, addr);
                     continue;
                 };
                 if t > self.time_limit {

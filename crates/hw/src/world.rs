@@ -611,13 +611,16 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
         "erisc_info channel 6",
         "erisc_info channel 7",
     ];
+    const WRITES: [&str; 2] = ["NoC0 writes outstanding", "NoC1 writes outstanding"];
+    const READS: [&str; 2] = ["NoC0 reads outstanding", "NoC1 reads outstanding"];
+    const TXQ_BUSY: [&str; 2] = ["tx queue 0 busy", "tx queue 1 busy"];
     for noc in 0..2 {
-        sched.label_word(regs, reg_writes(noc), format!("NoC{noc} writes outstanding"));
-        sched.label_word(regs, reg_reads(noc), format!("NoC{noc} reads outstanding"));
+        sched.label_word(regs, reg_writes(noc), WRITES[noc]);
+        sched.label_word(regs, reg_reads(noc), READS[noc]);
     }
     if let CoreKind::Eth(_) = kind {
-        for q in 0..2 {
-            sched.label_word(regs, reg_txq_busy(q), format!("tx queue {q} busy"));
+        for (q, label) in TXQ_BUSY.iter().enumerate() {
+            sched.label_word(regs, reg_txq_busy(q), *label);
         }
     }
     let (base, _) = crate::kernel::semaphore_area(p, kind);
