@@ -454,6 +454,10 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             return;
         }
         let end = addr.saturating_add(len);
+        // Most writes touch no watched word: then nothing changes (no task has fired yet).
+        if !list.iter().any(|w| w.addr < end && w.addr + 4 > addr) {
+            return;
+        }
         let (now, latency) = (self.now, self.poll_latency);
         let (memory, queue, fired, tasks) = (&self.memory, &mut self.queue, &mut self.fired, &self.tasks);
         list.retain(|w| {
