@@ -119,3 +119,47 @@ fn pending_adds_at_the_end_move_the_clock() {
         assert_eq!(stats.elided, if shortcuts { 2 } else { 0 });
     }
 }
+
+/// Adds left in many spaces when the queue empties are applied in key order, interleaved with
+/// a task they wake (a counter reaching what it waits for) and the adds that task posts: the
+/// run ends at the last add, each word holds its sum, and the waiter wakes when its count is
+/// reached — the same with and without shortcuts.
+#[test]
+fn pending_adds_across_many_spaces_end_the_run_in_order() {
+    let mut ends = Vec::new();
+    for shortcuts in [true, false] {
+        let mut sim = Sim::new(NoWorld);
+        sim.set_shortcuts(shortcuts);
+        let ctx = sim.ctx();
+        let spaces: Vec<MemSpace> = (0..40).map(|i| ctx.sched().add_space(format!("s{i}"), 16)).collect();
+        let woke = Rc::new(RefCell::new(None));
+        let (c, sp) = (ctx.clone(), spaces.clone());
+        sim.spawn("poster", Time::ZERO, async move {
+            for (i, &s) in sp.iter().enumerate() {
+                for k in 0..3u64 {
+                    c.sched().add_u32_at(s, 4 * (k % 2), Time::from_ns(10 + 7 * i as u64 + 100 * k), 1)?;
+                }
+            }
+            Ok(())
+        });
+        let (c, s0, seen) = (ctx.clone(), spaces[0], woke.clone());
+        sim.spawn("waiter", Time::from_ns(1), async move {
+            c.wait_word(s0, 0, Cond::Eq(2)).await?;
+            let now = c.now();
+            *seen.borrow_mut() = Some(now);
+            c.sched().add_u32_at(s0, 8, now + Time::from_ns(1000), 5)?;
+            Ok(())
+        });
+        let stats = sim.run().unwrap();
+        let sums: Vec<u32> = spaces
+            .iter()
+            .flat_map(|&s| (0..3).map(move |w| (s, 4 * w)))
+            .map(|(s, a)| ctx.sched().read_u32(s, a).unwrap())
+            .collect();
+        assert!(sums.chunks(3).skip(1).all(|w| w == [2, 1, 0]), "shortcuts {shortcuts}: {sums:?}");
+        assert_eq!(&sums[..3], &[2, 1, 5], "shortcuts {shortcuts}");
+        ends.push((stats.end_time, *woke.borrow()));
+    }
+    assert_eq!(ends[0], ends[1]);
+    assert_eq!(ends[0], (Time::from_ns(210 + 1000), Some(Time::from_ns(210))));
+}
