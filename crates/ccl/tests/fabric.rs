@@ -444,7 +444,7 @@ fn mesh_fabric_turns_unicasts_and_branches_multicast_spines() {
     let t3000 = builtin::cluster("t3000").unwrap();
     let grid = t3000.grid().unwrap().clone();
     let p = Params::default();
-    let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
+    let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
     let lines: Vec<Line> = grid
         .rows_and_columns()
         .into_iter()
@@ -668,7 +668,7 @@ mod hazards {
     ) -> String {
         let n300 = builtin::cluster("n300").unwrap();
         let p = Params::default();
-        let eth = meshsim_topology::soc::wormhole_b0().eth_cores;
+        let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
         let line = Line { chips: vec![ChipIdx(0), ChipIdx(1)], closed: false };
         let config = FabricConfig { kind: FabricKind::Linear, ..FabricConfig::default() };
         let fabric: Rc<Fabric> = Fabric::new(&n300, &p, eth, config, vec![line]).unwrap();

@@ -163,7 +163,7 @@ impl Machine {
     /// Idle hardware for `cluster` with `params`, in `mode`.
     pub fn new(cluster: Cluster, params: Params, mode: Mode) -> Machine {
         let sim = Sim::new_with(|sched| {
-            Hw::new(Rc::new(cluster), meshsim_topology::soc::wormhole_b0(), params, mode, sched)
+            Hw::new(Rc::new(cluster), meshsim_topology::soc::wormhole_b0().clone(), params, mode, sched)
         });
         Machine { sim, kernels: None }
     }

@@ -112,15 +112,10 @@ impl SocDescriptor {
     }
 }
 
-/// meshsim's Wormhole B0 SoC descriptor (`configs/wormhole_b0_soc.yaml`).
-pub fn wormhole_b0() -> SocDescriptor {
-    wormhole_b0_ref().clone()
-}
-
-/// [`wormhole_b0`] without a copy: parsed once per process (a lowering asks for core
-/// coordinates once per kernel it places, and parsing the YAML each time cost more than
-/// simulating a small op).
-pub fn wormhole_b0_ref() -> &'static SocDescriptor {
+/// meshsim's Wormhole B0 SoC descriptor (`configs/wormhole_b0_soc.yaml`), parsed once per
+/// process: a lowering asks for core coordinates once per kernel it places, and parsing the
+/// YAML each time cost more than simulating a small op.
+pub fn wormhole_b0() -> &'static SocDescriptor {
     static SOC: std::sync::OnceLock<SocDescriptor> = std::sync::OnceLock::new();
     SOC.get_or_init(|| {
         const TEXT: &str = include_str!("../../../configs/wormhole_b0_soc.yaml");

@@ -906,7 +906,7 @@ fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
     }
     let payload = asked.first().copied().unwrap_or(DEFAULT_MAX_PAYLOAD);
     let config = FabricConfig { kind, max_payload_bytes: payload, planes };
-    let eth = meshsim_topology::soc::wormhole_b0_ref().eth_cores.clone();
+    let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
     Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
 }
 
@@ -1019,7 +1019,7 @@ fn take_core(s: &Session, next_core: &mut [usize], chips: &[ChipIdx]) -> Result<
 
 /// NoC coordinates of a worker core (the same on every chip).
 fn noc_of(core: CoreRef) -> CoreCoord {
-    let soc = meshsim_topology::soc::wormhole_b0_ref();
+    let soc = meshsim_topology::soc::wormhole_b0();
     match core {
         CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
         CoreRef::Eth(ch) => soc.eth_cores[ch as usize],
