@@ -284,7 +284,9 @@ impl Kernel {
         self.unstall().await;
     }
 
-    /// Checks that this kernel may touch `[addr, addr + len)` of its own L1.
+    /// Checks that this kernel may touch `[addr, addr + len)` of its own L1 (inlined: the
+    /// window test is the common case on every kernel word access).
+    #[inline]
     fn check_local(&self, addr: u64, len: u64) -> Result<(), HwError> {
         if self.local.allows(addr, len) {
             return Ok(());
@@ -305,17 +307,10 @@ impl Kernel {
         Ok(self.ctx.sched().add_u32(self.mem, addr, inc)?)
     }
 
-    /// Reads a word of this core's L1 (checked and read under one borrow: service loops poll
-    /// many words per pass).
+    /// Reads a word of this core's L1.
     pub fn read_u32(&self, addr: u64) -> Result<u32, HwError> {
-        if self.local.allows(addr, 4) {
-            return Ok(self.ctx.with(|_, s| s.read_u32(self.mem, addr))?);
-        }
-        let (kind, mem) = (self.kind, self.mem);
-        self.ctx.with(|hw, s| {
-            check_access(hw, kind, || self.core_name(), addr, 4)?;
-            Ok(s.read_u32(mem, addr)?)
-        })
+        self.check_local(addr, 4)?;
+        Ok(self.ctx.with(|_, s| s.read_u32(self.mem, addr))?)
     }
 
     /// Writes bytes into this core's L1.
