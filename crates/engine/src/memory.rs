@@ -123,15 +123,18 @@ impl Memory {
     }
 
     /// Names the word at `addr` (say, "noc reads outstanding") for traces and deadlock reports;
-    /// a later name replaces an earlier one. (Every core's words are named as a machine is
-    /// built and looked up only by reports, so naming is a push and the lookup searches.)
+    /// a later name replaces an earlier one in place.
     pub fn label_word(&mut self, space: MemSpace, addr: u64, label: impl Into<Cow<'static, str>>) {
-        self.spaces[space.0 as usize].labels.push((addr, label.into()));
+        let labels = &mut self.spaces[space.0 as usize].labels;
+        match labels.iter_mut().find(|l| l.0 == addr) {
+            Some(l) => l.1 = label.into(),
+            None => labels.push((addr, label.into())),
+        }
     }
 
-    /// The name given to the word at `addr` last, if any.
+    /// The name given to the word at `addr`, if any.
     pub fn word_label(&self, space: MemSpace, addr: u64) -> Option<&str> {
-        self.spaces[space.0 as usize].labels.iter().rev().find(|l| l.0 == addr).map(|l| &*l.1)
+        self.spaces[space.0 as usize].labels.iter().find(|l| l.0 == addr).map(|l| &*l.1)
     }
 
     /// The word at `addr` as reports show it: `space[0xaddr]`, followed by its label if named.
