@@ -120,12 +120,11 @@ fn pending_adds_at_the_end_move_the_clock() {
     }
 }
 
-/// Adds left in many spaces when the queue empties are applied in key order, interleaved with
-/// a task they wake (a counter reaching what it waits for) and the adds that task posts: the
-/// run ends at the last add, each word holds its sum, and the waiter wakes when its count is
-/// reached — the same with and without shortcuts.
+/// Adds left pending in many spaces when the queue empties all land: each word holds its sum
+/// and the run ends at the last add, which a task posted after an earlier add woke it (its
+/// counter reached what it waited for) — the same with and without shortcuts.
 #[test]
-fn pending_adds_across_many_spaces_end_the_run_in_order() {
+fn adds_left_in_many_spaces_all_land_and_end_the_run() {
     let mut ends = Vec::new();
     for shortcuts in [true, false] {
         let mut sim = Sim::new(NoWorld);
