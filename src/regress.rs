@@ -93,7 +93,7 @@ pub fn load_suites(path: &Path) -> Result<Vec<Suite>, String> {
         .map(|f| {
             let text =
                 meshsim_topology::input::read_input_text(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-            let file: SuiteFile = serde_yaml::from_str(&text).map_err(|e| {
+            let file: SuiteFile = meshsim_topology::input::from_yaml(&text).map_err(|e| {
                 format!(
                     "{}: {}",
                     f.display(),

@@ -131,7 +131,7 @@ impl Workload {
     pub fn load(path: &Path) -> Result<Workload, String> {
         let here = path.display();
         let text = meshsim_topology::input::read_input_text(path).map_err(|e| format!("{here}: {e}"))?;
-        let mut file: WorkloadFile = serde_yaml::from_str(&text).map_err(|e| {
+        let mut file: WorkloadFile = meshsim_topology::input::from_yaml(&text).map_err(|e| {
             format!(
                 "{here}: {}",
                 meshsim_topology::input::plain_message(&e.to_string())

@@ -136,6 +136,21 @@ mod bad_input {
     }
 
     #[test]
+    fn deeply_nested_files_are_refused_at_once_naming_the_limit() {
+        // 200,000 nested brackets (400 KB): the parser alone took minutes; the scan is linear.
+        let deep = format!("arch: {}{}\n", "[".repeat(200_000), "]".repeat(200_000));
+        check("deep.yaml", deep.as_bytes(), &[":1:71:", "nested more than 64 deep"]);
+        let deep = format!("cluster: t3000\nops: {}\n", "{a: ".repeat(100));
+        let path = file("deep-workload.yaml", deep.as_bytes());
+        let (code, _, err) = meshsim(&["run", path.to_str().unwrap()]);
+        assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+        assert!(
+            err.contains("nested more than 64 deep: meshsim reads at most 64 levels (line 2, column 262)"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn connections_to_unknown_chips_or_channels_name_the_entry() {
         check(
             "unknown_chip.yaml",

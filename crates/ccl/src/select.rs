@@ -297,7 +297,7 @@ impl Select {
 
     /// Reads a tree from YAML text; a malformed one is an error naming the node.
     pub fn parse(text: &str) -> Result<Select, String> {
-        let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        let value: serde_yaml::Value = meshsim_topology::input::from_yaml(text).map_err(|e| e.to_string())?;
         let root = node(&value, &mut Vec::new(), &[])?;
         if matches!(root, Node::Leaf(_)) {
             return Err("the tree is a single leaf: start with conditions (collective=...)".into());

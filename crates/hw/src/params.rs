@@ -148,7 +148,7 @@ impl Params {
     /// Parses parameters from YAML text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Params, ParamsError> {
         let err = |message: String| ParamsError { file: file.to_owned(), message };
-        let p: Params = serde_yaml::from_str(text)
+        let p: Params = meshsim_topology::input::from_yaml(text)
             .map_err(|e| err(meshsim_topology::input::plain_message(&e.to_string())))?;
         p.validate().map_err(err)?;
         Ok(p)

@@ -70,6 +70,18 @@ impl TopologyError {
         TopologyError::Invalid { file: file.to_owned(), entry: entry.into(), message: message.into() }
     }
 
+    /// Parses YAML `text` of `file` into `T`: too deep a nesting, or what the parser refuses,
+    /// with its line and column.
+    pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Self> {
+        crate::input::check_nesting(text).map_err(|e| TopologyError::Syntax {
+            file: file.to_owned(),
+            line: e.line,
+            column: e.column,
+            message: e.to_string(),
+        })?;
+        serde_yaml::from_str(text).map_err(|e| TopologyError::yaml(file, e))
+    }
+
     /// Converts a YAML error, keeping the parser's location when it has one.
     pub(crate) fn yaml(file: &str, err: serde_yaml::Error) -> Self {
         let message = crate::input::plain_message(&err.to_string());

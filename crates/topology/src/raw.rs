@@ -156,8 +156,7 @@ pub struct RawBoardField {
 impl RawCluster {
     /// Parses `text`, naming `file` in errors.
     pub fn parse(file: &str, text: &str) -> Result<RawCluster, crate::TopologyError> {
-        let raw: Option<RawCluster> =
-            serde_yaml::from_str(text).map_err(|e| crate::TopologyError::yaml(file, e))?;
+        let raw: Option<RawCluster> = crate::TopologyError::parse_yaml(file, text)?;
         // A document of only comments parses as null.
         raw.ok_or_else(|| crate::TopologyError::OnlyComments { file: file.to_owned() })
     }

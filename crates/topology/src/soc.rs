@@ -71,7 +71,7 @@ impl SocDescriptor {
     /// Parses a descriptor from text; `file` names it in errors.
     pub fn parse(file: &str, bytes: &[u8]) -> Result<SocDescriptor, TopologyError> {
         let text = text_of(file, bytes)?;
-        let raw: RawSoc = serde_yaml::from_str(text).map_err(|e| TopologyError::yaml(file, e))?;
+        let raw: RawSoc = TopologyError::parse_yaml(file, text)?;
         let (gx, gy) = (raw.grid.x_size, raw.grid.y_size);
         let core = |key: &str, i: usize, s: &str| -> Result<CoreCoord, TopologyError> {
             let bad = || {
