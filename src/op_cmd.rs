@@ -100,9 +100,9 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 "chips": done.chips.len(),
                 "chip_ids": ids(cluster, &done.chips),
                 "topology": format!("{:?}", done.topology).to_lowercase(),
-                "stack": done.ops[0].stack.as_str(),
+                "stack": done.ops[0].transport,
                 "algorithm": done.ops[0].algorithm,
-                "bidir": if done.ops[0].stack == meshsim_ccl::op::Stack::Fabric {
+                "bidir": if done.ops[0].transport == meshsim_ccl::op::Stack::Fabric.as_str() {
                     serde_json::Value::Null
                 } else {
                     serde_json::json!(done.ops[0].bidir.as_str())

@@ -506,6 +506,18 @@ mod collective {
         let (code, _, err) =
             meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,16384", "--pages-per-packet", "400"]);
         assert_eq!(code, 2);
+        assert!(err.contains("pages_per_packet applies to the edm stack"), "{err}");
+        let (code, _, err) = meshsim(&[
+            "op",
+            "reduce-scatter",
+            "--stack",
+            "edm",
+            "--shape",
+            "1,1,64,16384",
+            "--pages-per-packet",
+            "400",
+        ]);
+        assert_eq!(code, 2);
         assert!(err.contains("exceed the workers' buffering"), "{err}");
         let (code, _, err) = meshsim(&["op", "reduce-scatter", "--shape", "1,1,64,512", "--redop", "avg"]);
         assert_eq!(code, 2);

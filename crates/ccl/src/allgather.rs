@@ -101,6 +101,7 @@ pub(crate) fn run_one(
 ) -> Result<OpRun, CclError> {
     let chips = req.comm.chips().to_vec();
     let mut s = Session::new(cluster, params);
+    s.set_stack(crate::op::Stack::Edm);
     s.set_verify(verify);
     s.set_trace(trace);
     s.set_skew(chips, skew_ns)?;
@@ -121,7 +122,20 @@ fn request(cluster: &Cluster, spec: &AllGatherSpec) -> Result<OpRequest, OpError
 /// Checks an all-gather's arguments against the cluster and `params`; returns the slice each
 /// chip holds. (Running it checks the same, once.)
 pub fn validate(cluster: &Cluster, params: &Params, spec: &AllGatherSpec) -> Result<TensorSpec, OpError> {
-    crate::session::validate(cluster, params, &request(cluster, spec)?)
+    validate_on_edm(cluster, params, &request(cluster, spec)?)
+}
+
+/// Checks a one-op request against the cluster and what the EDM stack, which runs the one-op
+/// specs, accepts; returns the slice each chip holds.
+pub(crate) fn validate_on_edm(
+    cluster: &Cluster,
+    params: &Params,
+    req: &OpRequest,
+) -> Result<TensorSpec, OpError> {
+    use crate::transport::Transport;
+    let slice = crate::session::validate(cluster, req)?;
+    crate::edm::EdmTransport.accepts(req, params).map_err(|e| OpError(e.to_string()))?;
+    Ok(slice)
 }
 
 /// Builds, runs and (optionally) verifies an all-gather on `cluster`.

@@ -97,7 +97,7 @@ fn request(cluster: &Cluster, spec: &ReduceScatterSpec) -> Result<OpRequest, OpE
 /// Checks a reduce-scatter's arguments; returns the slice each chip ends with. (Running it
 /// checks the same, once.)
 pub fn validate(cluster: &Cluster, params: &Params, spec: &ReduceScatterSpec) -> Result<TensorSpec, OpError> {
-    crate::session::validate(cluster, params, &request(cluster, spec)?)
+    crate::allgather::validate_on_edm(cluster, params, &request(cluster, spec)?)
 }
 
 /// Builds, runs and (optionally) verifies a reduce-scatter on `cluster`.

@@ -291,6 +291,15 @@ impl Placement {
     }
 }
 
+/// Where the worker kernels' circular buffers start in a worker's L1.
+pub(crate) const STAGING: u64 = 0x10000;
+
+/// Where they must end: L1-interleaved tensors start here.
+pub(crate) const STAGING_END: u64 = L1_TENSOR_BASE;
+
+/// Worker cores a chip hands out (the 8 x 10 Tensix grid).
+pub(crate) const WORKER_CORES: usize = 80;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,9 @@
 //! Sessions end to end: many ops on one machine contend for what they share and nothing else,
 //! dependencies order them, all-reduce verifies on every system, resources are refused by name.
+//! They run on the EDM stack, whose channels and workers they exercise.
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Topology};
+use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpRequest, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::Time;
@@ -15,6 +16,7 @@ fn tensor(shape: [u64; 4], dtype: DType) -> TensorSpec {
 
 fn run(c: &Cluster, verify: bool, reqs: Vec<OpRequest>) -> SessionRun {
     let mut s = Session::new(c, &Params::default());
+    s.set_stack(Stack::Edm);
     s.set_verify(verify);
     for r in reqs {
         s.submit(r).unwrap();
@@ -87,6 +89,7 @@ fn all_gathers_on_every_galaxy_row_take_as_long_as_one_row() {
 fn an_op_with_after_starts_when_its_dependency_ends() {
     let t = builtin::cluster("t3000").unwrap();
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     s.set_verify(true);
     let first = s.submit(ring_ag(&t, "first", Knobs::default())).unwrap();
     let comm = Communicator::world(&t, Topology::Ring, None).unwrap();
@@ -175,6 +178,7 @@ fn resources_that_do_not_fit_are_refused_by_name() {
     // Three ring all-gathers of 4 workers want 12 channels on every link.
     let k = Knobs { workers: Some(4), bidir: Some(Bidir::None), ..Knobs::default() };
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     for name in ["a", "b", "c"] {
         s.submit(ring_ag(&t, name, k)).unwrap();
     }
@@ -184,6 +188,7 @@ fn resources_that_do_not_fit_are_refused_by_name() {
     assert!(msg.contains("needs 12 EDM channels for ops a, b, c; an EDM has 8"), "{msg}");
     // Two ops with one name, and a dependency that was never submitted.
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     let h = s.submit(ring_ag(&t, "a", Knobs::default())).unwrap();
     assert!(
         matches!(s.submit(ring_ag(&t, "a", Knobs::default())), Err(CclError::Invalid(m)) if m.contains("two ops are named 'a'"))
@@ -198,6 +203,7 @@ fn resources_that_do_not_fit_are_refused_by_name() {
     let mut small = ring_ag(&t, "small", l1);
     small.tensor = tensor([1, 1, 1024, 8192], DType::Bf16);
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     s.submit(small).unwrap();
     s.submit(big).unwrap();
     let msg = s.run().unwrap_err().to_string();
@@ -267,6 +273,7 @@ fn defaults_are_tt_metals_and_shrink_to_share_a_link() {
     let ar = run(&t, true, vec![op("ar", [1, 1, 64, 4096], Collective::AllReduce(RedOp::Sum))]);
     assert_eq!(ar.ops[0].workers, 4);
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     let mut greedy = op("greedy", [1, 1, 512, 8192], Collective::AllGather);
     greedy.knobs.workers = Some(4);
     greedy.knobs.bidir = Some(Bidir::Split);
@@ -284,6 +291,7 @@ fn ops_that_follow_each_other_reuse_the_links_channels() {
     let t = builtin::cluster("t3000").unwrap();
     let ring = Communicator::world(&t, Topology::Ring, None).unwrap();
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     s.set_verify(true);
     let a = s
         .submit(OpRequest::new(
@@ -320,6 +328,7 @@ fn ops_that_follow_each_other_reuse_the_links_channels() {
     assert_eq!(out.ops[2].start, out.ops[1].end);
     // Two ops that may overlap still share: 2 workers each.
     let mut s = Session::new(&t, &Params::default());
+    s.set_stack(Stack::Edm);
     s.submit(OpRequest::new(
         "x",
         ring.clone(),

@@ -10,104 +10,197 @@
 //! multicast increment after the last packet (flushed behind the writes) tells every chip on
 //! the route; a chip's op ends when its semaphore has counted every source.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use meshsim_engine::{Cond, SignalId, Time};
-use meshsim_hw::{CoreRef, Kernel, Machine, Program, Wake};
+use meshsim_hw::{CoreRef, Kernel, Machine, Params, Program, Wake};
 use meshsim_topology::soc::CoreCoord;
-use meshsim_topology::{ChipIdx, LinkId};
+use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
 use super::mux::{Mux, Ports};
 use super::worker::{CONNECTION_L1_BYTES, Connection, Target};
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route};
 use crate::op::{Bidir, CclError, Collective, Topology};
+use crate::phase::{Phase, PhaseKind, Tensors};
+use crate::request::OpRequest;
 use crate::select::Algorithm;
-use crate::session::{Gate, KernelTimes, OpRequest, Phase, STAGING, Session, SessionRun, Tensors};
+use crate::tensor::STAGING;
 use crate::tensor::{Memory, Placement};
+use crate::transport::{Gate, LowerCx, Lowered, PhaseRun, Transport};
 
 /// Pages a fabric packet carries at most (`min(4, payload / page)`, tt-metal's CCL ops).
 pub const MAX_PAGES_PER_PACKET: u64 = 4;
 /// Worker cores a chip hands out (the 8 x 10 Tensix grid).
 const WORKER_CORES: usize = 80;
 
-/// Runs every op of `s` on the fabric.
-pub(crate) fn run(s: &Session, mut m: Machine, phases: Vec<Phase>) -> Result<SessionRun, CclError> {
-    if let Some(op) = s.ops.iter().find(|o| o.knobs.workers.is_some() && o.collective.redop().is_none()) {
-        return Err(CclError::Invalid(format!(
-            "op '{}': workers applies to reduce-scatter and all-reduce on the fabric stack, not {}",
-            op.name,
-            op.collective.name()
-        )));
+/// The TT-Fabric stack: persistent routers on every link of the session's lines, and each
+/// op's worker kernels injecting packets into them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FabricTransport;
+
+impl Transport for FabricTransport {
+    fn name(&self) -> &'static str {
+        "fabric"
     }
-    let fabric = build_fabric(s)?;
-    let chips = s.cluster.chips().len();
-    let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    fabric.install(&mut programs);
-    let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
-    let ports = Rc::new(Ports::default());
-    let done: Vec<SignalId> =
-        phases.iter().map(|p| m.new_event(&format!("op '{}' {} done", s.ops[p.op].name, p.kind))).collect();
-    let mut next_core = vec![0usize; chips];
-    // Pages per packet of every phase.
-    let mut ppp = vec![0u64; phases.len()];
-    // The reductions' intermediate buffers go above every tensor in DRAM.
-    let mut scratch_base = dram_end(&phases);
-    let mut injects: Vec<Vec<Inject>> = Vec::with_capacity(phases.len());
-    // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
-    let mut workers = vec![1usize; s.ops.len()];
-    // The algorithm each phase runs.
-    let mut algorithms = vec![""; phases.len()];
-    for (pi, p) in phases.iter().enumerate() {
-        let cx = Lowering { s, fabric: &fabric, ports: &ports, times: &times, done: &done };
-        let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
-        let (got, routers, algorithm) = if p.kind == "rs" && direct_path(s, p) {
-            let (got, routers) =
-                direct_reduction(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
-            (got, one(routers), "direct")
-        } else if p.kind == "rs" {
-            let (got, routers, w) =
-                reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
-            workers[p.op] = w;
-            (got, routers, if line_for(&fabric, &s.ops[p.op]).1 { "ring" } else { "line" })
-        } else if matches!(p.kind, "a2a" | "gather" | "scatter" | "sendrecv") {
-            let (got, routers) = point_to_point(&cx, &mut programs, &mut next_core, pi, p)?;
-            (got, one(routers), "direct")
-        } else if p.kind == "reduce" {
-            let (got, routers) =
-                direct_reduction(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
-            (got, one(routers), "direct")
-        } else {
-            let (got, routers, w, algorithm) = all_gather(&cx, &mut programs, &mut next_core, pi, p)?;
-            workers[p.op] = workers[p.op].max(w);
-            (got, routers, algorithm)
-        };
-        ppp[pi] = got;
-        algorithms[pi] = algorithm;
-        injects.push(routers);
+
+    fn algorithms(&self, collective: Collective) -> &'static [Algorithm] {
+        use Algorithm::*;
+        match collective {
+            Collective::AllGather => &[Auto, Multicast, Relay],
+            Collective::ReduceScatter(_) => &[Auto, Ring, Direct],
+            Collective::AllReduce(_) => &[Auto, Ring],
+            Collective::Reduce { .. } => &[Auto, Direct, Ring],
+            Collective::Broadcast { .. } => &[Auto, Multicast],
+            Collective::Gather { .. }
+            | Collective::Scatter { .. }
+            | Collective::SendRecv
+            | Collective::AllToAll => &[Auto, Direct],
+        }
     }
-    let muxes =
-        install_muxes(s, &mut m, &fabric, &ports, &phases, &injects, &done, &mut programs, &mut next_core)?;
-    // The host closes the fabric once every op has ended and every mux has let go.
-    let close: Vec<SignalId> = done.iter().chain(&muxes).copied().collect();
-    fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), close.into())?;
-    if s.verify {
-        s.write_inputs(&m, &phases)?;
+
+    fn accepts(&self, req: &OpRequest, _params: &Params) -> Result<(), CclError> {
+        if req.knobs.workers.is_some() && req.collective.redop().is_none() {
+            return Err(CclError::Invalid(format!(
+                "op '{}': workers applies to reduce-scatter and all-reduce on the fabric stack, not {}",
+                req.name,
+                req.collective.name()
+            )));
+        }
+        Ok(())
     }
-    let start_of = s.start_of();
-    let stats = m.launch(programs, &start_of).map_err(|e| CclError::Simulation(e.to_string()))?;
-    crate::session::no_negative_semaphore(&m, s.cluster)?;
-    let times = times.borrow();
-    let ops: Vec<_> = (0..s.ops.len())
-        .map(|i| s.result(i, &m, &phases, &times, &start_of, (&workers, &ppp, &algorithms)))
-        .collect();
-    let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
-        - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
-    let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
-    let trace = m.take_trace();
-    let routers = fabric.router_use();
-    Ok(SessionRun { ops, makespan, stats, links, marks, resources, routers, trace })
+
+    fn default_links(&self, cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
+        default_links(cluster, ops)
+    }
+
+    fn lower(&self, s: &LowerCx, m: &mut Machine) -> Result<Lowered, CclError> {
+        let fabric = build_fabric(s)?;
+        let chips = s.cluster.chips().len();
+        let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+        fabric.install(&mut programs);
+        let ports = Rc::new(Ports::default());
+        let mut next_core = vec![0usize; chips];
+        // The reductions' intermediate buffers go above every tensor in DRAM.
+        let mut scratch_base = dram_end(s.phases);
+        let mut injects: Vec<Vec<Inject>> = Vec::with_capacity(s.phases.len());
+        // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
+        let mut workers = vec![1usize; s.ops.len()];
+        let mut runs = Vec::with_capacity(s.phases.len());
+        for (pi, p) in s.phases.iter().enumerate() {
+            let cx = Lowering { s, fabric: &fabric, ports: &ports };
+            let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
+            let algo = choose(s, &fabric, p)?;
+            let (ppp, routers) = match algo {
+                Algo::DirectReduction => {
+                    let (got, routers) =
+                        direct_reduction(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+                    (got, one(routers))
+                }
+                Algo::ReduceScatter => {
+                    let (got, routers, w) =
+                        reduce_scatter(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+                    workers[p.op] = w;
+                    (got, routers)
+                }
+                Algo::PointToPoint(pairs) => {
+                    let (got, routers) = point_to_point(&cx, &mut programs, &mut next_core, pi, p, pairs)?;
+                    (got, one(routers))
+                }
+                Algo::Multicast => all_gather(&cx, &mut programs, &mut next_core, pi, p)?,
+                Algo::Relay => {
+                    let (got, routers, w) = all_gather_relay(&cx, &mut programs, &mut next_core, pi, p)?;
+                    workers[p.op] = workers[p.op].max(w);
+                    (got, routers)
+                }
+            };
+            runs.push(PhaseRun {
+                pages_per_packet: ppp,
+                algorithm: algo.name(line_for(&fabric, &s.ops[p.op]).1),
+            });
+            injects.push(routers);
+        }
+        let muxes =
+            install_muxes(s, m, &fabric, &ports, s.phases, &injects, s.done, &mut programs, &mut next_core)?;
+        // The host closes the fabric once every op has ended and every mux has let go.
+        let close: Vec<SignalId> = s.done.iter().chain(&muxes).copied().collect();
+        fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), close.into())?;
+        // A router ends once the host closes it and its channels are idle, without waiting for
+        // the credits (completions, and first-level acks on rings) its peer returns for its
+        // last packets: those may land after it ended.
+        let lay = fabric.layout;
+        let late_credits =
+            super::words::COMPLETED.iter().chain(&super::words::ACKED).map(|&w| lay.word(w)).collect();
+        let report = Box::new(move || fabric.router_use());
+        Ok(Lowered { programs, phases: runs, workers, report, late_credits })
+    }
+}
+
+/// The fabric's algorithm for a phase — tt-metal's factory for it — chosen once from the
+/// phase's kind, the op's knobs and its line, before anything is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Algo {
+    /// The one-shot direct reduce-scatter, or a reduce straight to its root: every rank's
+    /// chunks unicast into the owner's receive buffer, reducer cores adding them as they land.
+    DirectReduction,
+    /// Reduce-scatter along the line or ring, each slice reduced on its way to its owner.
+    ReduceScatter,
+    /// Point-to-point chunk senders (all-to-all, gather, scatter, send/receive).
+    PointToPoint(Pairs),
+    /// The multicast all-gather factory (a broadcast too).
+    Multicast,
+    /// The unicast (relay) all-gather factory, on rings.
+    Relay,
+}
+
+impl Algo {
+    /// Its name in results; a reduce-scatter's says whether it ran on a ring or a line.
+    fn name(self, ring: bool) -> &'static str {
+        match self {
+            Algo::DirectReduction | Algo::PointToPoint(_) => "direct",
+            Algo::ReduceScatter if ring => "ring",
+            Algo::ReduceScatter => "line",
+            Algo::Multicast => "multicast",
+            Algo::Relay => "relay",
+        }
+    }
+}
+
+/// How the fabric carries phase `p`.
+fn choose(s: &LowerCx, fabric: &Fabric, p: &Phase) -> Result<Algo, CclError> {
+    let req = &s.ops[p.op];
+    let root = req.collective.root().unwrap_or(0);
+    Ok(match p.kind {
+        PhaseKind::ReduceScatter if direct_path(s, p) => Algo::DirectReduction,
+        PhaseKind::ReduceScatter => Algo::ReduceScatter,
+        PhaseKind::Reduce => Algo::DirectReduction,
+        PhaseKind::AllToAll => Algo::PointToPoint(Pairs::AllToAll),
+        // A reduce's second phase gathers the reduced slices to its root.
+        PhaseKind::Gather => Algo::PointToPoint(Pairs::ToRoot(root)),
+        PhaseKind::Scatter => Algo::PointToPoint(Pairs::FromRoot(root)),
+        PhaseKind::SendRecv => Algo::PointToPoint(Pairs::Send),
+        // A broadcast is the multicast with the root the only source of its one chunk.
+        PhaseKind::Broadcast => Algo::Multicast,
+        PhaseKind::AllGather => {
+            let closed = line_for(fabric, req).1;
+            // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20
+            // for pages of 4 KiB or more), on every plane.
+            let page = p.tensors.slice.page_bytes();
+            let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
+            let relay = match req.knobs.algorithm {
+                Some(Algorithm::Relay) if !closed => {
+                    return Err(CclError::Invalid(format!(
+                        "op '{}': the relay all-gather runs on rings of more than 2 chips",
+                        req.name
+                    )));
+                }
+                Some(Algorithm::Relay) => true,
+                Some(_) => false,
+                None => closed && p.tensors.slice.pages() >= relay_from,
+            };
+            if relay { Algo::Relay } else { Algo::Multicast }
+        }
+    })
 }
 
 /// A kernel's injection point: the router, and which of its phase's workers on it.
@@ -120,7 +213,7 @@ type Inject = (usize, usize);
 /// group's mux, each once the one before has let go of it (its phase ended, or its mux).
 #[allow(clippy::too_many_arguments)]
 fn install_muxes(
-    s: &Session,
+    s: &LowerCx,
     m: &mut Machine,
     fabric: &Rc<Fabric>,
     ports: &Ports,
@@ -130,7 +223,7 @@ fn install_muxes(
     programs: &mut [Program],
     next_core: &mut [usize],
 ) -> Result<Vec<SignalId>, CclError> {
-    let after = crate::session::after_matrix(phases);
+    let after = crate::phase::after_matrix(phases);
     let mut ends = Vec::new();
     // Two kernels of one phase run at once; phases of one op, or ordered by `after`, do not.
     let overlap = |(p, a): (usize, usize), (q, b): (usize, usize)| {
@@ -221,19 +314,17 @@ fn line_for(fabric: &Fabric, req: &OpRequest) -> (usize, bool) {
 
 /// What every phase's lowering shares.
 struct Lowering<'a, 'c> {
-    s: &'a Session<'c>,
+    s: &'a LowerCx<'c>,
     fabric: &'a Rc<Fabric>,
     /// Where each phase's kernels inject (a router, or a mux in front of it).
     ports: &'a Rc<Ports>,
-    times: &'a KernelTimes,
-    done: &'a [SignalId],
 }
 
 /// The first DRAM byte (per bank) above every phase's tensors.
 fn dram_end(phases: &[Phase]) -> u64 {
     let mut end = 0;
     for p in phases {
-        let t = p.tensors.expect("placed");
+        let t = p.tensors;
         for (place, pages) in [(t.input, t.slice.pages() * t.n), (t.output, t.slice.pages() * t.n)] {
             if place.memory == Memory::Dram {
                 end = end.max(place.base + place.bank_bytes(pages));
@@ -258,23 +349,17 @@ fn point_to_point(
     next_core: &mut [usize],
     pi: usize,
     p: &Phase,
+    pairs: Pairs,
 ) -> Result<(u64, Vec<usize>), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
     let core = take_core(s, next_core, req.comm.chips())?;
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n, cx.times);
-    // A reduce's second phase gathers the reduced slices to its root.
-    let root = req.collective.root().unwrap_or(0);
-    let (pairs, name) = match p.kind {
-        "a2a" => (Pairs::AllToAll, "a2a"),
-        "gather" => (Pairs::ToRoot(root), "gather"),
-        "scatter" => (Pairs::FromRoot(root), "scatter"),
-        _ => (Pairs::Send, "send-recv"),
-    };
+    let gate = s.gate(pi, 3 * n);
+    let name = pairs.name();
     let own_copy = req.collective != Collective::SendRecv;
     let sends = Sends {
         core,
@@ -340,6 +425,16 @@ enum Pairs {
 }
 
 impl Pairs {
+    /// Its kernels' name.
+    fn name(self) -> &'static str {
+        match self {
+            Pairs::AllToAll => "a2a",
+            Pairs::ToRoot(_) => "gather",
+            Pairs::FromRoot(_) => "scatter",
+            Pairs::Send => "send-recv",
+        }
+    }
+
     /// Whether rank `k` keeps a chunk of its own.
     fn keeps(self, k: usize) -> bool {
         match self {
@@ -376,7 +471,7 @@ fn chunk_senders(
 ) -> Vec<usize> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let n = req.comm.size();
     let (line, closed) = line_for(fabric, req);
     // (forward, hops) from rank k to rank j: along a line, or the shorter way round a ring.
@@ -450,9 +545,9 @@ pub const DIRECT_REDUCERS: usize = 4;
 /// Whether reduce-scatter phase `p` takes the one-shot direct path, as tt-metal's host does: a
 /// reduce-scatter (not an all-reduce's) on a ring, at most [`DIRECT_MAX_BYTES`] of input per
 /// rank, and no knob set (links, workers, packet size).
-fn direct_path(s: &Session, p: &Phase) -> bool {
+fn direct_path(s: &LowerCx, p: &Phase) -> bool {
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let k = &req.knobs;
     let given = &s.given[p.op];
     matches!(req.collective, crate::op::Collective::ReduceScatter(_))
@@ -482,7 +577,7 @@ fn direct_reduction(
 ) -> Result<(u64, Vec<usize>), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
     let root = req.collective.root();
@@ -504,7 +599,7 @@ fn direct_reduction(
     let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
     let signal = cores[..1].to_vec();
     let fan_outs = usize::from(cores.len() > 1) * owners.len();
-    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n + reducers.len() * owners.len() + fan_outs, cx.times);
+    let gate = s.gate(pi, 2 * n + reducers.len() * owners.len() + fan_outs);
     let prefix = s.kernel_prefix(p.op);
     // The senders' name, and the reducers'.
     let (pairs, name, reducer) = match root {
@@ -760,7 +855,7 @@ fn reduce_scatter(
     use super::reduce::{self, OwnerCtx, RsCtx, Side};
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
@@ -795,7 +890,7 @@ fn reduce_scatter(
         .collect();
     let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
     // Two direction kernels and the owner per rank, plane and worker.
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes * workers, cx.times);
+    let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
     let stride = CONNECTION_L1_BYTES + 2 * reduce::WINDOW as u64 * max;
     let mut routers = Vec::new();
@@ -892,8 +987,8 @@ fn reduce_scatter(
 
 /// One fabric for the session: its lines ([`fabric_lines`]), ring flow control if any line is
 /// closed, as many routing planes as the op asking for the most links.
-fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
-    let lines = fabric_lines(s)?;
+fn build_fabric(s: &LowerCx) -> Result<Rc<Fabric>, CclError> {
+    let lines = fabric_lines(s.cluster, s.ops)?;
     let kind = if lines.iter().any(|l| l.closed) { FabricKind::Ring } else { FabricKind::Linear };
     let planes = s.ops.iter().map(|o| o.knobs.links()).max().unwrap_or(1);
     let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
@@ -907,17 +1002,16 @@ fn build_fabric(s: &Session) -> Result<Rc<Fabric>, CclError> {
     let payload = asked.first().copied().unwrap_or(DEFAULT_MAX_PAYLOAD);
     let config = FabricConfig { kind, max_payload_bytes: payload, planes };
     let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
-    Fabric::new(s.cluster, &s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
+    Fabric::new(s.cluster, s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
 }
 
 /// The fabric's lines for the session's ops: a line per distinct communicator (rank order;
 /// closed on a ring of more than two chips), a shorter one riding on a line already there.
 /// Two lines may not share a link: an Ethernet core runs one router per plane.
-pub(crate) fn fabric_lines(s: &Session) -> Result<Vec<Line>, CclError> {
+pub(crate) fn fabric_lines(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<Line>, CclError> {
     // Longest communicators first: a shorter one that lies along a line already there rides
     // on it (as an op on part of a mesh row uses the row's fabric line).
-    let mut wanted: Vec<Line> = s
-        .ops
+    let mut wanted: Vec<Line> = ops
         .iter()
         .map(|req| {
             let chips = req.comm.chips().to_vec();
@@ -938,11 +1032,11 @@ pub(crate) fn fabric_lines(s: &Session) -> Result<Vec<Line>, CclError> {
         let n = line.chips.len();
         let pairs = if line.closed { n } else { n - 1 };
         for i in 0..pairs {
-            for l in s.cluster.usable_links_between(line.chips[i], line.chips[(i + 1) % n]) {
+            for l in cluster.usable_links_between(line.chips[i], line.chips[(i + 1) % n]) {
                 if let Some(&other) = owner.get(&l)
                     && other != li
                 {
-                    let id = |c: ChipIdx| s.cluster.chip(c).id;
+                    let id = |c: ChipIdx| cluster.chip(c).id;
                     return Err(CclError::Invalid(format!(
                         "the fabric stack runs one line per link: ops on chips {:?} and {:?} share the link between chips {} and {}",
                         lines[other].chips.iter().map(|&c| id(c)).collect::<Vec<_>>(),
@@ -961,9 +1055,9 @@ pub(crate) fn fabric_lines(s: &Session) -> Result<Vec<Line>, CclError> {
 /// Each op's links when it gives none (tt-metal's default): the routing planes of the fabric
 /// line it rides on — the fewest usable links over the line's hops, "over the axis" — and 1 for
 /// all-to-all, which runs on link 0.
-pub(crate) fn default_links(s: &Session) -> Result<Vec<usize>, CclError> {
-    let lines = fabric_lines(s)?;
-    Ok(s.ops
+fn default_links(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
+    let lines = fabric_lines(cluster, ops)?;
+    Ok(ops
         .iter()
         .map(|req| {
             if on_link_zero(req.collective) {
@@ -973,7 +1067,7 @@ pub(crate) fn default_links(s: &Session) -> Result<Vec<usize>, CclError> {
             lines
                 .iter()
                 .find(|l| l.carries(req.comm.chips()) && (l.closed || !closed))
-                .map_or(1, |l| line_planes(s.cluster, l))
+                .map_or(1, |l| line_planes(cluster, l))
         })
         .collect())
 }
@@ -1003,7 +1097,7 @@ pub(crate) fn line_planes(cluster: &meshsim_topology::Cluster, line: &Line) -> u
 
 /// The next worker core free on every one of `chips`: an op's ranks all use the same core, so
 /// one NoC address (a multicast increment's, say) names it on every chip.
-fn take_core(s: &Session, next_core: &mut [usize], chips: &[ChipIdx]) -> Result<CoreRef, CclError> {
+fn take_core(s: &LowerCx, next_core: &mut [usize], chips: &[ChipIdx]) -> Result<CoreRef, CclError> {
     let k = chips.iter().map(|c| next_core[c.0 as usize]).max().unwrap_or(0);
     if k >= WORKER_CORES {
         let ids: Vec<u64> = chips.iter().map(|&c| s.cluster.chip(c).id).collect();
@@ -1040,41 +1134,25 @@ struct Direction {
     barrier: u32,
 }
 
-/// Lowers all-gather phase `pi`; returns its pages per packet and the routers it injects into.
+/// Lowers all-gather (or broadcast) phase `pi` by the multicast factory; returns its pages per
+/// packet and the routers it injects into.
 fn all_gather(
     cx: &Lowering,
     programs: &mut [Program],
     next_core: &mut [usize],
     pi: usize,
     p: &Phase,
-) -> Result<(u64, Vec<Inject>, usize, &'static str), CclError> {
+) -> Result<(u64, Vec<Inject>), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
     let planes = req.knobs.links();
     let (line, closed) = line_for(fabric, req);
-    // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20 for
-    // pages of 4 KiB or more), on every plane.
-    let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
     // A broadcast is this multicast with the root the only source of its one chunk.
     let root = req.collective.root();
-    let relay = match req.knobs.algorithm {
-        Some(Algorithm::Relay) if !closed => {
-            return Err(CclError::Invalid(format!(
-                "op '{}': the relay all-gather runs on rings of more than 2 chips",
-                req.name
-            )));
-        }
-        Some(Algorithm::Relay) => true,
-        Some(_) => false,
-        None => closed && t.slice.pages() >= relay_from,
-    };
-    if relay && root.is_none() {
-        return all_gather_relay(cx, programs, next_core, pi, p, ppp, line);
-    }
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
     let sync_core = take_core(s, next_core, req.comm.chips())?;
@@ -1141,7 +1219,7 @@ fn all_gather(
     let routers: Vec<usize> =
         plans.iter().flat_map(|(_, _, dirs)| dirs.iter().filter_map(|d| d.router)).collect();
     // Two direction kernels per rank and plane, and a sync kernel per rank.
-    let gate = Gate::new(pi, &p.deps, cx.done, 2 * n * planes + n, cx.times);
+    let gate = s.gate(pi, 2 * n * planes + n);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         sync_kernel(
             &mut programs[chip.0 as usize],
@@ -1178,7 +1256,7 @@ fn all_gather(
             programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
         }
     }
-    Ok((ppp, routers.into_iter().map(|r| (r, 0)).collect(), 1, "multicast"))
+    Ok((ppp, routers.into_iter().map(|r| (r, 0)).collect()))
 }
 
 /// Pages per device from which a Wormhole ring all-gather takes the unicast factory: (pages
@@ -1194,20 +1272,21 @@ fn all_gather_relay(
     next_core: &mut [usize],
     pi: usize,
     p: &Phase,
-    ppp: u64,
-    line: usize,
-) -> Result<(u64, Vec<Inject>, usize, &'static str), CclError> {
+) -> Result<(u64, Vec<Inject>, usize), CclError> {
     use super::relay::{self, RelayCtx};
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let t = p.tensors.expect("placed");
+    let t = p.tensors;
     let n = req.comm.size();
+    let (page, _) = page_and_payload(fabric, req, &t)?;
+    let ppp = (fabric.config.max_payload_bytes / page).clamp(1, MAX_PAGES_PER_PACKET);
+    let line = line_for(fabric, req).0;
     let max = fabric.config.max_payload_bytes;
     let planes = req.knobs.links();
     let per_plane = super::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
     let workers = relay::workers(t.slice.bytes() / planes as u64, per_plane);
     let sems = [STAGING, STAGING + 16];
-    let gate = Gate::new(pi, &p.deps, cx.done, 3 * n * planes * workers, cx.times);
+    let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
     // Each (plane, worker) relays every (planes x workers)-th packet of each slice: independent
@@ -1256,7 +1335,7 @@ fn all_gather_relay(
             sync_kernel(&mut programs[chip.0 as usize], core, &format!("{prefix}ag sync"), &gate, waits);
         }
     }
-    Ok((ppp, routers, workers, "relay"))
+    Ok((ppp, routers, workers))
 }
 
 /// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,

@@ -24,7 +24,8 @@
 //! so the table obeys the same flow control as the memory.
 
 pub(crate) mod lower;
-pub use lower::ENTRY_BARRIER;
+pub use lower::{ENTRY_BARRIER, FabricTransport};
+pub(crate) use lower::{line_planes, on_link_zero};
 pub mod mux;
 pub(crate) mod reduce;
 pub(crate) mod relay;

@@ -25,8 +25,8 @@ use super::lower::{issue_reads, page_addr};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::Reduction;
-use crate::session::Gate;
 use crate::tensor::{Placement, TensorSpec};
+use crate::transport::Gate;
 
 /// tt-metal's reduce-scatter workers per link and direction for `bytes` of a rank's input on
 /// each link (`shared/fabric.md` §7): 1 up to 4 KiB; on a ring 2 below 1 MiB, 4 up to 50 MiB,

@@ -22,8 +22,8 @@ use super::lower::{entry_barrier, issue_reads, page_addr};
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::session::Gate;
 use crate::tensor::{Placement, TensorSpec};
+use crate::transport::Gate;
 
 /// Packets a relay kernel reads at once.
 pub(crate) const WINDOW: usize = 8;

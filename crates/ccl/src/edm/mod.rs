@@ -39,6 +39,11 @@
 //! Workers take one credit from their semaphore per message (wait for at least 1, then subtract
 //! 1), so several buffers of a channel can be signalled without a credit being lost.
 
+mod lane;
+mod lower;
+
+pub use lower::EdmTransport;
+
 use std::collections::VecDeque;
 use std::rc::Rc;
 

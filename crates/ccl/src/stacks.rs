@@ -1,0 +1,33 @@
+//! The built-in stacks: the transport of each [`Stack`], and what a caller asks of a stack
+//! before it has a session.
+
+use meshsim_topology::Cluster;
+
+use crate::comm::Communicator;
+use crate::op::{Collective, Stack, Topology};
+use crate::transport::Transport;
+
+/// The transport of `stack`.
+pub fn transport(stack: Stack) -> Box<dyn Transport> {
+    match stack {
+        Stack::Edm => Box::new(crate::edm::EdmTransport),
+        Stack::Fabric => Box::new(crate::fabric::FabricTransport),
+    }
+}
+
+/// Most workers per link and direction an op may ask for: tt-metal's fabric reduce-scatter
+/// runs up to 8; the EDM stack takes at most half an EDM's channels (checked when it runs).
+pub const MAX_WORKERS: usize = crate::edm::MAX_CHANNELS;
+
+/// The links per hop tt-metal would use for `collective` on `comm` over `stack`, when the op
+/// runs alone ([`crate::op::Knobs::links`]): 1 on the EDM stack and for all-to-all; otherwise the fewest
+/// usable links (routing planes) over the communicator's hops — meshsim's reserved dispatch
+/// links already stand for tt-metal's "one fewer on a chip without MMIO". In a session, an op
+/// riding on a longer fabric line takes that line's planes.
+pub fn default_links(cluster: &Cluster, stack: Stack, collective: Collective, comm: &Communicator) -> usize {
+    if stack == Stack::Edm || crate::fabric::on_link_zero(collective) {
+        return 1;
+    }
+    let closed = comm.topology() == Topology::Ring && comm.size() > 2;
+    crate::fabric::line_planes(cluster, &crate::fabric::Line { chips: comm.chips().to_vec(), closed })
+}
