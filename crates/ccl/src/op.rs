@@ -76,6 +76,34 @@ impl Stack {
     }
 }
 
+/// An algorithm a caller or a selection tree names ([`crate::select`]); which ones a
+/// collective runs on a stack is the stack's transport's to say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// The library's own rule for the op's shape (tt-metal's where it has the collective).
+    Auto,
+    /// Chains along the ring or line: reduce-scatter's and all-reduce's reduction chains; a
+    /// reduce's reduce-scatter then gather.
+    Ring,
+    /// One-shot point to point: the direct reduce-scatter and reduce; gather, scatter,
+    /// send-recv and all-to-all.
+    Direct,
+    /// The all-gather (and broadcast) multicast factory.
+    Multicast,
+    /// The unicast (relay) all-gather factory, rings only.
+    Relay,
+}
+
+named!(
+    Algorithm,
+    "algorithm",
+    Auto => "auto",
+    Ring => "ring",
+    Direct => "direct",
+    Multicast => "multicast",
+    Relay => "relay",
+);
+
 /// How a communicator's chips connect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topology {
@@ -252,6 +280,23 @@ impl Collective {
         }
     }
 
+    /// The collective a name of [`Collective::name`] stands for, its reduction `sum` and its
+    /// root rank 0 where it has them.
+    pub fn named(name: &str) -> Option<Collective> {
+        Some(match name {
+            "all-gather" => Collective::AllGather,
+            "reduce-scatter" => Collective::ReduceScatter(RedOp::Sum),
+            "all-reduce" => Collective::AllReduce(RedOp::Sum),
+            "all-to-all" => Collective::AllToAll,
+            "broadcast" => Collective::Broadcast { root: 0 },
+            "reduce" => Collective::Reduce { red: RedOp::Sum, root: 0 },
+            "gather" => Collective::Gather { root: 0 },
+            "scatter" => Collective::Scatter { root: 0 },
+            "send-recv" => Collective::SendRecv,
+            _ => return None,
+        })
+    }
+
     /// The reduction, for reducing collectives.
     pub fn redop(self) -> Option<RedOp> {
         match self {
@@ -328,7 +373,7 @@ pub struct Knobs {
     pub packet_bytes: Option<u64>,
     /// The algorithm (`None`: the selection tree's, else the library's rule); see
     /// [`crate::select`].
-    pub algorithm: Option<crate::select::Algorithm>,
+    pub algorithm: Option<Algorithm>,
     /// EDM buffers per channel (default 2, tt-metal's).
     pub buffers_per_channel: u64,
     /// Where the op's tensors are interleaved: DRAM banks or worker L1 (default DRAM).

@@ -24,70 +24,19 @@
 //! (`links`, `workers`, `packet_size`, `bidir`) fill only what the caller left unset.
 
 use std::fmt;
-use std::str::FromStr;
 
+pub use crate::op::Algorithm;
 use crate::op::{Bidir, Collective, Stack, Topology};
 
-/// An algorithm a leaf names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// The library's own rule for the op's shape (tt-metal's where it has the collective).
-    Auto,
-    /// Chains along the ring or line: reduce-scatter's and all-reduce's reduction chains; a
-    /// reduce's reduce-scatter then gather.
-    Ring,
-    /// One-shot point to point: the direct reduce-scatter and reduce; gather, scatter,
-    /// send-recv and all-to-all.
-    Direct,
-    /// The all-gather (and broadcast) multicast factory.
-    Multicast,
-    /// The unicast (relay) all-gather factory, rings only.
-    Relay,
-}
-
 impl Algorithm {
-    /// The name used in selection trees and results.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Algorithm::Auto => "auto",
-            Algorithm::Ring => "ring",
-            Algorithm::Direct => "direct",
-            Algorithm::Multicast => "multicast",
-            Algorithm::Relay => "relay",
-        }
-    }
-
-    /// The algorithms `collective` runs on `stack`, `auto` first.
+    /// The algorithms `collective` (as a tree names it) runs on `stack`, `auto` first: what
+    /// the stack's transport says ([`crate::transport::Transport::algorithms`]); on no stack in
+    /// particular, the fabric's (the EDM's `auto` is among them).
     pub fn choices(collective: &str, stack: Option<Stack>) -> &'static [Algorithm] {
-        use Algorithm::*;
-        if stack == Some(Stack::Edm) {
-            return &[Auto];
+        match Collective::named(collective) {
+            Some(c) => crate::stacks::transport(stack.unwrap_or(Stack::Fabric)).algorithms(c),
+            None => &[Algorithm::Auto],
         }
-        match collective {
-            "all-gather" => &[Auto, Multicast, Relay],
-            "reduce-scatter" => &[Auto, Ring, Direct],
-            "all-reduce" => &[Auto, Ring],
-            "reduce" => &[Auto, Direct, Ring],
-            "broadcast" => &[Auto, Multicast],
-            "gather" | "scatter" | "send-recv" | "all-to-all" => &[Auto, Direct],
-            _ => &[Auto],
-        }
-    }
-}
-
-impl FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Algorithm, String> {
-        [Algorithm::Auto, Algorithm::Ring, Algorithm::Direct, Algorithm::Multicast, Algorithm::Relay]
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| format!("unknown algorithm '{s}' (auto, ring, direct, multicast, relay)"))
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -18,10 +18,10 @@ use meshsim_hw::{Kernel, Machine, Params, Program};
 use meshsim_topology::{ChipIdx, Cluster};
 
 use crate::fabric::RouterUse;
+use crate::op::Algorithm;
 use crate::op::{CclError, Collective, Knobs};
 use crate::phase::Phase;
 use crate::request::OpRequest;
-use crate::select::Algorithm;
 
 /// A stack that carries collectives: the EDM, the fabric, or one of a caller's own.
 pub trait Transport {

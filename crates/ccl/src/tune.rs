@@ -69,7 +69,7 @@ pub fn candidates(
         .unwrap_or(1)
         .max(1);
     let links: Vec<Option<usize>> = match stack {
-        Stack::Fabric if crate::fabric::lower::on_link_zero(collective) => vec![None],
+        Stack::Fabric if crate::fabric::on_link_zero(collective) => vec![None],
         _ => (1..=max_links).map(Some).collect(),
     };
     let reduces = collective.redop().is_some();

@@ -20,11 +20,11 @@ use super::lane::{
 };
 use super::{ChannelInterface, EdmConfig, EdmLink, MAX_CHANNELS, Termination, WorkerSlot};
 use crate::build::{read_pages, write_pages};
+use crate::op::Algorithm;
 use crate::op::{CclError, Collective, DEFAULT_WORKERS, OpError, Topology};
 use crate::phase::{Phase, after_matrix};
 use crate::plan;
 use crate::request::OpRequest;
-use crate::select::Algorithm;
 use crate::tensor::{STAGING, STAGING_END, TensorSpec, WORKER_CORES};
 use crate::transport::{Gate, LowerCx, Lowered, PhaseRun, Transport};
 

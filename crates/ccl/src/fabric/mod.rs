@@ -23,8 +23,14 @@
 //! channel's slot. A slot's entry is read only after the counter write that follows its bytes,
 //! so the table obeys the same flow control as the memory.
 
+mod build;
+mod direct;
+mod gather;
 pub(crate) mod lower;
-pub use lower::{ENTRY_BARRIER, FabricTransport};
+pub use build::ENTRY_BARRIER;
+pub use direct::{DIRECT_MAX_BYTES, DIRECT_REDUCERS};
+pub use gather::RELAY_PAGES;
+pub use lower::FabricTransport;
 pub(crate) use lower::{line_planes, on_link_zero};
 pub mod mux;
 pub(crate) mod reduce;

@@ -18,14 +18,18 @@
 use std::rc::Rc;
 
 use meshsim_engine::{Cond, TaskResult, Time};
-use meshsim_hw::Kernel;
+use meshsim_hw::{Kernel, Program};
 use meshsim_topology::soc::CoreCoord;
 
-use super::lower::{issue_reads, page_addr};
+use super::build::{
+    Inject, Lowering, MAX_PAGES_PER_PACKET, barrier_reach, entry_barrier, issue_reads, line_for, noc_of,
+    page_addr, page_and_payload, take_core,
+};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::Reduction;
-use crate::tensor::{Placement, TensorSpec};
+use crate::op::{CclError, Reduction};
+use crate::phase::Phase;
+use crate::tensor::{Memory, Placement, STAGING, TensorSpec};
 use crate::transport::Gate;
 
 /// tt-metal's reduce-scatter workers per link and direction for `bytes` of a rank's input on
@@ -146,7 +150,7 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
         Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, c.worker), c.base).await?),
         None => None,
     };
-    super::lower::entry_barrier(&k, conn.as_ref(), c.barrier, c.n as usize).await?;
+    entry_barrier(&k, conn.as_ref(), c.barrier, c.n as usize).await?;
     let page = c.slice.page_bytes();
     let reduce = k.cycles(k.params().tile_reduce_cycles);
     let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
@@ -281,6 +285,144 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     k.noc_async_write_barrier().await?;
     c.gate.leave(&k, start);
     Ok(())
+}
+
+/// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
+pub(super) fn lower(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    scratch_base: &mut u64,
+) -> Result<(u64, Vec<Inject>, usize), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let red = req.reduction().expect("a reduction");
+    let n = req.comm.size();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    // tt-metal's reduce-scatter puts at most 2 pages in a packet on a ring; 4 otherwise.
+    let (line, closed) = line_for(fabric, req);
+    let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
+    let ppp = (max / page).clamp(1, cap);
+    let planes = req.knobs.links();
+    // Workers per link and direction, behind a mux on each router: tt-metal's thresholds on
+    // the bytes each link carries of a rank's input.
+    let workers = req.knobs.workers.unwrap_or_else(|| workers(t.slice.bytes() * t.n / planes as u64, closed));
+    // Twice the input, one whole tensor per direction, above everything else; the planes and
+    // their workers reduce disjoint pages of it.
+    let whole = t.slice.pages() * t.n;
+    let first = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
+    let second = first.after(whole);
+    *scratch_base = second.after(whole).base;
+    let partial = [first, second];
+    let sems = [STAGING, STAGING + 16];
+    // Every rank's slices per direction, in the order it takes them (by position on the side).
+    let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
+        .map(|k| {
+            [true, false].map(|forward| {
+                let mut v: Vec<(usize, usize)> =
+                    (0..n).filter_map(|j| position(n, k, j, forward, closed).map(|pos| (j, pos))).collect();
+                v.sort_by_key(|&(_, pos)| pos);
+                v
+            })
+        })
+        .collect();
+    let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
+    // Two direction kernels and the owner per rank, plane and worker.
+    let gate = s.gate(pi, 3 * n * planes * workers);
+    let prefix = s.kernel_prefix(p.op);
+    let stride = CONNECTION_L1_BYTES + 2 * WINDOW as u64 * max;
+    let mut routers = Vec::new();
+    for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
+        let on = (plane * workers + w, planes * workers);
+        let slice_packets = plane_packets(t.slice.pages(), ppp, on).len() as u64;
+        let per_sync =
+            if closed { CHUNKS_PER_SYNC.0 } else { CHUNKS_PER_SYNC.1 }.min((slice_packets / 2).max(1));
+        let core = take_core(s, next_core, req.comm.chips())?;
+        // Packets of partials rank k has received from direction d before slice j's: its
+        // upstream sends them in its own order.
+        let before = |k: usize, d: usize, j: usize| -> u64 {
+            let u = upstream(k, d == 0);
+            let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
+            i as u64 * slice_packets
+        };
+        let mut suffix = if planes > 1 { format!(" plane{plane}") } else { String::new() };
+        if workers > 1 {
+            suffix += &format!(" worker{w}");
+        }
+        for (k, mine) in order.iter().enumerate() {
+            for (d, forward) in [true, false].into_iter().enumerate() {
+                let slices = mine[d].clone();
+                let received_before =
+                    slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
+                let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+                let router = (!slices.is_empty()).then(|| {
+                    fabric
+                        .router_facing(line, plane, req.comm.chips()[k], req.comm.chips()[next])
+                        .expect("a router toward each neighbour")
+                });
+                routers.extend(router.map(|r| (r, w)));
+                let chip = req.comm.chips()[k];
+                let ctx = Rc::new(RsCtx {
+                    ports: cx.ports.clone(),
+                    phase: pi,
+                    worker: w,
+                    barrier: barrier_reach(n, k, forward, closed),
+                    fabric: fabric.clone(),
+                    side: Side { router, slices, received_before },
+                    n: t.n,
+                    dim: t.dim,
+                    slice: t.slice,
+                    input: t.input,
+                    partial: partial[d],
+                    red: red.clone(),
+                    ppp,
+                    per_sync,
+                    plane: on,
+                    sync: (noc_of(core), sems[d]),
+                    base: STAGING + 0x100 + d as u64 * stride,
+                    max,
+                    gate: gate.clone(),
+                });
+                let name = format!("{prefix}rs {}{suffix}", if forward { "forward" } else { "backward" });
+                programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| side(kn, ctx));
+            }
+        }
+        for (k, &chip) in req.comm.chips().iter().enumerate() {
+            let (f, b) = sides(n, k, closed);
+            // Each side's partial of this rank's slice: through it, the side has delivered.
+            let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
+                .into_iter()
+                .filter(|&(len, _)| len > 0)
+                .map(|(_, d)| (partial[d], sems[d], before(k, d, k) + slice_packets))
+                .collect();
+            let ctx = Rc::new(OwnerCtx {
+                rank: k,
+                n: t.n,
+                dim: t.dim,
+                slice: t.slice,
+                input: t.input,
+                output: t.output,
+                sides,
+                red: red.clone(),
+                ppp,
+                plane: on,
+                base: STAGING + 0x100 + 2 * stride,
+                max,
+                gate: gate.clone(),
+            });
+            programs[chip.0 as usize].create_kernel(
+                core,
+                &format!("{prefix}rs owner{suffix}"),
+                0,
+                vec![],
+                move |kn| owner(kn, ctx),
+            );
+        }
+    }
+    Ok((ppp, routers, workers))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use meshsim_engine::{Cond, TaskResult};
 use meshsim_hw::Kernel;
 use meshsim_topology::soc::CoreCoord;
 
-use super::lower::{entry_barrier, issue_reads, page_addr};
+use super::build::{entry_barrier, issue_reads, page_addr};
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};

@@ -1,0 +1,535 @@
+//! Point-to-point collectives on the fabric (`shared/fabric.md` §7, `all_to_all @ad82055e`):
+//! per rank one core on link 0 whose two kernels cover the two directions, sending each
+//! destination's chunk as unicast packets straight into its place, then a flushed increment —
+//! all-to-all, gather, scatter and send/receive — and the direct reductions built on the same
+//! senders: the one-shot reduce-scatter and the reduce to a root, whose owners' reducer cores
+//! add every contribution as it lands.
+
+use std::rc::Rc;
+
+use meshsim_engine::{Cond, Time};
+use meshsim_hw::{CoreRef, Kernel, Program, Wake};
+use meshsim_topology::ChipIdx;
+use meshsim_topology::soc::CoreCoord;
+
+use super::build::{
+    Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
+    sync_kernel, take_core,
+};
+use super::mux::Ports;
+use super::worker::CONNECTION_L1_BYTES;
+use super::{Fabric, Header, NocCmd, Route};
+use crate::op::{Algorithm, CclError, Collective, Topology};
+use crate::phase::{Phase, Tensors};
+use crate::tensor::{Memory, Placement, STAGING};
+use crate::transport::{Gate, LowerCx};
+
+/// Lowers an all-to-all, gather, scatter or send/receive phase `pi` (`shared/fabric.md` §7,
+/// `all_to_all @ad82055e`): per rank one core on link 0 whose two kernels cover the two
+/// directions (a line's sides; on a ring the shorter way), each sending its destinations'
+/// chunks from the farthest in, as unicast packets of up to 2 pages straight into the
+/// destination's output, each chunk followed by a flushed increment of the destination's
+/// semaphore. All-to-all sends chunk j to every rank j; a gather has the root as the only
+/// destination, a scatter as the only source, a send/receive rank 0 to rank 1. A rank that
+/// keeps a chunk (all-to-all's ranks, a gather's or scatter's root) copies it locally. A
+/// rank's op ends when its semaphore has counted every chunk meant for it.
+pub(super) fn point_to_point(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    pairs: Pairs,
+) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let n = req.comm.size();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    let ppp = (max / page).clamp(1, 2);
+    let core = take_core(s, next_core, req.comm.chips())?;
+    let gate = s.gate(pi, 3 * n);
+    let name = pairs.name();
+    let own_copy = req.collective != Collective::SendRecv;
+    let sends = Sends {
+        core,
+        land: t.output,
+        signal: vec![noc_of(core)],
+        per_source: false,
+        ppp,
+        max,
+        name,
+        pairs,
+        own_copy,
+    };
+    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    let prefix = s.kernel_prefix(p.op);
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        let expect = (0..n).filter(|&j| pairs.dests(j, n).contains(&k)).count();
+        sync_kernel(
+            &mut programs[chip.0 as usize],
+            core,
+            &format!("{prefix}{name} sync"),
+            &gate,
+            vec![(STAGING, expect as u32)],
+        );
+    }
+    Ok((ppp, routers))
+}
+
+/// How a phase's chunk senders send (all-to-all's, and the direct reduce-scatter's).
+struct Sends {
+    /// The core, the same on every chip.
+    core: CoreRef,
+    /// Where chunks land on their destination, at the source's chunk.
+    land: Placement,
+    /// The cores each chunk's increment goes to, and whether each source has its own
+    /// semaphore there (`STAGING + 16 * source`) or all share `STAGING`.
+    signal: Vec<CoreCoord>,
+    per_source: bool,
+    ppp: u64,
+    max: u64,
+    /// The kernels' name.
+    name: &'static str,
+    /// Who sends what to whom.
+    pairs: Pairs,
+    /// Whether a rank that keeps a chunk (every all-to-all rank, a gather's or scatter's root)
+    /// copies it from its input to its output.
+    own_copy: bool,
+}
+
+/// Who sends which chunk to whom, and where it lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pairs {
+    /// Rank k sends chunk j of its input to rank j, landing at chunk k; rank k keeps chunk k
+    /// (all-to-all; a direct reduce-scatter, whose receive buffer has a chunk per source).
+    AllToAll,
+    /// Every other rank sends its whole input to `root`, landing at its own chunk there
+    /// (gather; into the receive buffer, a direct reduce).
+    ToRoot(usize),
+    /// `root` sends chunk j of its input to each other rank j, landing as its whole output
+    /// (scatter).
+    FromRoot(usize),
+    /// Rank 0 sends its input to rank 1's output (send/receive).
+    Send,
+}
+
+impl Pairs {
+    /// Its kernels' name.
+    fn name(self) -> &'static str {
+        match self {
+            Pairs::AllToAll => "a2a",
+            Pairs::ToRoot(_) => "gather",
+            Pairs::FromRoot(_) => "scatter",
+            Pairs::Send => "send-recv",
+        }
+    }
+
+    /// Whether rank `k` keeps a chunk of its own.
+    fn keeps(self, k: usize) -> bool {
+        match self {
+            Pairs::AllToAll => true,
+            Pairs::ToRoot(r) | Pairs::FromRoot(r) => k == r,
+            Pairs::Send => false,
+        }
+    }
+
+    /// Rank `k`'s destinations among `n` ranks.
+    fn dests(self, k: usize, n: usize) -> Vec<usize> {
+        match self {
+            Pairs::AllToAll => (0..n).filter(|&j| j != k).collect(),
+            Pairs::ToRoot(r) if k != r => vec![r],
+            Pairs::FromRoot(r) if k == r => (0..n).filter(|&j| j != k).collect(),
+            Pairs::Send if k == 0 => vec![1],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
+/// (`shared/fabric.md` §7, all-to-all): one core on link 0, each kernel covering one direction
+/// (a line's side; on a ring the shorter way, the antipode forward), destinations farthest
+/// first; an all-to-all's forward kernel also copies the rank's own chunk. Returns the routers
+/// they inject into.
+fn chunk_senders(
+    cx: &Lowering,
+    programs: &mut [Program],
+    pi: usize,
+    p: &Phase,
+    x: &Sends,
+    gate: &Gate,
+) -> Vec<usize> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let n = req.comm.size();
+    let (line, closed) = line_for(fabric, req);
+    // (forward, hops) from rank k to rank j: along a line, or the shorter way round a ring.
+    let way = |k: usize, j: usize| -> (bool, u32) {
+        if closed {
+            let f = (j + n - k) % n;
+            if f <= n - f { (true, f as u32) } else { (false, (n - f) as u32) }
+        } else if j > k {
+            (true, (j - k) as u32)
+        } else {
+            (false, (k - j) as u32)
+        }
+    };
+    let prefix = s.kernel_prefix(p.op);
+    let mut routers = Vec::new();
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        for (d, forward) in [true, false].into_iter().enumerate() {
+            // This direction's destinations, farthest first: (rank, hops).
+            let mut dests: Vec<(usize, u32)> = x
+                .pairs
+                .dests(k, n)
+                .into_iter()
+                .filter(|&j| way(k, j).0 == forward)
+                .map(|j| (j, way(k, j).1))
+                .collect();
+            dests.sort_by_key(|&(_, hops)| std::cmp::Reverse(hops));
+            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+            // Every rank takes part in the entry barrier, whether it sends or not.
+            let barrier = barrier_reach(n, k, forward, closed);
+            let router = (barrier > 0).then(|| {
+                fabric
+                    .router_facing(line, 0, chip, req.comm.chips()[next])
+                    .expect("a router toward each neighbour")
+            });
+            routers.extend(router);
+            let ctx = Rc::new(A2aCtx {
+                ports: cx.ports.clone(),
+                phase: pi,
+                fabric: fabric.clone(),
+                router,
+                dests,
+                own: forward && x.own_copy && x.pairs.keeps(k),
+                barrier,
+                pairs: x.pairs,
+                rank: k,
+                n_ranks: n,
+                t,
+                land: x.land,
+                signal: x.signal.clone(),
+                per_source: x.per_source,
+                ppp: x.ppp,
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * x.max),
+                max: x.max,
+                gate: gate.clone(),
+            });
+            let name = format!("{prefix}{} {}", x.name, if forward { "forward" } else { "backward" });
+            programs[chip.0 as usize].create_kernel(x.core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
+        }
+    }
+    routers
+}
+
+/// Largest input per rank (bytes) a ring reduce-scatter takes the one-shot direct path for
+/// (`reduce_scatter.cpp @039c252a`).
+pub const DIRECT_MAX_BYTES: u64 = 512 << 10;
+
+/// Reducer cores per rank of the direct path, each adding the contributions to every
+/// `DIRECT_REDUCERS`-th packet of the rank's slice (meshsim's choice: tt-metal's core count for
+/// this path is not known).
+pub const DIRECT_REDUCERS: usize = 4;
+
+/// Whether reduce-scatter phase `p` takes the one-shot direct path, as tt-metal's host does: a
+/// reduce-scatter (not an all-reduce's) on a ring, at most [`DIRECT_MAX_BYTES`] of input per
+/// rank, and no knob set (links, workers, packet size).
+pub(super) fn direct_path(s: &LowerCx, p: &Phase) -> bool {
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let k = &req.knobs;
+    let given = &s.given[p.op];
+    matches!(req.collective, crate::op::Collective::ReduceScatter(_))
+        && k.algorithm == Some(Algorithm::Direct)
+        && req.comm.topology() == Topology::Ring
+        && req.comm.size() > 2
+        && t.slice.bytes() * t.n <= DIRECT_MAX_BYTES
+        && given.workers.is_none()
+        && given.packet_bytes.is_none()
+        && given.links.is_none()
+}
+
+/// Lowers a direct reduction, phase `pi` (`shared/fabric.md` §7): a reduce-scatter's one-shot
+/// path, where every rank unicasts slice j of its input straight to rank j, or a reduce's,
+/// where every other rank unicasts its whole input to the root. All-to-all's senders carry the
+/// chunks (one core on link 0 whose two kernels take the shorter way, farthest destination
+/// first) into the owner's receive buffer, each followed by an increment of that source's
+/// semaphore on each of the owner's reducer cores. The reducers add every contribution to the
+/// owner's own pages as it completes, each on its share, and write the output.
+pub(super) fn direct_reduction(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+    scratch_base: &mut u64,
+) -> Result<(u64, Vec<usize>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let red = req.reduction().expect("a reduction");
+    let n = req.comm.size();
+    let root = req.collective.root();
+    // The ranks that own a result: every rank of a reduce-scatter, a reduce's root.
+    let owners: Vec<usize> = root.map_or((0..n).collect(), |r| vec![r]);
+    let owner_chips: Vec<ChipIdx> = owners.iter().map(|&k| req.comm.chip(k)).collect();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    let ppp = (max / page).clamp(1, 2);
+    // Every owner's receive buffer: one chunk per source rank.
+    let recv = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
+    *scratch_base = recv.after(t.slice.pages() * n as u64).base;
+    let sender = take_core(s, next_core, req.comm.chips())?;
+    let packets = super::reduce::packets(t.slice.pages(), ppp).len();
+    let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
+        .map(|_| take_core(s, next_core, &owner_chips))
+        .collect::<Result<_, _>>()?;
+    // One flushed increment per chunk crosses the fabric, to the first reducer's core, as
+    // all-to-all's chunks end with one; a fan-out kernel there passes it on to the others.
+    let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
+    let signal = cores[..1].to_vec();
+    let fan_outs = usize::from(cores.len() > 1) * owners.len();
+    let gate = s.gate(pi, 2 * n + reducers.len() * owners.len() + fan_outs);
+    let prefix = s.kernel_prefix(p.op);
+    // The senders' name, and the reducers'.
+    let (pairs, name, reducer) = match root {
+        Some(r) => (Pairs::ToRoot(r), "reduce direct", "reduce direct"),
+        None => (Pairs::AllToAll, "rs direct", "rs direct reduce"),
+    };
+    let sends =
+        Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name, pairs, own_copy: false };
+    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    for (&k, &chip) in owners.iter().zip(&owner_chips) {
+        if fan_outs > 0 {
+            let ctx = Rc::new(FanOut { rank: k, ranks: n, others: cores[1..].to_vec(), gate: gate.clone() });
+            programs[chip.0 as usize].create_kernel(
+                reducers[0],
+                &format!("{prefix}{reducer} fan-out"),
+                0,
+                vec![],
+                move |kn| direct_fan_out(kn, ctx),
+            );
+        }
+        for (r, &core) in reducers.iter().enumerate() {
+            let ctx = Rc::new(DirectReducer {
+                rank: k,
+                ranks: n,
+                to_root: root.is_some(),
+                t,
+                recv,
+                red: red.clone(),
+                ppp,
+                share: (r, reducers.len()),
+                base: STAGING + 0x1000,
+                gate: gate.clone(),
+            });
+            let kernel = format!("{prefix}{reducer} {r}");
+            programs[chip.0 as usize]
+                .create_kernel(core, &kernel, 0, vec![], move |kn| direct_reduce(kn, ctx));
+        }
+    }
+    Ok((ppp, routers))
+}
+
+/// The semaphore, on a direct reduction's reducer cores, that counts source rank `j`'s chunk.
+fn source_sem(j: usize) -> u64 {
+    STAGING + 16 * j as u64
+}
+
+/// Takes from `pending` the first source rank (in `pending`'s order) whose chunk semaphore is
+/// set, waiting for one if none is yet.
+async fn next_landed(k: &Kernel, pending: &mut Vec<usize>) -> Result<usize, meshsim_hw::HwError> {
+    loop {
+        if let Some(i) = pending.iter().position(|&j| k.read_u32(source_sem(j)).is_ok_and(|v| v > 0)) {
+            return Ok(pending.remove(i));
+        }
+        let waits: Vec<Wake> = pending.iter().map(|&j| Wake::Word(source_sem(j), Cond::Ge(1))).collect();
+        k.wait_for_any(&waits).await?;
+    }
+}
+
+/// What a direct reduction's fan-out kernel needs: the owner's rank, how many ranks send, and
+/// the cores of its other reducers.
+struct FanOut {
+    rank: usize,
+    ranks: usize,
+    others: Vec<CoreCoord>,
+    gate: Gate,
+}
+
+/// Passes each source's chunk increment, which lands on the first reducer's core, on to the
+/// owner's other reducers (NoC increments of the same semaphore on each), in arrival order.
+/// The fabric's increment was flushed behind the chunk's writes, so the chunk has landed.
+async fn direct_fan_out(k: Kernel, c: Rc<FanOut>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
+    while !pending.is_empty() {
+        let j = next_landed(&k, &mut pending).await?;
+        for at in &c.others {
+            k.noc_semaphore_inc(k.get_noc_addr(at.x, at.y, source_sem(j)), 1).await?;
+        }
+    }
+    k.noc_async_atomic_barrier().await;
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// What a direct reduce-scatter's reducer needs. Per source rank a semaphore at
+/// `STAGING + 16 * source` on its core counts that source's chunk.
+struct DirectReducer {
+    rank: usize,
+    ranks: usize,
+    /// A reduce to this rank (the whole tensor; the receive buffer has a slot of it per
+    /// source), rather than a reduce-scatter's slice (the receive buffer laid out as the input).
+    to_root: bool,
+    /// The phase's tensors: slice, chunk count and dim, input and output.
+    t: Tensors,
+    recv: Placement,
+    red: crate::op::Reduction,
+    ppp: u64,
+    /// Which of the rank's reducers it is, of how many: it takes every such packet.
+    share: (usize, usize),
+    /// L1 for the running sum and one contribution.
+    base: u64,
+    gate: Gate,
+}
+
+/// A direct reduce-scatter reducer: its share of the rank's own slice, then each source's
+/// contribution added as soon as that source's chunk has landed, then the output.
+async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let page = c.t.slice.page_bytes();
+    let reduce = k.cycles(k.params().tile_reduce_cycles);
+    let mine: Vec<u64> = super::reduce::plane_packets(c.t.slice.pages(), c.ppp, c.share)
+        .into_iter()
+        .flat_map(|(lo, pages)| lo..lo + pages)
+        .collect();
+    let bytes = mine.len() as u64 * page;
+    let (acc, tmp) = (c.base, c.base + bytes);
+    let whole = |j: usize, q: u64| {
+        if c.to_root {
+            j as u64 * c.t.slice.pages() + q
+        } else {
+            c.t.slice.page_in_whole(c.t.dim, c.t.n, j as u64, q)
+        }
+    };
+    let own = |q: u64| if c.to_root { q } else { whole(c.rank, q) };
+    issue_reads(&k, &c.t.input, mine.iter().map(|&q| own(q)), acc, page).await?;
+    k.noc_async_read_barrier().await?;
+    let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
+    while !pending.is_empty() {
+        let j = next_landed(&k, &mut pending).await?;
+        issue_reads(&k, &c.recv, mine.iter().map(|&q| whole(j, q)), tmp, page).await?;
+        k.noc_async_read_barrier().await?;
+        if k.is_functional() {
+            let mut a = k.read_bytes(acc, bytes)?;
+            c.red.reduce_words(&mut a, &k.read_bytes(tmp, bytes)?);
+            k.write_bytes(acc, &a)?;
+        }
+        k.delay(Time(reduce.0 * mine.len() as u64)).await;
+    }
+    for (x, &q) in mine.iter().enumerate() {
+        k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.t.output, q), page).await?;
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
+}
+
+/// Packets an all-to-all kernel reads at once.
+const A2A_WINDOW: usize = 8;
+
+/// What an all-to-all direction kernel needs.
+struct A2aCtx {
+    /// Where the phase's kernels inject, and the phase.
+    ports: Rc<Ports>,
+    phase: usize,
+    fabric: Rc<Fabric>,
+    router: Option<usize>,
+    /// Destinations, farthest first: (rank, hops).
+    dests: Vec<(usize, u32)>,
+    /// Also copies the rank's own chunk.
+    own: bool,
+    /// Which chunk goes where.
+    pairs: Pairs,
+    /// How far its entry-barrier increment reaches.
+    barrier: u32,
+    rank: usize,
+    /// Ranks of the op.
+    n_ranks: usize,
+    /// The phase's tensors: slice, chunk count and dim, input and output.
+    t: Tensors,
+    /// Where a destination's chunk lands (the output; a direct reduce-scatter's receive
+    /// buffer), at the sender's rank's chunk.
+    land: Placement,
+    /// The cores whose semaphore each destination's chunk increments, and whether each source
+    /// has its own semaphore there (`STAGING + 16 * rank`) or all share `STAGING`.
+    signal: Vec<CoreCoord>,
+    per_source: bool,
+    ppp: u64,
+    base: u64,
+    max: u64,
+    gate: Gate,
+}
+
+/// An all-to-all direction kernel: each destination's chunk in waves of reads and sends, then
+/// its increment.
+async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let page = c.t.slice.page_bytes();
+    let whole = |chunk: usize, q: u64| c.t.slice.page_in_whole(c.t.dim, c.t.n, chunk as u64, q);
+    // Page q of the chunk for destination j in the input, and where it lands there.
+    let read = |j: usize, q: u64| match c.pairs {
+        Pairs::AllToAll | Pairs::FromRoot(_) => whole(j, q),
+        Pairs::ToRoot(_) | Pairs::Send => q,
+    };
+    let land = |q: u64| match c.pairs {
+        // A direct reduce's receive buffer: a slot of the whole tensor per source.
+        Pairs::ToRoot(_) if c.per_source => c.rank as u64 * c.t.slice.pages() + q,
+        Pairs::AllToAll | Pairs::ToRoot(_) => whole(c.rank, q),
+        Pairs::FromRoot(_) | Pairs::Send => q,
+    };
+    let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
+    let conn = match c.router {
+        Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
+        None => None,
+    };
+    entry_barrier(&k, conn.as_ref(), c.barrier, c.n_ranks).await?;
+    if let Some(conn) = &conn {
+        let packets = super::reduce::packets(c.t.slice.pages(), c.ppp);
+        let sem = if c.per_source { source_sem(c.rank) } else { STAGING };
+        for &(j, hops) in &c.dests {
+            let route = Route::unicast(hops);
+            for wave in packets.chunks(A2A_WINDOW) {
+                k.noc_async_writes_flushed().await;
+                for (i, &(lo, pages)) in wave.iter().enumerate() {
+                    issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| read(j, q)), buf(i), page).await?;
+                }
+                k.noc_async_read_barrier().await?;
+                for (i, &(lo, pages)) in wave.iter().enumerate() {
+                    let out: Vec<u64> = (lo..lo + pages).map(|q| page_addr(&k, &c.land, land(q))).collect();
+                    let cmd = NocCmd::pages(&out, page);
+                    conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(i)).await?;
+                }
+            }
+            for at in &c.signal {
+                let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
+                conn.send(&k, Header { cmd: inc, payload: 0, route, src_ch: 0 }, 0).await?;
+            }
+        }
+        conn.close(&k).await?;
+    }
+    if c.own {
+        // The rank's own chunk stays: from its place in the input to its place in the output.
+        for q in 0..c.t.slice.pages() {
+            k.noc_async_read(page_addr(&k, &c.t.input, read(c.rank, q)), buf(0), page).await?;
+            k.noc_async_read_barrier().await?;
+            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, land(q)), page).await?;
+            k.noc_async_writes_flushed().await;
+        }
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! All-gather on the fabric. The multicast factory follows tt-metal's 2026 all-gather
+//! (`ccl/all_gather @01c8afed`): per chip and link one core whose reader kernel covers the
+//! forward direction and whose writer covers the backward one. Each reads its slice's pages
+//! and sends them in packets of up to 4 pages (scatter writes straight into the output pages of
+//! every chip on the way) along a 1D multicast route to the line's end — on a ring half-way
+//! round each way, an even ring alternating the two half ranges packet by packet — and the
+//! routers forward them. A multicast increment after the last packet (flushed behind the
+//! writes) tells every chip on the route; a chip's op ends when its semaphore has counted every
+//! source. A broadcast is the same with one source. Large ring all-gathers take the unicast
+//! (relay) factory instead ([`super::relay`]).
+
+use std::rc::Rc;
+
+use meshsim_hw::{CoreRef, Kernel, Program};
+use meshsim_topology::soc::CoreCoord;
+
+use super::build::{
+    Inject, Lowering, MAX_PAGES_PER_PACKET, barrier_reach, entry_barrier, issue_reads, line_for, noc_of,
+    page_addr, page_and_payload, sync_kernel, take_core,
+};
+use super::mux::Ports;
+use super::worker::CONNECTION_L1_BYTES;
+use super::{Fabric, Header, NocCmd, Route};
+use crate::op::{Bidir, CclError};
+use crate::phase::Phase;
+use crate::tensor::{Placement, STAGING};
+use crate::transport::Gate;
+
+/// What one direction kernel of an all-gather sends.
+struct Direction {
+    /// The router toward the direction, `None` when no chip lies that way.
+    router: Option<usize>,
+    /// The multicast range of each packet, by packet index (alternating on even rings).
+    ranges: Vec<u32>,
+    /// Packets of this kernel: (first page, pages).
+    packets: Vec<(u64, u64)>,
+    /// Also copies the slice into this chip's own output.
+    local_copy: bool,
+    /// How far its entry-barrier increment reaches.
+    barrier: u32,
+}
+
+/// Lowers all-gather (or broadcast) phase `pi` by the multicast factory; returns its pages per
+/// packet and the routers it injects into.
+pub(super) fn all_gather(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+) -> Result<(u64, Vec<Inject>), CclError> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let n = req.comm.size();
+    let (page, max) = page_and_payload(fabric, req, &t)?;
+    let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
+    let planes = req.knobs.links();
+    let (line, closed) = line_for(fabric, req);
+    // A broadcast is this multicast with the root the only source of its one chunk.
+    let root = req.collective.root();
+    // A semaphore counting sources on the op's sync core, the same on every chip: the final
+    // increments are multicast to one address.
+    let sync_core = take_core(s, next_core, req.comm.chips())?;
+    let sync_at = noc_of(sync_core);
+    let sync_sem = STAGING;
+    // Every (rank, plane, direction) and the chips its final increment reaches.
+    let mut expected = vec![0u32; n];
+    let mut plans: Vec<(usize, usize, [Direction; 2])> = Vec::new();
+    let slice_packets = super::reduce::packets(t.slice.pages(), ppp);
+    for k in 0..n {
+        for plane in 0..planes {
+            let mine: Vec<(u64, u64)> = slice_packets
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(j, _)| j % planes == plane && root.is_none_or(|r| r == k))
+                .map(|x| x.1)
+                .collect();
+            let dirs = [true, false].map(|forward| {
+                // A broadcast round a ring: the whole tensor half-way each way (`full`), every
+                // other packet all the way each way (`split`), or all of it one way (`none`).
+                let mine: Vec<(u64, u64)> = match (root.is_some() && closed, p.bidir) {
+                    (true, Bidir::Split) => mine
+                        .iter()
+                        .copied()
+                        .enumerate()
+                        .filter(|(j, _)| (j % 2 == 0) == forward)
+                        .map(|x| x.1)
+                        .collect(),
+                    (true, Bidir::None) if !forward => Vec::new(),
+                    _ => mine.clone(),
+                };
+                let ranges: Vec<u32> = (0..mine.len())
+                    .map(|j| match (root.is_some() && closed, p.bidir) {
+                        (true, Bidir::Split | Bidir::None) => (n - 1) as u32,
+                        _ => range(n, k, forward, closed, j),
+                    })
+                    .collect();
+                let reach = ranges.iter().copied().max().unwrap_or(0);
+                let barrier = barrier_reach(n, k, forward, closed);
+                let router = (barrier > 0).then(|| {
+                    let chip = req.comm.chips()[k];
+                    let next = if forward {
+                        req.comm.chips()[(k + 1) % n]
+                    } else {
+                        req.comm.chips()[(k + n - 1) % n]
+                    };
+                    fabric.router_facing(line, plane, chip, next).expect("a router toward each neighbour")
+                });
+                for h in 1..=reach as usize {
+                    let j = if forward { (k + h) % n } else { (k + n - h) % n };
+                    expected[j] += 1;
+                }
+                // Each direction of a split broadcast copies its own packets at the root; an
+                // all-gather without its own slice, or in place, copies nothing.
+                let skip_own = req.exclude_myself || req.in_place;
+                let local_copy =
+                    (forward && !skip_own) || (root.is_some() && closed && p.bidir == Bidir::Split);
+                Direction { router, ranges, packets: mine, local_copy, barrier }
+            });
+            plans.push((k, plane, dirs));
+        }
+    }
+    let routers: Vec<usize> =
+        plans.iter().flat_map(|(_, _, dirs)| dirs.iter().filter_map(|d| d.router)).collect();
+    // Two direction kernels per rank and plane, and a sync kernel per rank.
+    let gate = s.gate(pi, 2 * n * planes + n);
+    for (k, &chip) in req.comm.chips().iter().enumerate() {
+        sync_kernel(
+            &mut programs[chip.0 as usize],
+            sync_core,
+            "ag sync",
+            &gate,
+            vec![(sync_sem, expected[k])],
+        );
+    }
+    let prefix = s.kernel_prefix(p.op);
+    // A core per plane, the same on every chip: the entry barrier's increments name it.
+    let cores: Vec<CoreRef> =
+        (0..planes).map(|_| take_core(s, next_core, req.comm.chips())).collect::<Result<_, _>>()?;
+    for (k, plane, dirs) in plans {
+        let chip = req.comm.chips()[k];
+        let core = cores[plane];
+        for (d, dir) in dirs.into_iter().enumerate() {
+            let name = format!("{prefix}ag {} plane{plane}", if d == 0 { "forward" } else { "backward" });
+            let ctx = Rc::new(SendCtx {
+                ports: cx.ports.clone(),
+                phase: pi,
+                fabric: fabric.clone(),
+                dir,
+                t_in: t.input,
+                t_out: t.output,
+                slice: (if root.is_some() { 0 } else { k as u64 }, t.slice, t.dim, t.n),
+                in_place: t.in_place,
+                ranks: n,
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * BATCH as u64 * max),
+                max,
+                sync: (sync_at, sync_sem),
+                gate: gate.clone(),
+            });
+            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
+        }
+    }
+    Ok((ppp, routers.into_iter().map(|r| (r, 0)).collect()))
+}
+
+/// Pages per device from which a Wormhole ring all-gather takes the unicast factory: (pages
+/// under 4 KiB, pages of 4 KiB or more) — `shared/fabric.md` §7.
+pub const RELAY_PAGES: (u64, u64) = (64, 20);
+
+/// Lowers a ring all-gather by the unicast (relay) factory ([`super::relay`]): per rank one
+/// core, the same on every chip, with a relay kernel per direction and a sync kernel that
+/// waits for every stripe from both neighbours.
+pub(super) fn all_gather_relay(
+    cx: &Lowering,
+    programs: &mut [Program],
+    next_core: &mut [usize],
+    pi: usize,
+    p: &Phase,
+) -> Result<(u64, Vec<Inject>, usize), CclError> {
+    use super::relay::{self, RelayCtx};
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let t = p.tensors;
+    let n = req.comm.size();
+    let (page, _) = page_and_payload(fabric, req, &t)?;
+    let ppp = (fabric.config.max_payload_bytes / page).clamp(1, MAX_PAGES_PER_PACKET);
+    let line = line_for(fabric, req).0;
+    let max = fabric.config.max_payload_bytes;
+    let planes = req.knobs.links();
+    let per_plane = super::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
+    let workers = relay::workers(t.slice.bytes() / planes as u64, per_plane);
+    let sems = [STAGING, STAGING + 16];
+    let gate = s.gate(pi, 3 * n * planes * workers);
+    let prefix = s.kernel_prefix(p.op);
+    let mut routers = Vec::new();
+    // Each (plane, worker) relays every (planes x workers)-th packet of each slice: independent
+    // relays over disjoint pages, each with its own core and semaphores; a plane's workers
+    // share its routers through a mux.
+    for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
+        let on = (plane * workers + w, planes * workers);
+        let packets = super::reduce::plane_packets(t.slice.pages(), ppp, on);
+        let total = packets.len();
+        let core = take_core(s, next_core, req.comm.chips())?;
+        let at = noc_of(core);
+        for (k, &chip) in req.comm.chips().iter().enumerate() {
+            for (d, forward) in [true, false].into_iter().enumerate() {
+                let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+                let router = fabric
+                    .router_facing(line, plane, chip, req.comm.chips()[next])
+                    .expect("a router toward each neighbour");
+                routers.push((router, w));
+                let ctx = Rc::new(RelayCtx {
+                    ports: cx.ports.clone(),
+                    phase: pi,
+                    fabric: fabric.clone(),
+                    router,
+                    worker: w,
+                    forward,
+                    rank: k,
+                    n,
+                    slice: t.slice,
+                    dim: t.dim,
+                    input: t.input,
+                    output: t.output,
+                    own: (!(req.exclude_myself || req.in_place), t.in_place),
+                    packets: packets.clone(),
+                    sem: (at, sems[d]),
+                    base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
+                    max,
+                    barrier: barrier_reach(n, k, forward, true),
+                    gate: gate.clone(),
+                });
+                let name = format!("{prefix}ag relay {}", if forward { "forward" } else { "backward" });
+                programs[chip.0 as usize]
+                    .create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
+            }
+            let want = [relay::received(n, true, total), relay::received(n, false, total)];
+            let waits = sems.into_iter().zip(want.map(|w| w as u32)).collect();
+            sync_kernel(&mut programs[chip.0 as usize], core, &format!("{prefix}ag sync"), &gate, waits);
+        }
+    }
+    Ok((ppp, routers, workers))
+}
+
+/// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,
+/// or half-way round a ring (an even ring alternates the two halves packet by packet).
+fn range(n: usize, k: usize, forward: bool, closed: bool, j: usize) -> u32 {
+    if !closed {
+        return if forward { (n - 1 - k) as u32 } else { k as u32 };
+    }
+    let half = (n - 1) / 2;
+    if n % 2 == 1 {
+        return half as u32;
+    }
+    // n even: one side takes n/2, the other n/2 - 1, swapping every packet.
+    let long = (j % 2 == 0) == forward;
+    if long { (n / 2) as u32 } else { (n / 2 - 1) as u32 }
+}
+
+/// What a direction kernel needs.
+struct SendCtx {
+    /// Where the phase's kernels inject, and the phase.
+    ports: Rc<Ports>,
+    phase: usize,
+    fabric: Rc<Fabric>,
+    dir: Direction,
+    t_in: Placement,
+    t_out: Placement,
+    /// (rank, slice spec, dim, ranks): where slice pages sit in the gathered output.
+    slice: (u64, crate::tensor::TensorSpec, usize, u64),
+    /// Ranks of the op (the entry barrier waits for all others).
+    ranks: usize,
+    /// The slice sits in the output already (an in-place all-gather): read it there.
+    in_place: bool,
+    /// Worker L1: connection words, then two packet buffers.
+    base: u64,
+    max: u64,
+    sync: (CoreCoord, u64),
+    gate: Gate,
+}
+
+/// Packets a direction kernel reads per batch; it holds two batches.
+const BATCH: usize = 4;
+
+/// Address of packet `i` of batch `b` in a direction kernel's buffer.
+fn buffer(c: &SendCtx, b: usize, i: usize) -> u64 {
+    c.base + CONNECTION_L1_BYTES + ((b % 2) * BATCH + i) as u64 * c.max
+}
+
+/// A direction kernel: reads its packets' pages, multicasts them, copies them locally if asked,
+/// then the final increment and close.
+async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
+    let start = c.gate.enter(&k).await;
+    let conn = match c.dir.router {
+        Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
+        None => None,
+    };
+    entry_barrier(&k, conn.as_ref(), c.dir.barrier, c.ranks).await?;
+    let (rank, slice, dim, n) = c.slice;
+    let page = slice.page_bytes();
+    let active = conn.is_some() || c.dir.local_copy;
+    // Reads run a batch ahead of sends: batch b + 1's pages are on their way while batch b
+    // goes out (two halves of the packet buffer, BATCH packets each).
+    let batches: Vec<&[(u64, u64)]> = c.dir.packets.chunks(BATCH).collect();
+    let issue = |b: usize| {
+        let k = k.clone();
+        let c = c.clone();
+        let batch: Vec<(u64, u64)> = batches.get(b).map(|x| x.to_vec()).unwrap_or_default();
+        async move {
+            let (rank, slice, dim, n) = c.slice;
+            for (i, &(lo, pages)) in batch.iter().enumerate() {
+                if c.in_place {
+                    let at = (lo..lo + pages).map(|q| slice.page_in_whole(dim, n, rank, q));
+                    issue_reads(&k, &c.t_out, at, buffer(&c, b, i), page).await?;
+                } else {
+                    issue_reads(&k, &c.t_in, lo..lo + pages, buffer(&c, b, i), page).await?;
+                }
+            }
+            Ok::<(), meshsim_engine::TaskError>(())
+        }
+    };
+    if active {
+        issue(0).await?;
+    }
+    for (b, batch) in batches.iter().enumerate() {
+        if !active {
+            break;
+        }
+        k.noc_async_read_barrier().await?;
+        if b + 1 < batches.len() {
+            // The half batch b + 1 reuses held batch b - 1: its writes must have left.
+            k.noc_async_writes_flushed().await;
+            issue(b + 1).await?;
+        }
+        for (i, &(lo, pages)) in batch.iter().enumerate() {
+            let j = b * BATCH + i;
+            let buf = buffer(&c, b, i);
+            let out: Vec<u64> = (lo..lo + pages)
+                .map(|q| page_addr(&k, &c.t_out, slice.page_in_whole(dim, n, rank, q)))
+                .collect();
+            if c.dir.local_copy {
+                for (x, &dst) in out.iter().enumerate() {
+                    k.noc_async_write(buf + x as u64 * page, dst, page).await?;
+                }
+            }
+            if let Some(conn) = &conn {
+                let cmd = NocCmd::pages(&out, page);
+                let route = Route::multicast(1, c.dir.ranges[j]);
+                conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf).await?;
+            }
+        }
+    }
+    if let Some(conn) = &conn {
+        // The final increment goes where the data went (none if this plane carried nothing).
+        if let Some(reach) = c.dir.ranges.iter().copied().max().filter(|&r| r > 0) {
+            let (at, sem) = c.sync;
+            let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
+            conn.send(&k, Header { cmd: inc, payload: 0, route: Route::multicast(1, reach), src_ch: 0 }, 0)
+                .await?;
+        }
+        conn.close(&k).await?;
+    }
+    k.noc_async_write_barrier().await?;
+    c.gate.leave(&k, start);
+    Ok(())
+}
