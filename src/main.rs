@@ -13,6 +13,7 @@ mod regress;
 mod regress_cmd;
 mod run_cmd;
 mod scenario;
+mod spec;
 mod sweep_cmd;
 mod topo_cmd;
 mod tune_cmd;

@@ -28,7 +28,7 @@ use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
 
-use crate::scenario::Kind;
+use crate::spec::{FaultKnobs, Kind};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
@@ -115,7 +115,7 @@ pub struct Workload {
     pub stack: Stack,
     /// The faults of the file's `faults`, `random_faults` and `fault_seed` keys, as a
     /// scenario holds them.
-    pub faults: crate::scenario::FaultKnobs,
+    pub faults: FaultKnobs,
     /// The collective context's limits.
     limits: meshsim_ccl::session::Limits,
     /// The file's `select:` key, relative to the file.
@@ -198,7 +198,7 @@ impl Workload {
             None => Stack::DEFAULT,
         };
         let ops = order.into_iter().map(|i| file.ops[i].clone()).collect();
-        let faults = crate::scenario::FaultKnobs {
+        let faults = FaultKnobs {
             faults: file.faults,
             random_faults: file.random_faults,
             fault_seed: file.fault_seed,

@@ -17,9 +17,10 @@ use meshsim_engine::{Ctx, Sim, SimError, Stats, TaskResult, Time};
 use meshsim_topology::soc::{CoreCoord, SocDescriptor};
 use meshsim_topology::{ChipIdx, Cluster, ETH_CHANNELS, Endpoint};
 
-use crate::kernel::{Kernel, MAX_SEMAPHORES, semaphore_area};
+use crate::kernel::Kernel;
 use crate::params::Params;
 use crate::world::{CoreKind, Hw, Mode};
+use crate::world::{MAX_SEMAPHORES, semaphore_area};
 
 /// A core named the way host code names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

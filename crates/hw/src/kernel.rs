@@ -17,17 +17,11 @@ use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Endpoint};
 
 use crate::eth::{EthCmd, TXQ_COUNT};
+pub use crate::world::{CHANNEL_SYNC_BYTES, ERISC_INFO_CHANNELS, MAX_SEMAPHORES, NOC_TRIDS};
 use crate::world::{
     CoreKind, Delivery, Hw, HwEvent, Mode, Payload, latch_time, reg_reads, reg_trid_flushed, reg_txq_busy,
-    reg_writes,
+    reg_writes, semaphore_area,
 };
-
-/// Bytes of one `erisc_info` channel sync record (`bytes_sent`, `receiver_ack`, `src_id`, reserved).
-pub const CHANNEL_SYNC_BYTES: u64 = 16;
-/// Channel sync records in `erisc_info`.
-pub const ERISC_INFO_CHANNELS: u8 = 8;
-/// Semaphores a core can hold.
-pub const MAX_SEMAPHORES: u64 = 16;
 
 /// A hardware-model error raised by a kernel's call.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -126,9 +120,6 @@ pub enum Wake {
     /// Every write this kernel tagged with the transaction id has flushed.
     Flushed(usize),
 }
-
-/// NoC transaction ids a kernel can tag its writes with (`noc_async_write_one_packet_with_trid`).
-pub const NOC_TRIDS: usize = 16;
 
 /// The ranges of its own L1 a kernel may touch: the window, and on an ERISC also `erisc_info`
 /// and the semaphore area.
@@ -918,13 +909,4 @@ pub(crate) fn check_access(
     } else {
         Err(HwError::OutsideWindow { core: core(), addr, len, lo, hi })
     }
-}
-
-/// `[start, end)` of the semaphore area of a core.
-pub(crate) fn semaphore_area(p: &crate::Params, kind: CoreKind) -> (u64, u64) {
-    let base = match kind {
-        CoreKind::Eth(_) => p.erisc_info_base + 0x100,
-        _ => 0x100,
-    };
-    (base, base + 4 * MAX_SEMAPHORES)
 }

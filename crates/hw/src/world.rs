@@ -29,9 +29,30 @@ pub enum Mode {
     Timing,
 }
 
+/// Bytes of one `erisc_info` channel sync record (`bytes_sent`, `receiver_ack`, `src_id`, reserved).
+pub const CHANNEL_SYNC_BYTES: u64 = 16;
+
+/// Channel sync records in `erisc_info`.
+pub const ERISC_INFO_CHANNELS: u8 = 8;
+
+/// Semaphores a core can hold.
+pub const MAX_SEMAPHORES: u64 = 16;
+
+/// NoC transaction ids a kernel can tag its writes with (`noc_async_write_one_packet_with_trid`).
+pub const NOC_TRIDS: usize = 16;
+
+/// `[start, end)` of the semaphore area of a core.
+pub(crate) fn semaphore_area(p: &Params, kind: CoreKind) -> (u64, u64) {
+    let base = match kind {
+        CoreKind::Eth(_) => p.erisc_info_base + 0x100,
+        _ => 0x100,
+    };
+    (base, base + 4 * MAX_SEMAPHORES)
+}
+
 /// Bytes of the per-core register block (outstanding NoC write and read counters per NoC, the
 /// tx command queues' busy flags).
-const REGS_BYTES: u64 = 64 + 2 * 4 * crate::kernel::NOC_TRIDS as u64;
+const REGS_BYTES: u64 = 64 + 2 * 4 * NOC_TRIDS as u64;
 /// Offset of NoC `noc`'s outstanding writes counter in the register block. Each RISC-V of a
 /// core issues on its own NoC (a reader on one, a writer on the other), and tt-metal keeps
 /// these counters per NoC, so one kernel's barrier does not wait for the other's traffic.
@@ -45,7 +66,7 @@ pub(crate) fn reg_reads(noc: usize) -> u64 {
 /// Offset of the count of flushed writes tagged `trid` on NoC `noc` (each raised when the
 /// write's last flit has left the issuer's L1).
 pub(crate) fn reg_trid_flushed(noc: usize, trid: usize) -> u64 {
-    64 + 4 * (noc * crate::kernel::NOC_TRIDS + trid) as u64
+    64 + 4 * (noc * NOC_TRIDS + trid) as u64
 }
 /// Offset of tx command queue `q`'s busy flag (1 while a command waits to be latched).
 pub(crate) fn reg_txq_busy(q: usize) -> u64 {
@@ -583,7 +604,7 @@ impl World for Hw {
 /// Names the words of a core that kernels wait on, for traces and deadlock reports: its NoC
 /// counters, its semaphores and (ERISC) its `erisc_info` channel records.
 fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: MemSpace, regs: MemSpace) {
-    const SEMAPHORES: [&str; crate::kernel::MAX_SEMAPHORES as usize] = [
+    const SEMAPHORES: [&str; MAX_SEMAPHORES as usize] = [
         "semaphore 0",
         "semaphore 1",
         "semaphore 2",
@@ -601,7 +622,7 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
         "semaphore 14",
         "semaphore 15",
     ];
-    const CHANNELS: [&str; crate::kernel::ERISC_INFO_CHANNELS as usize] = [
+    const CHANNELS: [&str; ERISC_INFO_CHANNELS as usize] = [
         "erisc_info channel 0",
         "erisc_info channel 1",
         "erisc_info channel 2",
@@ -623,13 +644,13 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
             sched.label_word(regs, reg_txq_busy(q), *label);
         }
     }
-    let (base, _) = crate::kernel::semaphore_area(p, kind);
+    let (base, _) = semaphore_area(p, kind);
     for (i, label) in SEMAPHORES.iter().enumerate() {
         sched.label_word(mem, base + 4 * i as u64, *label);
     }
     if let CoreKind::Eth(_) = kind {
         for (ch, label) in CHANNELS.iter().enumerate() {
-            sched.label_word(mem, p.erisc_info_base + ch as u64 * crate::kernel::CHANNEL_SYNC_BYTES, *label);
+            sched.label_word(mem, p.erisc_info_base + ch as u64 * CHANNEL_SYNC_BYTES, *label);
         }
     }
 }

@@ -7,19 +7,12 @@ use std::fmt;
 use petgraph::graph::{NodeIndex, UnGraph};
 
 use crate::error::{TopologyError, text_of};
+use crate::ids::{ChipIdx, LinkId};
 use crate::raw::{FileChipId, RawCluster, RawEnd, RawMmio};
 use crate::shape::{self, Grid, Shape};
 
 /// Ethernet channels per Wormhole chip.
 pub const ETH_CHANNELS: u8 = 16;
-
-/// Dense index of a chip in a [`Cluster`] (`0..chips().len()`, in ascending file-id order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChipIdx(pub u32);
-
-/// Dense index of a link in a [`Cluster`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LinkId(pub u32);
 
 /// Chip architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

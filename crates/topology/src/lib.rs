@@ -12,14 +12,15 @@
 pub mod builtin;
 mod cluster;
 mod error;
+mod ids;
 pub mod input;
 pub mod raw;
 mod shape;
 pub mod soc;
 
 pub use cluster::{
-    Arch, Board, Chip, ChipIdx, Cluster, ETH_CHANNELS, Endpoint, EthCoord, Hop, Link, LinkId, Path,
-    RemoteLink,
+    Arch, Board, Chip, Cluster, ETH_CHANNELS, Endpoint, EthCoord, Hop, Link, Path, RemoteLink,
 };
 pub use error::TopologyError;
+pub use ids::{ChipIdx, LinkId};
 pub use shape::{Grid, Shape};

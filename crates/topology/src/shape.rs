@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use crate::cluster::ChipIdx;
+use crate::ids::ChipIdx;
 
 /// A rows x columns arrangement of chips (`rows <= cols`), row-major.
 #[derive(Clone, Debug, PartialEq, Eq)]

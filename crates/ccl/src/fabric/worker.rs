@@ -13,14 +13,13 @@
 //! One worker per sender channel: a second `open` while one is connected makes the router
 //! stop with a protocol error.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use meshsim_engine::Cond;
 use meshsim_hw::{HwError, Kernel};
 use meshsim_topology::soc::CoreCoord;
 
-use super::mux::Mux;
 use super::words::{CLOSE, CONN, CONN_INFO, CREDITED, DOORBELL};
 use super::{Fabric, Header};
 
@@ -189,5 +188,64 @@ impl Connection {
         k.noc_semaphore_inc(self.router_word(k, CONN), CLOSE).await?;
         k.wait_until(self.base + 16, Cond::Ge(1)).await?;
         Ok(())
+    }
+}
+
+/// Slots per client channel (tt-metal's muxes take 1 or 2 by factory and size; meshsim's
+/// choice is 2, so a client can write one packet while the mux forwards the other).
+pub const MUX_SLOTS_PER_CLIENT: u64 = 2;
+
+/// Bytes of a client channel's words (the router's channel-0 word offsets fit).
+const CLIENT_WORDS: u64 = 512;
+
+/// A mux in front of one router.
+pub struct Mux {
+    /// The router it feeds.
+    pub router: usize,
+    /// NoC coordinates of its core.
+    pub at: CoreCoord,
+    /// Its L1 base: its own router connection, then a channel per client.
+    pub base: u64,
+    /// Slots per client channel.
+    pub slots: u64,
+    /// Client channels.
+    pub clients: usize,
+    slot_bytes: u64,
+    /// Per client and slot: the header of the packet in it.
+    pub(crate) headers: RefCell<Vec<Option<Header>>>,
+}
+
+impl Mux {
+    /// A mux feeding `router` of `fabric` from the core at `at`, with `clients` channels in its
+    /// L1 from `base`.
+    pub fn new(fabric: &Fabric, router: usize, at: CoreCoord, base: u64, clients: usize) -> Mux {
+        let slots = MUX_SLOTS_PER_CLIENT;
+        let slot_bytes = fabric.layout.slot_bytes;
+        let headers = RefCell::new(vec![None; clients * slots as usize]);
+        Mux { router, at, base, slots, clients, slot_bytes, headers }
+    }
+
+    /// Bytes of L1 it takes.
+    pub fn l1_bytes(&self) -> u64 {
+        CONNECTION_L1_BYTES + self.clients as u64 * (CLIENT_WORDS + self.slots * self.slot_bytes)
+    }
+
+    fn channel(&self, client: usize) -> u64 {
+        self.base + CONNECTION_L1_BYTES + client as u64 * (CLIENT_WORDS + self.slots * self.slot_bytes)
+    }
+
+    /// Address of client channel `client`'s word at `offset` ([`super::words`]).
+    pub fn word(&self, client: usize, offset: u64) -> u64 {
+        self.channel(client) + offset
+    }
+
+    /// Address of client channel `client`'s slot `i`.
+    pub fn slot(&self, client: usize, i: u64) -> u64 {
+        self.channel(client) + CLIENT_WORDS + i * self.slot_bytes
+    }
+
+    /// Side-table index of client `client`'s slot `i`.
+    pub(crate) fn entry(&self, client: usize, i: u64) -> usize {
+        client * self.slots as usize + i as usize
     }
 }
