@@ -320,7 +320,7 @@ impl<'c> Session<'c> {
                     phases.push(reduce(plan::reduce_scatter(n, topo, pages), PhaseKind::ReduceScatter));
                     phases.push(gather(vec![phases.len() - 1]));
                 }
-                // The fabric stack's own algorithm (the EDM stack refuses it); the plan is unused.
+                // All-to-all has no plan here: a transport that carries it has its own algorithm.
                 Collective::AllToAll => {
                     phases.push(Phase { kind: PhaseKind::AllToAll, ..gather(deps.clone()) })
                 }

@@ -108,3 +108,15 @@ fn a_toy_transport_refuses_what_it_does_not_carry_through_the_session() {
     let err = s.run().unwrap_err();
     assert_eq!(err, CclError::Invalid("op 'rs': the ideal transport only gathers".into()));
 }
+
+#[test]
+fn the_session_names_no_stack_only_the_registry_does() {
+    let session = include_str!("../src/session.rs");
+    for stack in ["crate::edm", "crate::fabric", "Stack::Edm", "Stack::Fabric"] {
+        assert!(!session.contains(stack), "session.rs names {stack}");
+    }
+    let registry = include_str!("../src/stacks.rs");
+    assert!(
+        registry.contains("crate::edm::EdmTransport") && registry.contains("crate::fabric::FabricTransport")
+    );
+}
