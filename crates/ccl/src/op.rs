@@ -280,21 +280,38 @@ impl Collective {
         }
     }
 
-    /// The collective a name of [`Collective::name`] stands for, its reduction `sum` and its
-    /// root rank 0 where it has them.
+    /// Its short name in kernel names, events and traces (`ag`, `rs`, ...).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Collective::AllGather => "ag",
+            Collective::ReduceScatter(_) => "rs",
+            Collective::AllReduce(_) => "ar",
+            Collective::AllToAll => "a2a",
+            Collective::Broadcast { .. } => "bcast",
+            Collective::Reduce { .. } => "reduce",
+            Collective::Gather { .. } => "gather",
+            Collective::Scatter { .. } => "scatter",
+            Collective::SendRecv => "sendrecv",
+        }
+    }
+
+    /// Every collective, with the reduction `sum` and the root rank 0 where it has them, in the
+    /// order lists of them are printed.
+    pub const ALL: [Collective; 9] = [
+        Collective::AllGather,
+        Collective::ReduceScatter(RedOp::Sum),
+        Collective::AllReduce(RedOp::Sum),
+        Collective::AllToAll,
+        Collective::Broadcast { root: 0 },
+        Collective::Reduce { red: RedOp::Sum, root: 0 },
+        Collective::Gather { root: 0 },
+        Collective::Scatter { root: 0 },
+        Collective::SendRecv,
+    ];
+
+    /// The collective of [`Collective::ALL`] that [`Collective::name`] calls `name`.
     pub fn named(name: &str) -> Option<Collective> {
-        Some(match name {
-            "all-gather" => Collective::AllGather,
-            "reduce-scatter" => Collective::ReduceScatter(RedOp::Sum),
-            "all-reduce" => Collective::AllReduce(RedOp::Sum),
-            "all-to-all" => Collective::AllToAll,
-            "broadcast" => Collective::Broadcast { root: 0 },
-            "reduce" => Collective::Reduce { red: RedOp::Sum, root: 0 },
-            "gather" => Collective::Gather { root: 0 },
-            "scatter" => Collective::Scatter { root: 0 },
-            "send-recv" => Collective::SendRecv,
-            _ => return None,
-        })
+        Collective::ALL.into_iter().find(|c| c.name() == name)
     }
 
     /// The reduction, for reducing collectives.

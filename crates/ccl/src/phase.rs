@@ -1,48 +1,9 @@
 //! A phase: one plan of one op (an all-reduce has two), with the slice it moves and, once
 //! placed, where its tensors live. Phases are what a transport lowers.
 
-use crate::op::Bidir;
+use crate::op::{Bidir, Collective};
 use crate::plan::{Loc, Plan};
 use crate::tensor::{Placement, TensorSpec};
-
-/// Which step of a collective a phase is: what its lowering builds. An all-reduce is a
-/// reduce-scatter phase then an all-gather phase; a reduce by halves a reduce-scatter then a
-/// gather.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PhaseKind {
-    /// Every rank's slice to every rank.
-    AllGather,
-    /// Every rank's slice of the reduction.
-    ReduceScatter,
-    /// Chunk j of every rank to rank j.
-    AllToAll,
-    /// The root's tensor to every rank.
-    Broadcast,
-    /// The reduction of every rank's tensor to the root.
-    Reduce,
-    /// Every rank's slice to the root.
-    Gather,
-    /// Slice j of the root's tensor to rank j.
-    Scatter,
-    /// Rank 0's tensor to rank 1.
-    SendRecv,
-}
-
-impl PhaseKind {
-    /// Its short name in kernel names, events and traces (`ag`, `rs`, ...).
-    pub fn tag(self) -> &'static str {
-        match self {
-            PhaseKind::AllGather => "ag",
-            PhaseKind::ReduceScatter => "rs",
-            PhaseKind::AllToAll => "a2a",
-            PhaseKind::Broadcast => "bcast",
-            PhaseKind::Reduce => "reduce",
-            PhaseKind::Gather => "gather",
-            PhaseKind::Scatter => "scatter",
-            PhaseKind::SendRecv => "sendrecv",
-        }
-    }
-}
 
 /// A plan of one op (an all-reduce has two) with what lowering needs. `T` is where its tensors
 /// live: `()` until the session has placed them, then [`Tensors`] — a transport only ever sees
@@ -51,8 +12,10 @@ impl PhaseKind {
 pub struct Phase<T = Tensors> {
     /// The op (its index in the session) it belongs to.
     pub op: usize,
-    /// Which step it is.
-    pub kind: PhaseKind,
+    /// The collective this phase performs: the op's own, or a step of it (an all-reduce is a
+    /// reduce-scatter then an all-gather; a reduce by halves a reduce-scatter then a gather
+    /// to its root). Never an all-reduce.
+    pub collective: Collective,
     /// Its algorithm as data (the EDM walks it; see [`crate::plan`]).
     pub plan: Plan,
     /// The bidirectional mode the plan runs (resolved; `None` for reductions).
@@ -68,8 +31,8 @@ pub struct Phase<T = Tensors> {
 impl Phase<()> {
     /// The phase with its tensors placed.
     pub fn place(self, tensors: Tensors) -> Phase {
-        let Phase { op, kind, plan, bidir, slice, deps, .. } = self;
-        Phase { op, kind, plan, bidir, slice, tensors, deps }
+        let Phase { op, collective, plan, bidir, slice, deps, .. } = self;
+        Phase { op, collective, plan, bidir, slice, tensors, deps }
     }
 }
 

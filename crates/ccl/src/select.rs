@@ -115,17 +115,9 @@ enum Cond {
 }
 
 /// The collectives a tree may name.
-const COLLECTIVES: [&str; 9] = [
-    "all-gather",
-    "reduce-scatter",
-    "all-reduce",
-    "all-to-all",
-    "broadcast",
-    "reduce",
-    "gather",
-    "scatter",
-    "send-recv",
-];
+fn collective_names() -> impl Iterator<Item = &'static str> {
+    Collective::ALL.into_iter().map(Collective::name)
+}
 
 impl Cond {
     fn var(&self) -> Var {
@@ -165,10 +157,11 @@ impl Cond {
             return Ok(Cond::Any(var));
         }
         match var {
-            Var::Collective if COLLECTIVES.contains(&value) => Ok(Cond::Collective(value.to_owned())),
-            Var::Collective => {
-                Err(format!("'{key}': unknown collective '{value}' ({})", COLLECTIVES.join(", ")))
-            }
+            Var::Collective if Collective::named(value).is_some() => Ok(Cond::Collective(value.to_owned())),
+            Var::Collective => Err(format!(
+                "'{key}': unknown collective '{value}' ({})",
+                collective_names().collect::<Vec<_>>().join(", ")
+            )),
             Var::CollSize if value == "pow2" => Ok(Cond::CollSizePow2),
             Var::Topology => Ok(Cond::Topology(value.parse().map_err(|e| format!("'{key}': {e}"))?)),
             Var::Stack => Ok(Cond::Stack(value.parse().map_err(|e| format!("'{key}': {e}"))?)),
@@ -392,7 +385,7 @@ fn node(v: &serde_yaml::Value, path: &mut Vec<String>, collectives: &[String]) -
         let mut under = collectives.to_vec();
         match &cond {
             Cond::Collective(c) => under = vec![c.clone()],
-            Cond::Any(Var::Collective) => under = COLLECTIVES.iter().map(|c| c.to_string()).collect(),
+            Cond::Any(Var::Collective) => under = collective_names().map(str::to_owned).collect(),
             _ => {}
         }
         let n = node(sub, path, &under)?;

@@ -30,11 +30,11 @@ pub use crate::stacks::{MAX_WORKERS, default_links};
 pub use crate::verify::{gather_page, reduce_page};
 
 use crate::op::{Bidir, CclError, Collective, Knobs, OpError, Stack, Topology};
-use crate::phase::{Phase, PhaseKind};
+use crate::phase::Phase;
 use crate::plan::{self, Plan};
 use crate::select::{Algorithm, Select};
 use crate::tensor::TensorSpec;
-use crate::transport::{KernelTimes, LowerCx, Lowered, PhaseRun, Transport};
+use crate::transport::{KernelTimes, LowerCx, Lowered, Transport};
 
 /// The latest a chip may start after the first, in ns: one hour of simulated time (the clock
 /// counts picoseconds in 64 bits, about 213 days).
@@ -290,9 +290,9 @@ impl<'c> Session<'c> {
             let slice = req.tensor.split(req.dim, req.collective.chunks(n)).expect("validated");
             let deps: Vec<usize> = req.after.iter().map(|h| last_of[h.0]).collect();
             let topo = req.comm.topology();
-            let reduce = |plan: Plan, kind: PhaseKind| Phase {
+            let reduce = |plan: Plan, collective: Collective| Phase {
                 op: i,
-                kind,
+                collective,
                 plan,
                 bidir: Bidir::None,
                 slice,
@@ -302,7 +302,7 @@ impl<'c> Session<'c> {
             let bidir = bidir_of(&self.params, req, &slice);
             let gather = |deps: Vec<usize>| Phase {
                 op: i,
-                kind: PhaseKind::AllGather,
+                collective: Collective::AllGather,
                 plan: plan::all_gather(n, topo, bidir, slice.pages(), !(req.exclude_myself || req.in_place)),
                 bidir,
                 slice,
@@ -310,40 +310,39 @@ impl<'c> Session<'c> {
                 deps,
             };
             let pages = slice.pages();
-            let other = |kind: PhaseKind, plan: Plan| Phase { kind, plan, ..gather(deps.clone()) };
+            // The op's collective in one phase, with its plan.
+            let whole = |plan: Plan| Phase { collective: req.collective, plan, ..gather(deps.clone()) };
             match req.collective {
                 Collective::AllGather => phases.push(gather(deps.clone())),
                 Collective::ReduceScatter(_) => {
-                    phases.push(reduce(plan::reduce_scatter(n, topo, pages), PhaseKind::ReduceScatter))
+                    phases.push(reduce(plan::reduce_scatter(n, topo, pages), req.collective))
                 }
-                Collective::AllReduce(_) => {
-                    phases.push(reduce(plan::reduce_scatter(n, topo, pages), PhaseKind::ReduceScatter));
+                Collective::AllReduce(red) => {
+                    phases.push(reduce(plan::reduce_scatter(n, topo, pages), Collective::ReduceScatter(red)));
                     phases.push(gather(vec![phases.len() - 1]));
                 }
                 // All-to-all has no plan here: a transport that carries it has its own algorithm.
                 Collective::AllToAll => {
-                    phases.push(Phase { kind: PhaseKind::AllToAll, ..gather(deps.clone()) })
+                    phases.push(Phase { collective: req.collective, ..gather(deps.clone()) })
                 }
-                Collective::Broadcast { root } => phases
-                    .push(other(PhaseKind::Broadcast, plan::broadcast(n, topo, bidir, root, pages, true))),
-                Collective::Reduce { root, .. } if self.reduce_by_halves(req) => {
+                Collective::Broadcast { root } => {
+                    phases.push(whole(plan::broadcast(n, topo, bidir, root, pages, true)))
+                }
+                Collective::Reduce { red, root } if self.reduce_by_halves(req) => {
                     // Reduce-scatter, then gather the reduced slices to the root.
                     let slice = req.tensor.split(req.dim, n as u64).expect("checked");
                     let rs = plan::reduce_scatter(n, topo, slice.pages());
-                    phases.push(Phase { slice, ..reduce(rs, PhaseKind::ReduceScatter) });
+                    phases.push(Phase { slice, ..reduce(rs, Collective::ReduceScatter(red)) });
                     let g = plan::gather(n, topo, root, slice.pages());
-                    phases.push(Phase { slice, deps: vec![phases.len() - 1], ..other(PhaseKind::Gather, g) });
+                    let collective = Collective::Gather { root };
+                    phases.push(Phase { slice, collective, deps: vec![phases.len() - 1], ..whole(g) });
                 }
                 Collective::Reduce { root, .. } => {
-                    phases.push(reduce(plan::reduce(n, topo, root, pages), PhaseKind::Reduce))
+                    phases.push(reduce(plan::reduce(n, topo, root, pages), req.collective))
                 }
-                Collective::Gather { root } => {
-                    phases.push(other(PhaseKind::Gather, plan::gather(n, topo, root, pages)))
-                }
-                Collective::Scatter { root } => {
-                    phases.push(other(PhaseKind::Scatter, plan::scatter(n, topo, root, pages)))
-                }
-                Collective::SendRecv => phases.push(other(PhaseKind::SendRecv, plan::send_recv(pages))),
+                Collective::Gather { root } => phases.push(whole(plan::gather(n, topo, root, pages))),
+                Collective::Scatter { root } => phases.push(whole(plan::scatter(n, topo, root, pages))),
+                Collective::SendRecv => phases.push(whole(plan::send_recv(pages))),
             }
             last_of.push(phases.len() - 1);
         }
@@ -389,7 +388,7 @@ impl<'c> Session<'c> {
         let phases: Vec<Phase> = planned.into_iter().zip(tensors).map(|(p, t)| p.place(t)).collect();
         let done: Vec<SignalId> = phases
             .iter()
-            .map(|p| m.new_event(&format!("op '{}' {} done", self.ops[p.op].name, p.kind.tag())))
+            .map(|p| m.new_event(&format!("op '{}' {} done", self.ops[p.op].name, p.collective.tag())))
             .collect();
         let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
         let cx = LowerCx {
@@ -411,20 +410,21 @@ impl<'c> Session<'c> {
         &self,
         mut m: Machine,
         phases: &[Phase],
-        lowered: Lowered,
+        mut lowered: Lowered,
         times: &KernelTimes,
     ) -> Result<SessionRun, CclError> {
         if self.verify {
             crate::verify::write_inputs(&m, &self.ops, phases)?;
         }
         let start_of = self.start_of();
-        let stats = m.launch(lowered.programs, &start_of).map_err(|e| CclError::Simulation(e.to_string()))?;
+        let stats = m
+            .launch(std::mem::take(&mut lowered.programs), &start_of)
+            .map_err(|e| CclError::Simulation(e.to_string()))?;
         no_late_landing(&m, self.cluster, &lowered.late_credits)?;
         no_negative_semaphore(&m, self.cluster)?;
         let times = times.borrow();
-        let ops: Vec<OpResult> = (0..self.ops.len())
-            .map(|i| self.result(i, &m, phases, &times, &start_of, (&lowered.workers, &lowered.phases)))
-            .collect();
+        let ops: Vec<OpResult> =
+            (0..self.ops.len()).map(|i| self.result(i, &m, phases, &times, &start_of, &lowered)).collect();
         let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
             - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
         let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
@@ -433,15 +433,18 @@ impl<'c> Session<'c> {
         Ok(SessionRun { ops, makespan, stats, links, marks, resources, routers, trace })
     }
 
-    pub(crate) fn result(
+    /// What op `i` measured: its chips' first start and last end over its phases' kernels,
+    /// its bus bandwidth, its outputs checked when verifying, and how it was lowered.
+    fn result(
         &self,
         i: usize,
         m: &Machine,
         phases: &[Phase],
         times: &[(usize, ChipIdx, Time, Time)],
         start_of: &dyn Fn(ChipIdx) -> Time,
-        (workers, runs): (&[usize], &[PhaseRun]),
+        lowered: &Lowered,
     ) -> OpResult {
+        let runs = &lowered.phases;
         let req = &self.ops[i];
         let mine: Vec<usize> = (0..phases.len()).filter(|&p| phases[p].op == i).collect();
         let (first, last) = (mine[0], mine[mine.len() - 1]);
@@ -478,7 +481,7 @@ impl<'c> Session<'c> {
             busbw_gbps,
             per_chip,
             verified,
-            workers: workers[i],
+            workers: lowered.workers[i],
             bidir: phases[last].bidir,
             pages_per_packet: runs[first].pages_per_packet,
             links: req.knobs.links(),
@@ -504,7 +507,6 @@ fn bidir_of(params: &Params, req: &OpRequest, slice: &TensorSpec) -> Bidir {
     }
 }
 
-/// Checks an op's arguments against the cluster.
 /// A failed run's message with the faults in force, so the report names them.
 fn with_faults(faults: &[crate::fault::Fault], e: CclError) -> CclError {
     if faults.is_empty() {
@@ -551,6 +553,7 @@ pub(crate) fn no_negative_semaphore(m: &Machine, cluster: &Cluster) -> Result<()
     }
 }
 
+/// Checks an op's arguments against the cluster; returns the slice each rank holds.
 pub(crate) fn validate(cluster: &Cluster, req: &OpRequest) -> Result<TensorSpec, OpError> {
     let n = req.comm.size();
     let what = req.collective.name();

@@ -18,8 +18,7 @@ use meshsim_hw::{Kernel, Machine, Params, Program};
 use meshsim_topology::{ChipIdx, Cluster};
 
 use crate::fabric::RouterUse;
-use crate::op::Algorithm;
-use crate::op::{CclError, Collective, Knobs};
+use crate::op::{Algorithm, CclError, Collective, Knobs};
 use crate::phase::Phase;
 use crate::request::OpRequest;
 

@@ -116,6 +116,11 @@ impl Transport for EdmTransport {
     }
 }
 
+/// Worker pairs per link and direction of every op: as asked, or tt-metal's
+/// [`DEFAULT_WORKERS`] shrunk so that on every link the phases that may run at the same time fit
+/// the EDM's 8 channels — the channels left by ops with explicit workers are shared evenly among
+/// the uses of the link by ops on defaults. Phases that run one after the other (dependencies,
+/// an all-reduce's two halves) reuse channels, so they do not count against each other.
 fn workers(cx: &LowerCx, b: &Builder) -> Result<Vec<usize>, CclError> {
     let phases = cx.phases;
     // How many (flow, hop) uses each phase makes of each link: each needs a channel per
@@ -538,7 +543,7 @@ impl Builder<'_> {
         let core = self.core(chip)?;
         let (t, g) = (p.tensors, gate.clone());
         let batch = (staging_bytes(cx.params) / t.slice.page_bytes()).clamp(1, 8);
-        let name = format!("{prefix}{}_copy", p.kind.tag());
+        let name = format!("{prefix}{}_copy", p.collective.tag());
         self.programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
             let start = g.enter(&k).await;
             let pages = t.slice.pages();
@@ -595,7 +600,7 @@ impl Builder<'_> {
             red: req.reduction(),
         });
         let (a, b) = (req.comm.chip(lane.from), req.comm.chip(lane.to));
-        let name = |what: &str| format!("{prefix}{}_{what}", p.kind.tag());
+        let name = |what: &str| format!("{prefix}{}_{what}", p.collective.tag());
         let (tx, rx) = lane.channel.clone();
         let prog = &mut self.programs;
         let c1 = c.clone();

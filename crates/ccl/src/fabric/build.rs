@@ -47,32 +47,64 @@ pub(super) fn line_for(fabric: &Fabric, req: &OpRequest) -> (usize, bool) {
     (line, closed && req.comm.topology() == Topology::Ring)
 }
 
-/// What every phase's lowering shares.
+/// A session's lowering onto the fabric as it is built: what every phase's lowering reads, and
+/// what they all add to — the programs, the worker cores handed out, the DRAM taken by
+/// reductions' intermediate buffers.
 pub(super) struct Lowering<'a, 'c> {
     pub(super) s: &'a LowerCx<'c>,
     pub(super) fabric: &'a Rc<Fabric>,
     /// Where each phase's kernels inject (a router, or a mux in front of it).
     pub(super) ports: &'a Rc<Ports>,
+    /// A program per chip.
+    pub(super) programs: Vec<Program>,
+    /// Per chip, the next worker core free.
+    next_core: Vec<usize>,
+    /// Where the next intermediate buffer goes in DRAM (above every tensor).
+    scratch_base: u64,
 }
 
-/// The next worker core free on every one of `chips`: an op's ranks all use the same core, so
-/// one NoC address (a multicast increment's, say) names it on every chip.
-pub(super) fn take_core(
-    s: &LowerCx,
-    next_core: &mut [usize],
-    chips: &[ChipIdx],
-) -> Result<CoreRef, CclError> {
-    let k = chips.iter().map(|c| next_core[c.0 as usize]).max().unwrap_or(0);
-    if k >= WORKER_CORES {
-        let ids: Vec<u64> = chips.iter().map(|&c| s.cluster.chip(c).id).collect();
-        return Err(CclError::Invalid(format!(
-            "chips {ids:?} have no worker core left in common: the ops need more than {WORKER_CORES}"
-        )));
+impl<'a, 'c> Lowering<'a, 'c> {
+    /// An empty lowering of `s` on `fabric`, its routers installed; intermediate buffers from
+    /// `scratch_base`.
+    pub(super) fn new(
+        s: &'a LowerCx<'c>,
+        fabric: &'a Rc<Fabric>,
+        ports: &'a Rc<Ports>,
+        scratch_base: u64,
+    ) -> Self {
+        let chips = s.cluster.chips().len();
+        let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+        fabric.install(&mut programs);
+        Lowering { s, fabric, ports, programs, next_core: vec![0; chips], scratch_base }
     }
-    for c in chips {
-        next_core[c.0 as usize] = k + 1;
+
+    /// The next worker core free on every one of `chips`: an op's ranks all use the same core,
+    /// so one NoC address (a multicast increment's, say) names it on every chip.
+    pub(super) fn take_core(&mut self, chips: &[ChipIdx]) -> Result<CoreRef, CclError> {
+        let k = chips.iter().map(|c| self.next_core[c.0 as usize]).max().unwrap_or(0);
+        if k >= WORKER_CORES {
+            let ids: Vec<u64> = chips.iter().map(|&c| self.s.cluster.chip(c).id).collect();
+            return Err(CclError::Invalid(format!(
+                "chips {ids:?} have no worker core left in common: the ops need more than {WORKER_CORES}"
+            )));
+        }
+        for c in chips {
+            self.next_core[c.0 as usize] = k + 1;
+        }
+        Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
     }
-    Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
+
+    /// DRAM for an intermediate buffer of `pages` pages of `page` bytes, above the last one.
+    pub(super) fn scratch(&mut self, page: u64, pages: u64) -> Placement {
+        let at = Placement { base: self.scratch_base, ..Placement::first(Memory::Dram, page) };
+        self.scratch_base = at.after(pages).base;
+        at
+    }
+
+    /// The program of `chip`.
+    pub(super) fn program(&mut self, chip: ChipIdx) -> &mut Program {
+        &mut self.programs[chip.0 as usize]
+    }
 }
 
 /// NoC coordinates of a worker core (the same on every chip).

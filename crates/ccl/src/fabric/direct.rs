@@ -8,20 +8,20 @@
 use std::rc::Rc;
 
 use meshsim_engine::{Cond, Time};
-use meshsim_hw::{CoreRef, Kernel, Program, Wake};
+use meshsim_hw::{CoreRef, Kernel, Wake};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
     Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
-    sync_kernel, take_core,
+    sync_kernel,
 };
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{Algorithm, CclError, Collective, Topology};
 use crate::phase::{Phase, Tensors};
-use crate::tensor::{Memory, Placement, STAGING};
+use crate::tensor::{Placement, STAGING};
 use crate::transport::{Gate, LowerCx};
 
 /// Lowers an all-to-all, gather, scatter or send/receive phase `pi` (`shared/fabric.md` §7,
@@ -34,9 +34,7 @@ use crate::transport::{Gate, LowerCx};
 /// keeps a chunk (all-to-all's ranks, a gather's or scatter's root) copies it locally. A
 /// rank's op ends when its semaphore has counted every chunk meant for it.
 pub(super) fn point_to_point(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
+    cx: &mut Lowering,
     pi: usize,
     p: &Phase,
     pairs: Pairs,
@@ -47,7 +45,7 @@ pub(super) fn point_to_point(
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
-    let core = take_core(s, next_core, req.comm.chips())?;
+    let core = cx.take_core(req.comm.chips())?;
     let gate = s.gate(pi, 3 * n);
     let name = pairs.name();
     let own_copy = req.collective != Collective::SendRecv;
@@ -62,12 +60,12 @@ pub(super) fn point_to_point(
         pairs,
         own_copy,
     };
-    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    let routers = chunk_senders(cx, pi, p, &sends, &gate);
     let prefix = s.kernel_prefix(p.op);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         let expect = (0..n).filter(|&j| pairs.dests(j, n).contains(&k)).count();
         sync_kernel(
-            &mut programs[chip.0 as usize],
+            cx.program(chip),
             core,
             &format!("{prefix}{name} sync"),
             &gate,
@@ -151,14 +149,7 @@ impl Pairs {
 /// (a line's side; on a ring the shorter way, the antipode forward), destinations farthest
 /// first; an all-to-all's forward kernel also copies the rank's own chunk. Returns the routers
 /// they inject into.
-fn chunk_senders(
-    cx: &Lowering,
-    programs: &mut [Program],
-    pi: usize,
-    p: &Phase,
-    x: &Sends,
-    gate: &Gate,
-) -> Vec<usize> {
+fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate) -> Vec<usize> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors;
@@ -218,7 +209,7 @@ fn chunk_senders(
                 gate: gate.clone(),
             });
             let name = format!("{prefix}{} {}", x.name, if forward { "forward" } else { "backward" });
-            programs[chip.0 as usize].create_kernel(x.core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
+            cx.program(chip).create_kernel(x.core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
         }
     }
     routers
@@ -259,12 +250,9 @@ pub(super) fn direct_path(s: &LowerCx, p: &Phase) -> bool {
 /// semaphore on each of the owner's reducer cores. The reducers add every contribution to the
 /// owner's own pages as it completes, each on its share, and write the output.
 pub(super) fn direct_reduction(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
+    cx: &mut Lowering,
     pi: usize,
     p: &Phase,
-    scratch_base: &mut u64,
 ) -> Result<(u64, Vec<usize>), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
@@ -278,13 +266,11 @@ pub(super) fn direct_reduction(
     let (page, max) = page_and_payload(fabric, req, &t)?;
     let ppp = (max / page).clamp(1, 2);
     // Every owner's receive buffer: one chunk per source rank.
-    let recv = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
-    *scratch_base = recv.after(t.slice.pages() * n as u64).base;
-    let sender = take_core(s, next_core, req.comm.chips())?;
+    let recv = cx.scratch(page, t.slice.pages() * n as u64);
+    let sender = cx.take_core(req.comm.chips())?;
     let packets = super::reduce::packets(t.slice.pages(), ppp).len();
-    let reducers: Vec<CoreRef> = (0..DIRECT_REDUCERS.min(packets))
-        .map(|_| take_core(s, next_core, &owner_chips))
-        .collect::<Result<_, _>>()?;
+    let reducers: Vec<CoreRef> =
+        (0..DIRECT_REDUCERS.min(packets)).map(|_| cx.take_core(&owner_chips)).collect::<Result<_, _>>()?;
     // One flushed increment per chunk crosses the fabric, to the first reducer's core, as
     // all-to-all's chunks end with one; a fan-out kernel there passes it on to the others.
     let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
@@ -299,11 +285,11 @@ pub(super) fn direct_reduction(
     };
     let sends =
         Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name, pairs, own_copy: false };
-    let routers = chunk_senders(cx, programs, pi, p, &sends, &gate);
+    let routers = chunk_senders(cx, pi, p, &sends, &gate);
     for (&k, &chip) in owners.iter().zip(&owner_chips) {
         if fan_outs > 0 {
             let ctx = Rc::new(FanOut { rank: k, ranks: n, others: cores[1..].to_vec(), gate: gate.clone() });
-            programs[chip.0 as usize].create_kernel(
+            cx.program(chip).create_kernel(
                 reducers[0],
                 &format!("{prefix}{reducer} fan-out"),
                 0,
@@ -325,8 +311,7 @@ pub(super) fn direct_reduction(
                 gate: gate.clone(),
             });
             let kernel = format!("{prefix}{reducer} {r}");
-            programs[chip.0 as usize]
-                .create_kernel(core, &kernel, 0, vec![], move |kn| direct_reduce(kn, ctx));
+            cx.program(chip).create_kernel(core, &kernel, 0, vec![], move |kn| direct_reduce(kn, ctx));
         }
     }
     Ok((ppp, routers))

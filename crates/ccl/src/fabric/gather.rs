@@ -11,12 +11,12 @@
 
 use std::rc::Rc;
 
-use meshsim_hw::{CoreRef, Kernel, Program};
+use meshsim_hw::{CoreRef, Kernel};
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
     Inject, Lowering, MAX_PAGES_PER_PACKET, barrier_reach, entry_barrier, issue_reads, line_for, noc_of,
-    page_addr, page_and_payload, sync_kernel, take_core,
+    page_addr, page_and_payload, sync_kernel,
 };
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
@@ -42,13 +42,7 @@ struct Direction {
 
 /// Lowers all-gather (or broadcast) phase `pi` by the multicast factory; returns its pages per
 /// packet and the routers it injects into.
-pub(super) fn all_gather(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
-    pi: usize,
-    p: &Phase,
-) -> Result<(u64, Vec<Inject>), CclError> {
+pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec<Inject>), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors;
@@ -61,7 +55,7 @@ pub(super) fn all_gather(
     let root = req.collective.root();
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
-    let sync_core = take_core(s, next_core, req.comm.chips())?;
+    let sync_core = cx.take_core(req.comm.chips())?;
     let sync_at = noc_of(sync_core);
     let sync_sem = STAGING;
     // Every (rank, plane, direction) and the chips its final increment reaches.
@@ -127,18 +121,12 @@ pub(super) fn all_gather(
     // Two direction kernels per rank and plane, and a sync kernel per rank.
     let gate = s.gate(pi, 2 * n * planes + n);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
-        sync_kernel(
-            &mut programs[chip.0 as usize],
-            sync_core,
-            "ag sync",
-            &gate,
-            vec![(sync_sem, expected[k])],
-        );
+        sync_kernel(cx.program(chip), sync_core, "ag sync", &gate, vec![(sync_sem, expected[k])]);
     }
     let prefix = s.kernel_prefix(p.op);
     // A core per plane, the same on every chip: the entry barrier's increments name it.
     let cores: Vec<CoreRef> =
-        (0..planes).map(|_| take_core(s, next_core, req.comm.chips())).collect::<Result<_, _>>()?;
+        (0..planes).map(|_| cx.take_core(req.comm.chips())).collect::<Result<_, _>>()?;
     for (k, plane, dirs) in plans {
         let chip = req.comm.chips()[k];
         let core = cores[plane];
@@ -159,7 +147,7 @@ pub(super) fn all_gather(
                 sync: (sync_at, sync_sem),
                 gate: gate.clone(),
             });
-            programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
+            cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
         }
     }
     Ok((ppp, routers.into_iter().map(|r| (r, 0)).collect()))
@@ -173,9 +161,7 @@ pub const RELAY_PAGES: (u64, u64) = (64, 20);
 /// core, the same on every chip, with a relay kernel per direction and a sync kernel that
 /// waits for every stripe from both neighbours.
 pub(super) fn all_gather_relay(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
+    cx: &mut Lowering,
     pi: usize,
     p: &Phase,
 ) -> Result<(u64, Vec<Inject>, usize), CclError> {
@@ -202,7 +188,7 @@ pub(super) fn all_gather_relay(
         let on = (plane * workers + w, planes * workers);
         let packets = super::reduce::plane_packets(t.slice.pages(), ppp, on);
         let total = packets.len();
-        let core = take_core(s, next_core, req.comm.chips())?;
+        let core = cx.take_core(req.comm.chips())?;
         let at = noc_of(core);
         for (k, &chip) in req.comm.chips().iter().enumerate() {
             for (d, forward) in [true, false].into_iter().enumerate() {
@@ -233,12 +219,11 @@ pub(super) fn all_gather_relay(
                     gate: gate.clone(),
                 });
                 let name = format!("{prefix}ag relay {}", if forward { "forward" } else { "backward" });
-                programs[chip.0 as usize]
-                    .create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
+                cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
             }
             let want = [relay::received(n, true, total), relay::received(n, false, total)];
             let waits = sems.into_iter().zip(want.map(|w| w as u32)).collect();
-            sync_kernel(&mut programs[chip.0 as usize], core, &format!("{prefix}ag sync"), &gate, waits);
+            sync_kernel(cx.program(chip), core, &format!("{prefix}ag sync"), &gate, waits);
         }
     }
     Ok((ppp, routers, workers))

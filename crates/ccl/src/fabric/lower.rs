@@ -16,17 +16,17 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use meshsim_engine::SignalId;
-use meshsim_hw::{Machine, Params, Program};
+use meshsim_hw::{Machine, Params};
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
-use super::build::{Inject, Lowering, line_for, noc_of, take_core};
+use super::build::{Inject, Lowering, line_for, noc_of};
 use super::direct::{Pairs, direct_path, direct_reduction, point_to_point};
 use super::gather::{RELAY_PAGES, all_gather, all_gather_relay};
 use super::mux::{Mux, Ports};
 use super::worker::Target;
 use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Line};
 use crate::op::{Algorithm, CclError, Collective, Topology};
-use crate::phase::{Phase, PhaseKind};
+use crate::phase::Phase;
 use crate::request::OpRequest;
 use crate::tensor::{Memory, STAGING};
 use crate::transport::{LowerCx, Lowered, PhaseRun, Transport};
@@ -73,40 +73,33 @@ impl Transport for FabricTransport {
 
     fn lower(&self, s: &LowerCx, m: &mut Machine) -> Result<Lowered, CclError> {
         let fabric = build_fabric(s)?;
-        let chips = s.cluster.chips().len();
-        let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
-        fabric.install(&mut programs);
         let ports = Rc::new(Ports::default());
-        let mut next_core = vec![0usize; chips];
         // The reductions' intermediate buffers go above every tensor in DRAM.
-        let mut scratch_base = dram_end(s.phases);
+        let mut cx = Lowering::new(s, &fabric, &ports, dram_end(s.phases));
         let mut injects: Vec<Vec<Inject>> = Vec::with_capacity(s.phases.len());
         // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
         let mut workers = vec![1usize; s.ops.len()];
         let mut runs = Vec::with_capacity(s.phases.len());
         for (pi, p) in s.phases.iter().enumerate() {
-            let cx = Lowering { s, fabric: &fabric, ports: &ports };
             let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
             let algo = choose(s, &fabric, p)?;
             let (ppp, routers) = match algo {
                 Algo::DirectReduction => {
-                    let (got, routers) =
-                        direct_reduction(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+                    let (got, routers) = direct_reduction(&mut cx, pi, p)?;
                     (got, one(routers))
                 }
                 Algo::ReduceScatter => {
-                    let (got, routers, w) =
-                        super::reduce::lower(&cx, &mut programs, &mut next_core, pi, p, &mut scratch_base)?;
+                    let (got, routers, w) = super::reduce::lower(&mut cx, pi, p)?;
                     workers[p.op] = w;
                     (got, routers)
                 }
                 Algo::PointToPoint(pairs) => {
-                    let (got, routers) = point_to_point(&cx, &mut programs, &mut next_core, pi, p, pairs)?;
+                    let (got, routers) = point_to_point(&mut cx, pi, p, pairs)?;
                     (got, one(routers))
                 }
-                Algo::Multicast => all_gather(&cx, &mut programs, &mut next_core, pi, p)?,
+                Algo::Multicast => all_gather(&mut cx, pi, p)?,
                 Algo::Relay => {
-                    let (got, routers, w) = all_gather_relay(&cx, &mut programs, &mut next_core, pi, p)?;
+                    let (got, routers, w) = all_gather_relay(&mut cx, pi, p)?;
                     workers[p.op] = workers[p.op].max(w);
                     (got, routers)
                 }
@@ -117,14 +110,15 @@ impl Transport for FabricTransport {
             });
             injects.push(routers);
         }
-        let muxes =
-            install_muxes(s, m, &fabric, &ports, s.phases, &injects, s.done, &mut programs, &mut next_core)?;
+        let muxes = install_muxes(&mut cx, m, &injects)?;
         // The host closes the fabric once every op has ended and every mux has let go.
         let close: Vec<SignalId> = s.done.iter().chain(&muxes).copied().collect();
-        fabric.install_close(&mut programs, |c| take_core(s, &mut next_core, &[c]), close.into())?;
-        // A router ends once the host closes it and its channels are idle, without waiting for
-        // the credits (completions, and first-level acks on rings) its peer returns for its
-        // last packets: those may land after it ended.
+        let mut programs = std::mem::take(&mut cx.programs);
+        fabric.install_close(&mut programs, |c| cx.take_core(&[c]), close.into())?;
+        // The host terminates the routers at once (tt-metal's IMMEDIATELY_TERMINATE), each
+        // after it has sent and processed every packet, as on hardware: the credits its peer
+        // returns for its last packets (completions; first-level acks on rings) may land after
+        // it ended, and no one waits for them.
         let lay = fabric.layout;
         let late_credits =
             super::words::COMPLETED.iter().chain(&super::words::ACKED).map(|&w| lay.word(w)).collect();
@@ -134,7 +128,7 @@ impl Transport for FabricTransport {
 }
 
 /// The fabric's algorithm for a phase — tt-metal's factory for it — chosen once from the
-/// phase's kind, the op's knobs and its line, before anything is built.
+/// phase's collective, the op's knobs and its line, before anything is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Algo {
     /// The one-shot direct reduce-scatter, or a reduce straight to its root: every rank's
@@ -166,19 +160,19 @@ impl Algo {
 /// How the fabric carries phase `p`.
 fn choose(s: &LowerCx, fabric: &Fabric, p: &Phase) -> Result<Algo, CclError> {
     let req = &s.ops[p.op];
-    let root = req.collective.root().unwrap_or(0);
-    Ok(match p.kind {
-        PhaseKind::ReduceScatter if direct_path(s, p) => Algo::DirectReduction,
-        PhaseKind::ReduceScatter => Algo::ReduceScatter,
-        PhaseKind::Reduce => Algo::DirectReduction,
-        PhaseKind::AllToAll => Algo::PointToPoint(Pairs::AllToAll),
-        // A reduce's second phase gathers the reduced slices to its root.
-        PhaseKind::Gather => Algo::PointToPoint(Pairs::ToRoot(root)),
-        PhaseKind::Scatter => Algo::PointToPoint(Pairs::FromRoot(root)),
-        PhaseKind::SendRecv => Algo::PointToPoint(Pairs::Send),
+    Ok(match p.collective {
+        Collective::ReduceScatter(_) if direct_path(s, p) => Algo::DirectReduction,
+        Collective::ReduceScatter(_) => Algo::ReduceScatter,
+        Collective::Reduce { .. } => Algo::DirectReduction,
+        Collective::AllToAll => Algo::PointToPoint(Pairs::AllToAll),
+        // A gather, or a reduce's second phase gathering the reduced slices to its root.
+        Collective::Gather { root } => Algo::PointToPoint(Pairs::ToRoot(root)),
+        Collective::Scatter { root } => Algo::PointToPoint(Pairs::FromRoot(root)),
+        Collective::SendRecv => Algo::PointToPoint(Pairs::Send),
         // A broadcast is the multicast with the root the only source of its one chunk.
-        PhaseKind::Broadcast => Algo::Multicast,
-        PhaseKind::AllGather => {
+        Collective::Broadcast { .. } => Algo::Multicast,
+        Collective::AllReduce(_) => unreachable!("an all-reduce is planned as two phases"),
+        Collective::AllGather => {
             let closed = line_for(fabric, req).1;
             // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20
             // for pages of 4 KiB or more), on every plane.
@@ -205,18 +199,13 @@ fn choose(s: &LowerCx, fabric: &Fabric, p: &Phase) -> Result<Algo, CclError> {
 /// overlap: each group of such kernels becomes the clients of a mux. Kernels ordered by
 /// `after` (and an op's own phases) take the channel in turn, directly or through their own
 /// group's mux, each once the one before has let go of it (its phase ended, or its mux).
-#[allow(clippy::too_many_arguments)]
 fn install_muxes(
-    s: &LowerCx,
+    cx: &mut Lowering,
     m: &mut Machine,
-    fabric: &Rc<Fabric>,
-    ports: &Ports,
-    phases: &[Phase],
     injects: &[Vec<Inject>],
-    done: &[SignalId],
-    programs: &mut [Program],
-    next_core: &mut [usize],
 ) -> Result<Vec<SignalId>, CclError> {
+    let (s, fabric, ports) = (cx.s, cx.fabric, cx.ports);
+    let (phases, done) = (s.phases, s.done);
     let after = crate::phase::after_matrix(phases);
     let mut ends = Vec::new();
     // Two kernels of one phase run at once; phases of one op, or ordered by `after`, do not.
@@ -255,7 +244,7 @@ fn install_muxes(
                 continue;
             }
             let chip = fabric.routers[r].at.chip;
-            let core = take_core(s, next_core, &[chip])?;
+            let core = cx.take_core(&[chip])?;
             let mux = Rc::new(Mux::new(fabric, r, noc_of(core), STAGING, members.len()));
             if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
                 return Err(CclError::Invalid(format!(
@@ -274,7 +263,7 @@ fn install_muxes(
                 (fabric.clone(), m.new_event(&format!("chip {} {name} done", s.cluster.chip(chip).id)));
             ends.push(end);
             let wait = std::mem::replace(&mut before, vec![end]);
-            programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
+            cx.program(chip).create_kernel(core, &name, 0, vec![], move |k| async move {
                 for e in wait {
                     k.wait_event(e).await;
                 }

@@ -18,18 +18,18 @@
 use std::rc::Rc;
 
 use meshsim_engine::{Cond, TaskResult, Time};
-use meshsim_hw::{Kernel, Program};
+use meshsim_hw::Kernel;
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
     Inject, Lowering, MAX_PAGES_PER_PACKET, barrier_reach, entry_barrier, issue_reads, line_for, noc_of,
-    page_addr, page_and_payload, take_core,
+    page_addr, page_and_payload,
 };
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Reduction};
 use crate::phase::Phase;
-use crate::tensor::{Memory, Placement, STAGING, TensorSpec};
+use crate::tensor::{Placement, STAGING, TensorSpec};
 use crate::transport::Gate;
 
 /// tt-metal's reduce-scatter workers per link and direction for `bytes` of a rank's input on
@@ -288,14 +288,7 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
 }
 
 /// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
-pub(super) fn lower(
-    cx: &Lowering,
-    programs: &mut [Program],
-    next_core: &mut [usize],
-    pi: usize,
-    p: &Phase,
-    scratch_base: &mut u64,
-) -> Result<(u64, Vec<Inject>, usize), CclError> {
+pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec<Inject>, usize), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors;
@@ -313,10 +306,7 @@ pub(super) fn lower(
     // Twice the input, one whole tensor per direction, above everything else; the planes and
     // their workers reduce disjoint pages of it.
     let whole = t.slice.pages() * t.n;
-    let first = Placement { base: *scratch_base, ..Placement::first(Memory::Dram, page) };
-    let second = first.after(whole);
-    *scratch_base = second.after(whole).base;
-    let partial = [first, second];
+    let partial = [cx.scratch(page, whole), cx.scratch(page, whole)];
     let sems = [STAGING, STAGING + 16];
     // Every rank's slices per direction, in the order it takes them (by position on the side).
     let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
@@ -340,7 +330,7 @@ pub(super) fn lower(
         let slice_packets = plane_packets(t.slice.pages(), ppp, on).len() as u64;
         let per_sync =
             if closed { CHUNKS_PER_SYNC.0 } else { CHUNKS_PER_SYNC.1 }.min((slice_packets / 2).max(1));
-        let core = take_core(s, next_core, req.comm.chips())?;
+        let core = cx.take_core(req.comm.chips())?;
         // Packets of partials rank k has received from direction d before slice j's: its
         // upstream sends them in its own order.
         let before = |k: usize, d: usize, j: usize| -> u64 {
@@ -387,7 +377,7 @@ pub(super) fn lower(
                     gate: gate.clone(),
                 });
                 let name = format!("{prefix}rs {}{suffix}", if forward { "forward" } else { "backward" });
-                programs[chip.0 as usize].create_kernel(core, &name, d, vec![], move |kn| side(kn, ctx));
+                cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| side(kn, ctx));
             }
         }
         for (k, &chip) in req.comm.chips().iter().enumerate() {
@@ -413,7 +403,7 @@ pub(super) fn lower(
                 max,
                 gate: gate.clone(),
             });
-            programs[chip.0 as usize].create_kernel(
+            cx.program(chip).create_kernel(
                 core,
                 &format!("{prefix}rs owner{suffix}"),
                 0,
