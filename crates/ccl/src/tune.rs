@@ -96,7 +96,7 @@ pub fn candidates(
         vec![None]
     };
     let mut out = Vec::new();
-    for &algorithm in Algorithm::choices(collective.name(), Some(stack)) {
+    for &algorithm in crate::stacks::transport(stack).algorithms(collective) {
         for &l in &links {
             for &w in &workers {
                 for &p in &packets {

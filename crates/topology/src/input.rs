@@ -40,9 +40,10 @@ pub fn read_input_text(path: &Path) -> std::io::Result<String> {
     })
 }
 
-/// The deepest nesting of flow collections (`[...]`, `{...}`) meshsim reads. Published
-/// descriptions nest three deep; the YAML parser's cost grows with the square of the depth, so a
-/// small file of deeply nested brackets would otherwise take minutes to be refused.
+/// The deepest nesting of flow collections (`[...]`, `{...}`) meshsim reads. The published
+/// cluster and SoC descriptors and the project's own files nest at most 4 deep; the YAML
+/// parser's cost grows with the square of the depth, so a small file of deeply nested brackets
+/// would otherwise take minutes to be refused.
 pub const MAX_FLOW_DEPTH: usize = 64;
 
 /// Flow collections nested deeper than [`MAX_FLOW_DEPTH`]: where the first one too deep opens.
