@@ -6,10 +6,10 @@ use crate::out::out;
 use meshsim_bench::plot;
 use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
 
-use crate::{
-    BadInput, Bench, FabricArgs, FabricLatencyArgs, FabricTestArg, LatencyTopologyArg, NocSendArg,
-    bench_error, check_outputs, load_cluster, load_params, one_line_plot, write_trace,
+use crate::cli::{
+    Bench, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyTopologyArg, NocSendArg,
 };
+use crate::{BadInput, bench_error, check_outputs, load_cluster, one_line_plot, write_trace};
 
 pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
     let common = match &b {
@@ -27,8 +27,8 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         // An N300 has one usable link: no ring of hops with a link each.
         if matches!(b, Bench::Ring { .. }) { "t3000" } else { "n300" }.to_owned()
     });
-    let mut setup = Setup::new(load_cluster(&cluster)?, load_params(common.params.as_deref())?);
-    let format = common.format.into();
+    let mut setup = Setup::new(load_cluster(&cluster)?, common.model.load()?);
+    let format = common.output.format.into();
     let label = cluster;
     // With --trace the single point runs traced (the sweep of one point is that run).
     setup.trace = common.trace.is_some();
@@ -123,7 +123,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
 
 /// `bench fabric`: one point of tt-metal's fabric bandwidth tests.
 fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
-    let setup = traced_setup(&a.cluster, a.params.as_deref(), a.trace.as_deref())?;
+    let setup = traced_setup(&a.cluster, &a.model, a.trace.as_deref())?;
     let test = match a.test {
         FabricTestArg::NeighborExchange => fabric::FabricTest::NeighborExchange,
         FabricTestArg::NeighborExchangeLinear => fabric::FabricTest::NeighborExchangeLinear,
@@ -150,7 +150,7 @@ fn run_fabric(a: &FabricArgs) -> anyhow::Result<()> {
         packets: a.packets,
     };
     let m = fabric::fabric(&setup, spec).map_err(bench_error)?;
-    print_one(m, &setup, a.trace.as_deref(), a.format)
+    print_one(m, &setup, a.trace.as_deref(), a.output.format)
 }
 
 /// `bench fabric-latency`: tt-metal's one-hop fabric ping.
@@ -169,17 +169,21 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
             );
         }
     };
-    let setup = traced_setup(&a.cluster, a.params.as_deref(), a.trace.as_deref())?;
+    let setup = traced_setup(&a.cluster, &a.model, a.trace.as_deref())?;
     let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };
     let m = fabric::fabric_latency(&setup, spec).map_err(bench_error)?;
-    print_one(m, &setup, a.trace.as_deref(), a.format)
+    print_one(m, &setup, a.trace.as_deref(), a.output.format)
 }
 
 /// The set-up of a one-point benchmark on `cluster`, recording a trace when `trace` names a
 /// file (checked for writing first).
-fn traced_setup(cluster: &str, params: Option<&Path>, trace: Option<&Path>) -> anyhow::Result<Setup> {
+fn traced_setup(
+    cluster: &str,
+    model: &crate::cli::ParamsFile,
+    trace: Option<&Path>,
+) -> anyhow::Result<Setup> {
     check_outputs(None, trace)?;
-    let mut setup = Setup::new(load_cluster(cluster)?, load_params(params)?);
+    let mut setup = Setup::new(load_cluster(cluster)?, model.load()?);
     setup.trace = trace.is_some();
     Ok(setup)
 }
@@ -189,7 +193,7 @@ fn print_one<R: serde::Serialize>(
     m: Measured<R>,
     setup: &Setup,
     trace: Option<&Path>,
-    format: crate::Format,
+    format: Format,
 ) -> anyhow::Result<()> {
     if let (Some(path), Some(t)) = (trace, &m.trace) {
         write_trace(path, t, &setup.cluster)?;

@@ -9,28 +9,30 @@ use meshsim_bench::report;
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
+use crate::cli::{Format, OpArgs};
 use crate::scenario::{self, BidirValue, Kind, RunError, Scenario};
-use crate::{BadInput, Format, OpArgs, ids, load_params, write_trace};
+use crate::{BadInput, ids, write_trace};
 
-pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
+    let kind = a.op;
     crate::check_outputs(None, a.trace.as_deref())?;
     if a.shape.len() != 4 {
         return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
     }
     let sc = Scenario {
         name: kind.name().into(),
-        op: kind,
+        op: Kind::Op(kind),
         cluster: a.cluster.clone(),
         params: None,
         tolerance_pct: 0.0,
         shape: Some(a.shape.clone()),
         dim: Some(a.dim),
-        dtype: Some(a.dtype.clone()),
-        topology: a.topology.map(|t| t.name().into()),
+        dtype: Some(a.dtype),
+        topology: a.topology,
         links: a.num_links,
         workers: a.workers,
-        bidir: a.bidir.map(|b| BidirValue::Mode(b.name().into())),
-        redop: a.redop.clone(),
+        bidir: a.bidir.map(BidirValue::Mode),
+        redop: a.redop,
         root: a.root,
         exclude_myself: a.exclude_myself.then_some(true),
         in_place: a.in_place.then_some(true),
@@ -41,11 +43,11 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         workload: None,
         pages_per_packet: a.pages_per_packet,
         buffers: a.buffers,
-        memory: Some(a.memory.clone()),
+        memory: Some(a.memory),
         skew_ns: Some(a.skew_ns),
         faults: a.faults.knobs(),
         verify: Some(a.verify),
-        stack: a.stack.clone(),
+        stack: a.stack,
         packet_size: a.packet_size.map(crate::scenario::Size::Bytes),
         size: None,
         slots: None,
@@ -55,7 +57,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         hops: None,
         unmerged: None,
     };
-    let params = load_params(a.params.as_deref())?;
+    let params = a.model.load()?;
     let out = run_scenario(&sc, &params, a.trace.is_some())?;
     if a.check_determinism {
         check_determinism(&sc, &params, &out)?;
@@ -70,7 +72,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
     let size = done.tensor.bytes();
     let algbw = size as f64 / run.time.as_ns_f64();
     let busbw = algbw * done.ops[0].collective.busbw_factor(n);
-    let name = kind.name().replace('-', "_");
+    let name = kind.json_name();
     /// One chip's part of the op, in rank order: the JSON's `per_chip` and the text's table.
     #[derive(serde::Serialize)]
     struct Chip {
@@ -92,7 +94,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let verified = run.verified.as_ref().map(|v| v.is_ok());
     let critical = meshsim_ccl::critical::critical_path(run);
-    match a.format {
+    match a.output.format {
         Format::Json => {
             let mut json = serde_json::json!({
                 "op": name,
@@ -107,7 +109,7 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     serde_json::json!(done.ops[0].bidir.as_str())
                 },
-                "redop": if kind.reduces() { serde_json::json!(a.redop.as_deref().unwrap_or("sum")) } else { serde_json::Value::Null },
+                "redop": if kind.reduces() { serde_json::json!(a.redop.unwrap_or(meshsim_ccl::op::RedOp::Sum).as_str()) } else { serde_json::Value::Null },
                 "root": done.ops[0].collective.root(),
                 "links": done.ops[0].links,
                 "workers": done.ops[0].workers,
@@ -169,20 +171,20 @@ pub(crate) fn run_op(kind: Kind, a: OpArgs) -> anyhow::Result<ExitCode> {
                 busbw_gbps: busbw,
                 verified: verified.map_or("-".into(), |v| v.to_string()),
             };
-            out!("{}", report::render(&[row], a.format.into()))?;
-            if matches!(a.format, Format::Text) && a.axis.is_some() {
+            out!("{}", report::render(&[row], a.output.format.into()))?;
+            if matches!(a.output.format, Format::Text) && a.axis.is_some() {
                 out!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text))?;
-            } else if matches!(a.format, Format::Text) {
+            } else if matches!(a.output.format, Format::Text) {
                 out!("\n{}", report::render(&per_chip, report::Format::Text))?;
             }
             if a.link_report {
                 let rows = link_rows(cluster, &run.links, run.time);
-                out!("\n{}", report::render(&rows, a.format.into()))?;
+                out!("\n{}", report::render(&rows, a.output.format.into()))?;
                 let routers = router_rows(cluster, &run.routers, run.time);
                 if !routers.is_empty() {
-                    out!("\n{}", report::render(&routers, a.format.into()))?;
+                    out!("\n{}", report::render(&routers, a.output.format.into()))?;
                 }
-                if matches!(a.format, Format::Text) {
+                if matches!(a.output.format, Format::Text) {
                     out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
                     out!("{}", resources_text(cluster, &run.resources, run.time))?;
                     if let Some((kind, what, busy)) =

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use meshsim_bench::report;
 
-use crate::{BadInput, Format, load_params, progress, write_trace};
+use crate::cli::Format;
+use crate::{BadInput, load_params, progress, write_trace};
 use crate::{regress, scenario};
 
 pub(crate) fn run_regress(

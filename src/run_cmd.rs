@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use meshsim_bench::report;
 
+use crate::cli::Format;
 use crate::op_cmd::{bound_by, link_rows, op_json, op_rows, router_rows};
 use crate::workload::Workload;
-use crate::{BadInput, Format, load_cluster, load_params, write_trace};
+use crate::{BadInput, load_cluster, load_params, write_trace};
 
 pub(crate) fn run_workload(
     path: &Path,
@@ -18,7 +19,7 @@ pub(crate) fn run_workload(
     trace: Option<&Path>,
     verify: bool,
     (params, select): (Option<PathBuf>, Option<PathBuf>),
-    faults: crate::FaultArgs,
+    faults: crate::cli::FaultArgs,
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
     let mut w = Workload::load(path).map_err(BadInput)?;

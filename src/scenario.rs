@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{Bidir, Knobs, OpRun, RedOp, Stack, Topology};
+use meshsim_ccl::op::{Bidir, Given, Knobs, OpRun, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpRequest, OpResult, Session};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::{Stats, Time};
@@ -23,7 +23,7 @@ use meshsim_topology::{ChipIdx, Cluster, builtin};
 
 use serde::Deserialize;
 
-pub use crate::spec::{FaultKnobs, Kind};
+pub use crate::spec::{FaultKnobs, Kind, OpKind};
 
 /// A byte size written as a number or with a K/M/G suffix.
 #[derive(Clone, Debug, Deserialize)]
@@ -45,13 +45,27 @@ impl Size {
 }
 
 /// `bidir`: a mode for all-gather (`none`, `split`, `full`), a flag for the bandwidth benchmark.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug)]
 pub enum BidirValue {
     /// Bandwidth: both directions at once.
     Flag(bool),
     /// All-gather: `none`, `split` or `full`.
-    Mode(String),
+    Mode(Bidir),
+}
+
+impl<'de> Deserialize<'de> for BidirValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Flag(bool),
+            Mode(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Flag(b) => Ok(BidirValue::Flag(b)),
+            Raw::Mode(m) => m.parse().map(BidirValue::Mode).map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// One run with every knob. Fields that do not apply to the scenario's `op` must be left out.
@@ -75,9 +89,9 @@ pub struct Scenario {
     /// Op: the dimension gathered or scattered along.
     pub dim: Option<usize>,
     /// Op: element type.
-    pub dtype: Option<String>,
+    pub dtype: Option<DType>,
     /// Op: `ring` or `line`.
-    pub topology: Option<String>,
+    pub topology: Option<Topology>,
     /// Op: links per hop.
     pub links: Option<usize>,
     /// Op: worker pairs per link.
@@ -85,7 +99,7 @@ pub struct Scenario {
     /// All-gather mode or bandwidth flag.
     pub bidir: Option<BidirValue>,
     /// Reducing ops: `sum`, `max`, `min` or `prod`.
-    pub redop: Option<String>,
+    pub redop: Option<RedOp>,
     /// Rooted ops (broadcast, reduce, gather, scatter, combine): the root's rank in the
     /// communicator (default 0).
     pub root: Option<usize>,
@@ -108,7 +122,7 @@ pub struct Scenario {
     /// Op: EDM buffers per channel.
     pub buffers: Option<u64>,
     /// Op: `dram` or `l1`.
-    pub memory: Option<String>,
+    pub memory: Option<Memory>,
     /// Op or ring: start skew per chip, ns.
     pub skew_ns: Option<u64>,
     /// Op: faults injected (`faults`, `random_faults`, `fault_seed`).
@@ -117,7 +131,7 @@ pub struct Scenario {
     /// Op: move real bytes and check the outputs.
     pub verify: Option<bool>,
     /// Op: the transport, `edm` or `fabric`.
-    pub stack: Option<String>,
+    pub stack: Option<Stack>,
     /// Op (fabric): the routers' packet payload, bytes.
     pub packet_size: Option<Size>,
     /// Benchmark: payload bytes per packet or ping.
@@ -263,6 +277,7 @@ pub fn load_params(path: Option<&Path>) -> Result<Params, RunError> {
 impl Scenario {
     /// Fields set that `op` does not take, by name.
     fn stray_fields(&self) -> Vec<&'static str> {
+        let op = self.op.op();
         let op_only = [
             ("shape", self.shape.is_some()),
             ("dim", self.dim.is_some()),
@@ -297,18 +312,18 @@ impl Scenario {
         ];
         // Keys that only ops of a kind take.
         let only_ops = [
-            ("redop", self.redop.is_some(), self.op.reduces()),
-            ("root", self.root.is_some(), self.op.rooted()),
-            ("exclude_myself", self.exclude_myself.is_some(), self.op == Kind::AllGather),
-            ("in_place", self.in_place.is_some(), self.op == Kind::AllGather),
+            ("redop", self.redop.is_some(), op.is_some_and(OpKind::reduces)),
+            ("root", self.root.is_some(), op.is_some_and(OpKind::rooted)),
+            ("exclude_myself", self.exclude_myself.is_some(), op == Some(OpKind::AllGather)),
+            ("in_place", self.in_place.is_some(), op == Some(OpKind::AllGather)),
             (
                 "bidir",
                 self.bidir.is_some(),
-                self.op.takes_bidir() || matches!(self.op, Kind::ReduceScatter | Kind::Bandwidth),
+                self.op.takes_bidir() || matches!(self.op, Kind::Op(OpKind::ReduceScatter) | Kind::Bandwidth),
             ),
         ];
         let mut out: Vec<&'static str> =
-            op_only.iter().filter(|(_, set)| *set && !self.op.is_op()).map(|(n, _)| *n).collect();
+            op_only.iter().filter(|(_, set)| *set && op.is_none()).map(|(n, _)| *n).collect();
         out.extend(only_ops.iter().filter(|(_, set, ok)| *set && !ok).map(|(n, ..)| *n));
         if self.op == Kind::Workload && self.verify.is_some() {
             out.retain(|&n| n != "verify");
@@ -354,8 +369,8 @@ impl Scenario {
             let run = w.run(&cluster, &params, self.verify.unwrap_or(false), trace).map_err(ccl_error)?;
             return Ok(Outcome { time: run.makespan, stats: run.stats, cluster, trace: run.trace, op: None });
         }
-        if self.op.is_op() {
-            self.run_op(base, cluster, &params, trace)
+        if let Kind::Op(op) = self.op {
+            self.run_op(op, base, cluster, &params, trace)
         } else {
             self.run_bench(cluster, params, trace)
         }
@@ -363,6 +378,7 @@ impl Scenario {
 
     fn run_op(
         &self,
+        op: OpKind,
         base: &Path,
         cluster: Cluster,
         params: &Params,
@@ -373,19 +389,18 @@ impl Scenario {
         let shape: [u64; 4] = shape
             .try_into()
             .map_err(|v: Vec<u64>| bad(format!("shape needs 4 values w,z,y,x, got {}", v.len())))?;
-        let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse().map_err(bad)?;
+        let dtype = self.dtype.unwrap_or(DType::Bf16);
         let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
-        let topology: Option<Topology> = self.topology.as_deref().map(str::parse).transpose().map_err(bad)?;
+        let topology = self.topology;
         let bidir: Option<Bidir> = match &self.bidir {
             None => None,
-            Some(BidirValue::Mode(m)) => Some(m.parse().map_err(bad)?),
+            Some(BidirValue::Mode(m)) => Some(*m),
             Some(BidirValue::Flag(_)) => {
                 return Err(bad("bidir of an all-gather is none, split or full".into()));
             }
         };
-        let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
-        let collective = self.op.collective(redop, self.root.unwrap_or(0)).expect("an op");
-        let memory: Memory = self.memory.as_deref().unwrap_or("dram").parse().map_err(bad)?;
+        let collective = op.collective(self.redop.unwrap_or(RedOp::Sum), self.root.unwrap_or(0));
+        let memory = self.memory.unwrap_or(Memory::Dram);
         let comms = match self.axis {
             Some(axis) => {
                 if self.chips.is_some() || self.chip_ids.is_some() {
@@ -415,8 +430,7 @@ impl Scenario {
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
         };
-        let stack: Stack =
-            self.stack.as_deref().map(str::parse).transpose().map_err(bad)?.unwrap_or(Stack::DEFAULT);
+        let stack = self.stack.unwrap_or(Stack::DEFAULT);
         let mut session = Session::new(&cluster, params);
         session.set_stack(stack);
         if let Some(path) = &self.select {
@@ -438,19 +452,14 @@ impl Scenario {
             req.in_place = self.in_place.unwrap_or(false);
             session.submit(req).map_err(ccl_error)?;
         }
-        stack
-            .check_knobs(&[
-                (self.workers.is_some() && collective.redop().is_none(), "workers"),
-                (self.bidir.is_some() && self.op != Kind::Broadcast, "bidir"),
-                (self.pages_per_packet.is_some(), "pages_per_packet"),
-                (self.buffers.is_some(), "buffers"),
-            ])
-            .map_err(bad)?;
-        if stack == Stack::Edm && self.packet_size.is_some() {
-            return Err(
-                bad("packet_size applies to the fabric stack (the edm's is pages_per_packet)".into()),
-            );
-        }
+        let given = Given {
+            workers: self.workers.is_some(),
+            bidir: self.bidir.is_some(),
+            pages_per_packet: self.pages_per_packet.is_some(),
+            buffers: self.buffers.is_some(),
+            packet_size: self.packet_size.is_some(),
+        };
+        stack.check_given(collective, &given).map_err(bad)?;
         let mut all_run = session.run().map_err(ccl_error)?;
         let mut run = all_run.op_run(0);
         if many {

@@ -1,36 +1,122 @@
-//! What scenarios, workload ops and the CLI's flags name alike: the op a scenario runs
-//! ([`Kind`]) and the faults it injects ([`FaultKnobs`]).
+//! What scenarios, workload ops and the CLI's flags name alike: the ops ([`OpKind`]), what a
+//! scenario runs ([`Kind`]) and the faults it injects ([`FaultKnobs`]).
 
 use meshsim_ccl::op::{Collective, RedOp};
 use meshsim_topology::Cluster;
 use serde::Deserialize;
 
-/// What a scenario runs.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    /// The all-gather op.
+/// A CCL op as the command line, suites, workloads and sweep files name it: the one list of
+/// them. `meshsim op <OP>`, `sweep <OP>`, `tune <OP>`, a scenario's and a workload op's `op:`
+/// all read this enum; its clap names are its file names (`all-gather`), [`OpKind::json_name`]
+/// its JSON and table name (`all_gather`), [`OpKind::nccl_name`] nccl-tests' (`sendrecv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OpKind {
+    /// All-gather: every chip ends with the concatenation of all chips' slices along --dim.
     AllGather,
-    /// The reduce-scatter op.
+    /// Reduce-scatter: every chip ends with its slice of the reduction of all chips' tensors.
     ReduceScatter,
-    /// The all-reduce op.
+    /// All-reduce: every chip ends with the reduction of all chips' tensors (reduce-scatter,
+    /// then all-gather).
     AllReduce,
-    /// The all-to-all op (fabric stack).
+    /// All-to-all: every rank sends chunk j of its tensor (split along --dim) to rank j, which
+    /// keeps it as chunk i of its output (i the sender); fabric stack only.
     AllToAll,
-    /// Broadcast from a root.
+    /// Broadcast: every chip ends with the --root's tensor.
     Broadcast,
-    /// Reduce to a root.
+    /// Reduce: the --root ends with the reduction of all chips' tensors.
     Reduce,
-    /// Gather to a root.
+    /// Gather: the --root ends with the concatenation of all chips' slices along --dim.
     Gather,
-    /// Scatter from a root.
+    /// Scatter: chip j ends with slice j (along --dim) of the --root's tensor.
     Scatter,
-    /// Send/receive between two chips.
+    /// Send/receive: the first of --chip-ids A,B sends its tensor to the second (a linked pair).
     SendRecv,
-    /// LPF's combine: an element-wise reduce to a root.
+    /// Combine (LPF's name): the --root ends with the element-wise --redop of all chips'
+    /// tensors; runs as reduce.
     Combine,
-    /// LPF's all-combine: an element-wise all-reduce.
+    /// All-combine (LPF's name): every chip ends with the element-wise --redop of all chips'
+    /// tensors; runs as all-reduce.
     AllCombine,
+}
+
+impl OpKind {
+    /// The collective it runs, with its reduction and root.
+    pub fn collective(self, red: RedOp, root: usize) -> Collective {
+        match self {
+            OpKind::AllGather => Collective::AllGather,
+            OpKind::ReduceScatter => Collective::ReduceScatter(red),
+            OpKind::AllReduce | OpKind::AllCombine => Collective::AllReduce(red),
+            OpKind::AllToAll => Collective::AllToAll,
+            OpKind::Broadcast => Collective::Broadcast { root },
+            OpKind::Reduce | OpKind::Combine => Collective::Reduce { red, root },
+            OpKind::Gather => Collective::Gather { root },
+            OpKind::Scatter => Collective::Scatter { root },
+            OpKind::SendRecv => Collective::SendRecv,
+        }
+    }
+
+    /// Whether the op reduces (takes `redop`).
+    pub fn reduces(self) -> bool {
+        self.collective(RedOp::Sum, 0).redop().is_some()
+    }
+
+    /// Whether the op has a root (takes `root`).
+    pub fn rooted(self) -> bool {
+        self.collective(RedOp::Sum, 0).root().is_some()
+    }
+
+    /// The ops that take a bidirectional mode.
+    pub fn takes_bidir(self) -> bool {
+        matches!(self, OpKind::AllGather | OpKind::AllReduce | OpKind::AllCombine | OpKind::Broadcast)
+    }
+
+    /// The name on the command line and in files: the collective's, or LPF's for its two
+    /// aliases.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Combine => "combine",
+            OpKind::AllCombine => "all-combine",
+            k => k.collective(RedOp::Sum, 0).name(),
+        }
+    }
+
+    /// The name in JSON and tables (`all_gather`).
+    pub fn json_name(self) -> String {
+        self.name().replace('-', "_")
+    }
+
+    /// nccl-tests' name (`all_gather`, `sendrecv`), as sweep tables and point files give it.
+    pub fn nccl_name(self) -> String {
+        match self {
+            OpKind::SendRecv => "sendrecv".into(),
+            k => k.json_name(),
+        }
+    }
+
+    /// The op named `name` in a file.
+    pub fn named(name: &str) -> Option<OpKind> {
+        <OpKind as clap::ValueEnum>::from_str(name, false).ok()
+    }
+
+    /// Every op's file name, comma-separated, for messages.
+    pub fn names() -> String {
+        <OpKind as clap::ValueEnum>::value_variants().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl<'de> Deserialize<'de> for OpKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        OpKind::named(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown op '{s}' ({})", OpKind::names())))
+    }
+}
+
+/// What a scenario runs: an op, a workload or a microbenchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A CCL op.
+    Op(OpKind),
     /// A workload file of many ops.
     Workload,
     /// The single-link round-trip microbenchmark.
@@ -42,61 +128,50 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Whether this is a CCL op (not a microbenchmark).
-    pub fn is_op(self) -> bool {
-        !matches!(self, Kind::Workload | Kind::Latency | Kind::Bandwidth | Kind::Ring)
-    }
+    /// The benchmarks and workloads, by name.
+    const OTHERS: [(Kind, &'static str); 4] = [
+        (Kind::Workload, "workload"),
+        (Kind::Latency, "latency"),
+        (Kind::Bandwidth, "bandwidth"),
+        (Kind::Ring, "ring"),
+    ];
 
-    /// The collective an op runs, with its reduction and root.
-    pub fn collective(self, red: RedOp, root: usize) -> Option<Collective> {
-        Some(match self {
-            Kind::AllGather => Collective::AllGather,
-            Kind::ReduceScatter => Collective::ReduceScatter(red),
-            Kind::AllReduce | Kind::AllCombine => Collective::AllReduce(red),
-            Kind::AllToAll => Collective::AllToAll,
-            Kind::Broadcast => Collective::Broadcast { root },
-            Kind::Reduce | Kind::Combine => Collective::Reduce { red, root },
-            Kind::Gather => Collective::Gather { root },
-            Kind::Scatter => Collective::Scatter { root },
-            Kind::SendRecv => Collective::SendRecv,
-            Kind::Workload | Kind::Latency | Kind::Bandwidth | Kind::Ring => return None,
-        })
-    }
-
-    /// Whether the op reduces (takes `redop`).
-    pub fn reduces(self) -> bool {
-        self.collective(RedOp::Sum, 0).is_some_and(|c| c.redop().is_some())
-    }
-
-    /// Whether the op has a root (takes `root`).
-    pub fn rooted(self) -> bool {
-        self.collective(RedOp::Sum, 0).is_some_and(|c| c.root().is_some())
-    }
-
-    /// The ops that take a bidirectional mode.
-    pub fn takes_bidir(self) -> bool {
-        matches!(self, Kind::AllGather | Kind::AllReduce | Kind::AllCombine | Kind::Broadcast)
+    /// The op, if it is one (not a microbenchmark or a workload).
+    pub fn op(self) -> Option<OpKind> {
+        match self {
+            Kind::Op(k) => Some(k),
+            _ => None,
+        }
     }
 
     /// The name used in files and tables.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::AllGather => "all-gather",
-            Kind::ReduceScatter => "reduce-scatter",
-            Kind::AllReduce => "all-reduce",
-            Kind::AllToAll => "all-to-all",
-            Kind::Broadcast => "broadcast",
-            Kind::Reduce => "reduce",
-            Kind::Gather => "gather",
-            Kind::Scatter => "scatter",
-            Kind::SendRecv => "send-recv",
-            Kind::Combine => "combine",
-            Kind::AllCombine => "all-combine",
-            Kind::Workload => "workload",
-            Kind::Latency => "latency",
-            Kind::Bandwidth => "bandwidth",
-            Kind::Ring => "ring",
+            Kind::Op(k) => k.name(),
+            other => Kind::OTHERS.iter().find(|(k, _)| *k == other).map_or("", |(_, n)| n),
         }
+    }
+
+    /// Whether this op takes a bidirectional mode (the bandwidth benchmark's `bidir` is a flag).
+    pub fn takes_bidir(self) -> bool {
+        self.op().is_some_and(OpKind::takes_bidir)
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        if let Some(k) = OpKind::named(&s) {
+            return Ok(Kind::Op(k));
+        }
+        Kind::OTHERS.iter().find(|(_, n)| *n == s).map(|(k, _)| *k).ok_or_else(|| {
+            let others: Vec<&str> = Kind::OTHERS.iter().map(|(_, n)| *n).collect();
+            serde::de::Error::custom(format!(
+                "unknown variant `{s}` ({}, {})",
+                OpKind::names(),
+                others.join(", ")
+            ))
+        })
     }
 }
 

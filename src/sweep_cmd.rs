@@ -10,35 +10,23 @@ use meshsim_bench::report;
 use meshsim_ccl::sweep::SweepRow;
 use meshsim_hw::Params;
 
-use crate::scenario::Kind;
-use crate::{BadInput, BidirArg, Format, SweepOpArg, TopologyArg, load_cluster, progress};
-
-/// nccl-tests' name of an op (`all_gather`), as sweep tables and point files give it.
-pub(crate) fn nccl_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::AllGather => "all_gather",
-        Kind::ReduceScatter => "reduce_scatter",
-        Kind::AllReduce => "all_reduce",
-        Kind::AllToAll => "all_to_all",
-        Kind::Broadcast => "broadcast",
-        Kind::Reduce => "reduce",
-        Kind::Gather => "gather",
-        Kind::Scatter => "scatter",
-        Kind::SendRecv => "sendrecv",
-        Kind::Combine => "combine",
-        Kind::AllCombine => "all_combine",
-        Kind::Workload | Kind::Latency | Kind::Bandwidth | Kind::Ring => kind.name(),
-    }
-}
+use crate::cli::{Format, Output, SweepArgs};
+use crate::out::out;
+use crate::spec::OpKind;
+use crate::{BadInput, load_cluster, progress};
+use meshsim_bench::plot;
+use meshsim_ccl::op::{Bidir, Given, RedOp, Stack, Topology};
+use meshsim_ccl::tensor::DType;
+use std::process::ExitCode;
 
 /// The knobs of a sweep that every series shares.
 pub(crate) struct SweepKnobs {
-    pub(crate) op: SweepOpArg,
-    pub(crate) topology: Option<TopologyArg>,
+    pub(crate) op: OpKind,
+    pub(crate) topology: Option<Topology>,
     pub(crate) axis: Option<u8>,
-    pub(crate) bidir: Option<BidirArg>,
-    pub(crate) stack: meshsim_ccl::op::Stack,
-    pub(crate) redop: Option<String>,
+    pub(crate) bidir: Option<Bidir>,
+    pub(crate) stack: Stack,
+    pub(crate) redop: Option<RedOp>,
     pub(crate) root: Option<usize>,
     /// The selection tree (`None`: the embedded one).
     pub(crate) select: Option<meshsim_ccl::select::Select>,
@@ -54,18 +42,13 @@ pub(crate) struct SweepKnobs {
 }
 
 impl SweepKnobs {
-    pub(crate) fn op_name(&self) -> &'static str {
-        nccl_name(self.op.kind())
-    }
-
-    /// The reduction asked for, or the default.
-    pub(crate) fn redop(&self) -> &str {
-        self.redop.as_deref().unwrap_or("sum")
+    pub(crate) fn op_name(&self) -> String {
+        self.op.nccl_name()
     }
 
     /// What the table's header says of the whole sweep.
     pub(crate) fn header(&self) -> SweepHeader {
-        SweepHeader { op: self.op_name().to_owned(), min: self.min, max: self.max, factor: self.factor }
+        SweepHeader { op: self.op_name(), min: self.min, max: self.max, factor: self.factor }
     }
 }
 
@@ -244,11 +227,118 @@ struct SeriesRow<'a> {
     row: &'a meshsim_ccl::sweep::SweepRow,
 }
 
+/// `meshsim sweep`: runs the sweep, prints its table and plot; 130 when interrupted, 1 when a
+/// point failed.
+pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    crate::check_outputs(a.plot.as_deref(), None)?;
+    if let Some(o) = &a.out {
+        plot::writable(o)
+            .map_err(|e| BadInput(format!("{}: cannot write the sweep's points: {e}", o.display())))?;
+    }
+    let knobs = SweepKnobs {
+        op: a.op,
+        topology: a.topology,
+        axis: a.axis,
+        bidir: a.bidir,
+        stack: a.stack.unwrap_or(Stack::DEFAULT),
+        redop: a.redop,
+        root: a.root,
+        select: a.select.as_deref().map(crate::scenario::load_select).transpose().map_err(|e| match e {
+            crate::scenario::RunError::Bad(m) | crate::scenario::RunError::Failed(m) => BadInput(m),
+        })?,
+        in_place: a.in_place,
+        chips: a.chips,
+        chip_ids: a.chip_ids,
+        min: a.min,
+        max: a.max,
+        factor: a.factor,
+        faults: a.faults.knobs(),
+    };
+    let p = a.model.load()?;
+    let workers: Vec<Option<usize>> = match a.workers {
+        Some(w) => w.into_iter().map(Some).collect(),
+        None => vec![None],
+    };
+    let num_links: Vec<Option<usize>> = match a.num_links.is_empty() {
+        true => vec![None],
+        false => a.num_links.into_iter().map(Some).collect(),
+    };
+    let io = SweepIo { out: a.out, resume: a.resume, shard: a.shard, stop: crate::interrupt_on_ctrl_c() };
+    let run = run_sweep(&knobs, &a.cluster, &a.dtype, &num_links, &workers, &p, &io)?;
+    let header = knobs.header();
+    out!("{}", render_sweep(&run.series, &header, a.output.format))?;
+    if let Some(path) = a.plot {
+        plot::write(&path, &busbw_plot(&header.op, &run.series)).map_err(|e| BadInput(e.to_string()))?;
+    }
+    if run.interrupted {
+        let saved = io.out.as_ref().or(io.resume.as_ref());
+        eprintln!(
+            "meshsim: interrupted: {} of {} points ran{}",
+            run.ran,
+            run.planned,
+            saved.map_or(String::new(), |f| format!("; --resume {} runs the rest", f.display()))
+        );
+        return Ok(ExitCode::from(130));
+    }
+    Ok(failed(&run.series))
+}
+
+/// `meshsim merge`: a sweep's table and plot from the JSONL files of its runs.
+pub(crate) fn merge(files: &[PathBuf], output: Output, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    crate::check_outputs(plot_path, None)?;
+    let mut points = Vec::new();
+    for f in files {
+        points.extend(read_points(f).map_err(BadInput)?);
+    }
+    let from = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
+    let (series, header) = series_of(points, &from).map_err(BadInput)?;
+    out!("{}", render_sweep(&series, &header, output.format))?;
+    if let Some(path) = plot_path {
+        plot::write(path, &busbw_plot(&header.op, &series)).map_err(|e| BadInput(e.to_string()))?;
+    }
+    Ok(failed(&series))
+}
+
+/// 1, with the first failed point's error, when a point failed; 0 otherwise.
+fn failed(series: &[SweepSeries]) -> ExitCode {
+    match first_error(series) {
+        Some(e) => {
+            eprintln!("meshsim: {e}");
+            ExitCode::FAILURE
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// The op a sweep runs, once its flags are checked against it and the stack.
+fn sweep_op(k: &SweepKnobs, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp, String> {
+    let kind = k.op;
+    if k.redop.is_some() && !kind.reduces() {
+        return Err(format!("--redop applies to reducing ops, not {}", k.op_name()));
+    }
+    if k.root.is_some() && !kind.rooted() {
+        return Err(format!(
+            "--root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not {}",
+            k.op_name()
+        ));
+    }
+    let collective = kind.collective(k.redop.unwrap_or(RedOp::Sum), k.root.unwrap_or(0));
+    if k.bidir.is_some_and(|b| b != Bidir::None) && !kind.takes_bidir() {
+        return Err(format!("--bidir applies to all-gather, all-reduce and broadcast, not {}", k.op_name()));
+    }
+    if k.in_place && kind != OpKind::AllGather {
+        return Err(format!("--in-place applies to all_gather, not {}", k.op_name()));
+    }
+    let given = Given { workers, bidir: k.bidir.is_some(), ..Given::default() };
+    k.stack.check_given(collective, &given)?;
+    Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()) })
+}
+
 /// Runs every combination of clusters, dtypes, link counts and worker counts as a series.
 pub(crate) fn run_sweep(
     k: &SweepKnobs,
     clusters: &[String],
-    dtypes: &[String],
+    dtypes: &[DType],
     num_links: &[Option<usize>],
     workers: &[Option<usize>],
     p: &Params,
@@ -256,39 +346,10 @@ pub(crate) fn run_sweep(
 ) -> anyhow::Result<SweepOutcome> {
     let stop = io.stop;
     use meshsim_ccl::comm::Communicator;
-    use meshsim_ccl::op::Topology;
-    use meshsim_ccl::sweep::{self, SweepOp, SweepSpec};
+    use meshsim_ccl::sweep::{self, SweepSpec};
     let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let topology = k.topology.map(Topology::from);
-    let kind = k.op.kind();
-    if k.redop.is_some() && !kind.reduces() {
-        return Err(bad(format!("--redop applies to reducing ops, not {}", k.op_name())));
-    }
-    if k.root.is_some() && !kind.rooted() {
-        return Err(bad(format!(
-            "--root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not {}",
-            k.op_name()
-        )));
-    }
-    let redop = k.redop().parse().map_err(bad)?;
-    let collective = kind.collective(redop, k.root.unwrap_or(0)).expect("an op");
-    let bidir_asked = k.bidir.is_some_and(|b| !matches!(b, BidirArg::None));
-    if bidir_asked && !kind.takes_bidir() {
-        return Err(bad(format!(
-            "--bidir applies to all-gather, all-reduce and broadcast, not {}",
-            k.op_name()
-        )));
-    }
-    let op = SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()).map(Into::into) };
-    if k.in_place && kind != Kind::AllGather {
-        return Err(bad(format!("--in-place applies to all_gather, not {}", k.op_name())));
-    }
-    k.stack
-        .check_knobs(&[
-            (workers.iter().any(Option::is_some) && op.collective().redop().is_none(), "--workers"),
-            (k.bidir.is_some() && kind != Kind::Broadcast, "--bidir"),
-        ])
-        .map_err(bad)?;
+    let topology = k.topology;
+    let op = sweep_op(k, workers.iter().any(Option::is_some)).map_err(bad)?;
     let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.
     let mut jobs = Vec::new();
@@ -302,8 +363,7 @@ pub(crate) fn run_sweep(
                 vec![Communicator::choose(&c, t, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?]
             }
         };
-        for d in dtypes {
-            let dtype: meshsim_ccl::tensor::DType = d.parse().map_err(bad)?;
+        for &dtype in dtypes {
             for &links in num_links {
                 for &w in workers {
                     let spec = SweepSpec {
@@ -387,7 +447,7 @@ pub(crate) fn run_sweep(
         .collect();
     let sink = PointSink::open(io.out.as_deref().or(io.resume.as_deref()))?;
     let total: usize = plans.iter().map(Vec::len).sum();
-    let pb = progress(total as u64, k.op_name());
+    let pb = progress(total as u64, &k.op_name());
     let _ = crate::SWEEP_BAR.set(pb.clone());
     let mut out = Vec::new();
     let mut ran = 0;
@@ -667,8 +727,8 @@ mod tests {
 
     fn knobs() -> SweepKnobs {
         SweepKnobs {
-            op: SweepOpArg::AllGather,
-            topology: Some(TopologyArg::Ring),
+            op: OpKind::AllGather,
+            topology: Some(Topology::Ring),
             axis: None,
             bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,

@@ -9,16 +9,19 @@ use meshsim_ccl::op::{Stack, Topology};
 use meshsim_ccl::select::Select;
 use meshsim_ccl::tune::{self, TuneSpec};
 
+use crate::cli::{Output, ParamsFile};
 use crate::out::out;
-use crate::scenario::{Kind, load_select};
-use crate::{BadInput, Format, SweepOpArg, TopologyArg, load_cluster, load_params};
+use crate::scenario::{OpKind, load_select, parse_size};
+use crate::{BadInput, load_cluster};
+use meshsim_ccl::op::RedOp;
+use meshsim_ccl::tensor::DType;
 
 /// `meshsim tune`'s arguments.
 #[derive(clap::Args)]
 pub(crate) struct TuneArgs {
     /// The collective.
     #[arg(value_enum)]
-    op: SweepOpArg,
+    op: OpKind,
     /// A cluster description file or a built-in name.
     #[arg(long, default_value = "t3000")]
     cluster: String,
@@ -29,25 +32,25 @@ pub(crate) struct TuneArgs {
     #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
     chip_ids: Option<Vec<u64>>,
     /// Ring or line [default: ring].
-    #[arg(long, value_enum)]
-    topology: Option<TopologyArg>,
+    #[arg(long)]
+    topology: Option<Topology>,
     /// The transport: fabric or edm [default: fabric].
     #[arg(long)]
-    stack: Option<String>,
+    stack: Option<Stack>,
     /// Element type.
     #[arg(long, default_value = "bfp8")]
-    dtype: String,
+    dtype: DType,
     /// Reduction of a reducing op [default: sum].
     #[arg(long)]
-    redop: Option<String>,
+    redop: Option<RedOp>,
     /// Root rank of a rooted op [default: 0].
     #[arg(long, value_name = "R")]
     root: Option<usize>,
     /// Smallest size in bytes (K, M, G suffixes), nccl-tests' convention as `sweep`'s.
-    #[arg(short = 'b', long = "minbytes", default_value = "16K", value_parser = crate::parse_size)]
+    #[arg(short = 'b', long = "minbytes", default_value = "16K", value_parser = parse_size)]
     min: u64,
     /// Largest size in bytes.
-    #[arg(short = 'e', long = "maxbytes", default_value = "16M", value_parser = crate::parse_size)]
+    #[arg(short = 'e', long = "maxbytes", default_value = "16M", value_parser = parse_size)]
     max: u64,
     /// Size factor between points.
     #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
@@ -60,17 +63,16 @@ pub(crate) struct TuneArgs {
     /// goes to stdout and the measurements to stderr.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml.
-    #[arg(long, value_name = "FILE")]
-    params: Option<PathBuf>,
-    /// Format of the measurements.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[command(flatten)]
+    model: ParamsFile,
+    /// The measurements' format.
+    #[command(flatten)]
+    output: Output,
 }
 
 pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let kind: Kind = a.op.kind();
+    let kind = a.op;
     if a.redop.is_some() && !kind.reduces() {
         return Err(bad(format!("--redop applies to reducing ops, not {}", kind.name())));
     }
@@ -81,18 +83,14 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
         meshsim_bench::plot::writable(o)
             .map_err(|e| bad(format!("{}: cannot write the tree: {e}", o.display())))?;
     }
-    let redop = a.redop.as_deref().unwrap_or("sum").parse().map_err(bad)?;
-    let collective = kind.collective(redop, a.root.unwrap_or(0)).expect("an op");
-    let stack: Stack = match &a.stack {
-        Some(s) => s.parse().map_err(bad)?,
-        None => Stack::DEFAULT,
-    };
+    let collective = kind.collective(a.redop.unwrap_or(RedOp::Sum), a.root.unwrap_or(0));
+    let stack = a.stack.unwrap_or(Stack::DEFAULT);
     let cluster = load_cluster(&a.cluster)?;
-    let params = load_params(a.params.as_deref())?;
-    let topology: Topology = a.topology.map_or(Topology::Ring, Topology::from);
+    let params = a.model.load()?;
+    let topology = a.topology.unwrap_or(Topology::Ring);
     let comm =
         Communicator::choose(&cluster, topology, a.chips, a.chip_ids.as_deref()).map_err(|e| bad(e.0))?;
-    let dtype: meshsim_ccl::tensor::DType = a.dtype.parse().map_err(bad)?;
+    let dtype = a.dtype;
     let base = match &a.select {
         Some(p) => load_select(p).map_err(|e| match e {
             crate::scenario::RunError::Bad(m) | crate::scenario::RunError::Failed(m) => bad(m),
@@ -127,7 +125,7 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
             candidates: p.candidates,
         })
         .collect();
-    let table = meshsim_bench::report::render(&rows, a.format.into());
+    let table = meshsim_bench::report::render(&rows, a.output.format.into());
     let header = format!(
         "# meshsim tune {} on {} ({} chips, {}), {dtype}, {stack} stack: -b {} -e {} -f {}\n",
         kind.name(),

@@ -25,10 +25,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{Bidir, CclError, Collective, Knobs, RedOp, Stack, Topology};
+use meshsim_ccl::op::{Bidir, CclError, Collective, Given, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
 
-use crate::spec::{FaultKnobs, Kind};
+use crate::spec::{FaultKnobs, OpKind};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
@@ -68,22 +68,22 @@ struct LimitsSpec {
 #[serde(deny_unknown_fields)]
 struct WorkloadOp {
     name: String,
-    op: String,
+    op: OpKind,
     comm: CommSpec,
     shape: Vec<u64>,
     dim: Option<usize>,
-    dtype: Option<String>,
-    redop: Option<String>,
+    dtype: Option<DType>,
+    redop: Option<RedOp>,
     root: Option<usize>,
     exclude_myself: Option<bool>,
     in_place: Option<bool>,
     num_links: Option<usize>,
     workers: Option<usize>,
-    bidir: Option<String>,
+    bidir: Option<Bidir>,
     pages_per_packet: Option<u64>,
     packet_size: Option<u64>,
     buffers: Option<u64>,
-    memory: Option<String>,
+    memory: Option<Memory>,
     #[serde(default)]
     after: Vec<String>,
     /// Its stream: ops on one stream run in file order.
@@ -97,7 +97,7 @@ struct CommSpec {
     axis: Option<usize>,
     chips: Option<Vec<u64>>,
     all: Option<bool>,
-    topology: Option<String>,
+    topology: Option<Topology>,
     start: Option<usize>,
     stride: Option<usize>,
     count: Option<usize>,
@@ -267,12 +267,7 @@ impl Workload {
             let named =
                 |m: String| CclError::Invalid(format!("{}: op '{}': {m}", self.path.display(), o.name));
             let (collective, tensor, dim, knobs) = o.request(cluster).map_err(named)?;
-            self.stack.check_knobs(&o.edm_knobs()).map_err(named)?;
-            if self.stack == Stack::Edm && o.packet_size.is_some() {
-                return Err(named(
-                    "packet_size applies to the fabric stack (the edm's is pages_per_packet)".into(),
-                ));
-            }
+            self.stack.check_given(collective, &o.given()).map_err(named)?;
             let comms = o.comm.communicators(cluster).map_err(named)?;
             let after: Vec<OpHandle> = o.after.iter().flat_map(|d| handles[d.as_str()].clone()).collect();
             let many = comms.len() > 1;
@@ -298,28 +293,19 @@ impl Workload {
 }
 
 impl WorkloadOp {
-    /// The EDM-only knobs, each with whether this op gives it.
-    fn edm_knobs(&self) -> [(bool, &'static str); 4] {
-        [
-            (
-                self.workers.is_some() && !matches!(self.op.as_str(), "reduce-scatter" | "all-reduce"),
-                "workers",
-            ),
-            (self.bidir.is_some() && self.op != "broadcast", "bidir"),
-            (self.pages_per_packet.is_some(), "pages_per_packet"),
-            (self.buffers.is_some(), "buffers"),
-        ]
+    /// The stack-specific knobs this op gives.
+    fn given(&self) -> Given {
+        Given {
+            workers: self.workers.is_some(),
+            bidir: self.bidir.is_some(),
+            pages_per_packet: self.pages_per_packet.is_some(),
+            buffers: self.buffers.is_some(),
+            packet_size: self.packet_size.is_some(),
+        }
     }
 
     fn request(&self, _cluster: &Cluster) -> Result<(Collective, TensorSpec, usize, Knobs), String> {
-        let redop: RedOp = self.redop.as_deref().unwrap_or("sum").parse()?;
-        let kind = <Kind as clap::ValueEnum>::from_str(&self.op, false).ok().filter(|k| k.is_op());
-        let Some(collective) = kind.and_then(|k| k.collective(redop, self.root.unwrap_or(0))) else {
-            return Err(format!(
-                "unknown op '{}' (all-gather, reduce-scatter, all-reduce, all-to-all, broadcast, reduce, gather, scatter, send-recv, combine, all-combine)",
-                self.op
-            ));
-        };
+        let collective = self.op.collective(self.redop.unwrap_or(RedOp::Sum), self.root.unwrap_or(0));
         if self.redop.is_some() && collective.redop().is_none() {
             return Err(format!("redop does not apply to {}", collective.name()));
         }
@@ -331,11 +317,11 @@ impl WorkloadOp {
             .clone()
             .try_into()
             .map_err(|v: Vec<u64>| format!("shape needs 4 values w,z,y,x, got {}", v.len()))?;
-        let dtype: DType = self.dtype.as_deref().unwrap_or("bf16").parse()?;
+        let dtype = self.dtype.unwrap_or(DType::Bf16);
         let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| e.0)?;
         let d = Knobs::default();
-        let bidir: Option<Bidir> = self.bidir.as_deref().map(str::parse).transpose()?;
-        let memory: Memory = self.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory);
+        let bidir = self.bidir;
+        let memory = self.memory.unwrap_or(d.memory);
         let knobs = Knobs {
             links: self.num_links.or(d.links),
             workers: self.workers.or(d.workers),
@@ -352,7 +338,7 @@ impl WorkloadOp {
 
 impl CommSpec {
     fn communicators(&self, cluster: &Cluster) -> Result<Vec<Communicator>, String> {
-        let topology: Option<Topology> = self.topology.as_deref().map(str::parse).transpose()?;
+        let topology = self.topology;
         let chosen = [self.axis.is_some(), self.chips.is_some(), self.all == Some(true)];
         if chosen.iter().filter(|&&c| c).count() != 1 {
             return Err("comm needs exactly one of axis, chips or all: true".into());

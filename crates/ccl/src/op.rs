@@ -33,8 +33,23 @@ macro_rules! named {
                 f.write_str(self.as_str())
             }
         }
+        $crate::op::deserialize_by_name!($t);
     };
 }
+
+/// Reads a value from files (suites, workloads) by its [`FromStr`], so a file and a flag
+/// spell it alike and are refused with the same message.
+macro_rules! deserialize_by_name {
+    ($t:ty) => {
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use deserialize_by_name;
 
 /// How slices move around a ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,17 +78,43 @@ impl Stack {
     /// The stack tt-metal runs today, and meshsim's default: the fabric.
     pub const DEFAULT: Stack = Stack::Fabric;
 
-    /// Refuses knobs of the other stack: `edm_knobs` are the EDM-only knobs (workers,
-    /// bidirectional mode, pages per packet, buffers per channel), each with whether it was
-    /// given and its name as the caller spells it.
-    pub fn check_knobs(self, edm_knobs: &[(bool, &str)]) -> Result<(), String> {
-        match (self, edm_knobs.iter().find(|k| k.0)) {
-            (Stack::Fabric, Some((_, k))) => {
-                Err(format!("{k} applies to the edm stack, not the fabric (add --stack edm, or stack: edm)"))
-            }
-            _ => Ok(()),
-        }
+    /// Refuses knobs of the other stack, as the caller gave them (before any default or
+    /// selection): the one rule the CLI, suites and workloads apply.
+    pub fn check_given(self, collective: Collective, given: &Given) -> Result<(), String> {
+        let other = match self {
+            Stack::Fabric => [
+                (given.workers && collective.redop().is_none(), "workers"),
+                (given.bidir && !matches!(collective, Collective::Broadcast { .. }), "bidir"),
+                (given.pages_per_packet, "pages_per_packet"),
+                (given.buffers, "buffers"),
+            ]
+            .into_iter()
+            .find(|k| k.0)
+            .map(|(_, k)| {
+                format!("{k} applies to the edm stack, not the fabric (add --stack edm, or stack: edm)")
+            }),
+            Stack::Edm => given.packet_size.then(|| {
+                "packet_size applies to the fabric stack (the edm's is pages_per_packet)".to_owned()
+            }),
+        };
+        other.map_or(Ok(()), Err)
     }
+}
+
+/// Which stack-specific knobs a caller gave (flags, suite keys or workload keys), for
+/// [`Stack::check_given`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Given {
+    /// `workers`.
+    pub workers: bool,
+    /// `bidir`.
+    pub bidir: bool,
+    /// `pages_per_packet`.
+    pub pages_per_packet: bool,
+    /// `buffers`.
+    pub buffers: bool,
+    /// `packet_size`.
+    pub packet_size: bool,
 }
 
 /// An algorithm a caller or a selection tree names ([`crate::select`]); which ones a

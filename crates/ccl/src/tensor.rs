@@ -55,6 +55,8 @@ impl FromStr for DType {
     }
 }
 
+crate::op::deserialize_by_name!(DType);
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -229,6 +231,8 @@ impl FromStr for Memory {
         }
     }
 }
+
+crate::op::deserialize_by_name!(Memory);
 
 impl std::fmt::Display for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

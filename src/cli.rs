@@ -1,0 +1,630 @@
+//! The command line: every command and its flags, declared once. Flags several commands
+//! share are groups flattened into each ([`ParamsFile`], [`Output`], [`FaultArgs`]); values
+//! are parsed here into the library's types (an op is an [`OpKind`], a dtype a [`DType`]) and
+//! passed down typed.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use meshsim_bench::report;
+use meshsim_ccl::op::{Bidir, RedOp, Stack, Topology};
+use meshsim_ccl::tensor::{DType, Memory};
+use meshsim_hw::Params;
+
+use crate::scenario::parse_size;
+use crate::spec::OpKind;
+
+/// `--params FILE`: the model's parameters.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct ParamsFile {
+    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml (and instead
+    /// of a workload's or a suite scenario's own).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) params: Option<PathBuf>,
+}
+
+impl ParamsFile {
+    /// The parameters: the file's, or the built-in ones.
+    pub(crate) fn load(&self) -> anyhow::Result<Params> {
+        crate::load_params(self.params.as_deref())
+    }
+}
+
+/// `--format`: how a table is printed.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub(crate) struct Output {
+    /// Output format: text (an aligned table; nccl-tests' for sweep and merge), csv or json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// meshsim: a cycle-resolution simulator of Ethernet-linked Tenstorrent Wormhole meshes.
+#[derive(Parser)]
+#[command(name = "meshsim", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+    /// Run every simulation without the engine's exact shortcuts (one event per deferred
+    /// counter update): slower, and the same results — the shortcuts' check.
+    #[arg(long, global = true)]
+    pub(crate) exact: bool,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Print every model parameter with its value, unit and description.
+    Params {
+        #[command(flatten)]
+        model: ParamsFile,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Compare the model with every published measurement of the calibration set; exit 1 if a
+    /// point misses its tolerance.
+    Calibrate {
+        #[command(flatten)]
+        model: ParamsFile,
+        /// The TT-Fabric set instead: tt-metal's fabric bandwidth tests on a T3000 and its
+        /// one-hop latency on a Galaxy.
+        #[arg(long)]
+        fabric: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Run an Ethernet microbenchmark as a simulated program.
+    #[command(subcommand)]
+    Bench(Bench),
+    /// Run a CCL op (EDM and worker kernels) as a simulated program.
+    #[command(override_usage = "meshsim op <OP> --shape W,Z,Y,X [OPTIONS]")]
+    Op(OpArgs),
+    /// Sweep a CCL op over sizes, nccl-tests style: size, count, type, redop, root, time,
+    /// algbw, busbw.
+    Sweep(SweepArgs),
+    /// Rebuild a sweep's table, CSV, JSON or plot from the JSONL files of its runs (shards,
+    /// resumed runs); a point found twice counts once.
+    Merge {
+        /// The JSONL files written by `sweep --out`.
+        #[arg(required = true, value_name = "FILE.jsonl")]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        output: Output,
+        /// Also draw busbw against size to FILE.svg or FILE.png, one line per series.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
+    },
+    /// Run a workload: many ops on one machine, on communicators, with dependencies
+    /// (see docs/cli.md for the file format).
+    Run {
+        /// The workload file (YAML).
+        workload: PathBuf,
+        #[command(flatten)]
+        output: Output,
+        /// Also print the bytes and busy fraction of every link direction used, across all ops.
+        #[arg(long = "links")]
+        link_report: bool,
+        /// Write a Chrome / Perfetto trace-event JSON of the run to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Move real bytes and check every op's output (exit 1 on a mismatch).
+        #[arg(long)]
+        verify: bool,
+        #[command(flatten)]
+        model: ParamsFile,
+        /// A selection tree instead of the workload's (`select:`) or the embedded one.
+        #[arg(long, value_name = "FILE")]
+        select: Option<PathBuf>,
+        #[command(flatten)]
+        faults: FaultArgs,
+    },
+    /// Run the op-timing regression suites and compare every scenario's simulated time with its
+    /// committed baseline; exit 1 when one moved beyond its tolerance, has no baseline, or a
+    /// baseline has no scenario.
+    Regress {
+        /// A suite file, or a directory whose *.yaml files are suites. Baselines sit next to
+        /// them as <suite>.baseline [default: configs/regress of the working directory or its
+        /// nearest parent with one, else of the checkout meshsim was built from].
+        #[arg(long, value_name = "PATH")]
+        suite: Option<PathBuf>,
+        /// Rewrite the baselines with the times measured now (exit 0 unless a run failed).
+        #[arg(long)]
+        update: bool,
+        /// Run only the scenario named NAME.
+        #[arg(long, value_name = "NAME")]
+        scenario: Option<String>,
+        /// Write a Chrome / Perfetto trace of the --scenario run to FILE.
+        #[arg(long, value_name = "FILE", requires = "scenario")]
+        trace: Option<PathBuf>,
+        /// Run one scenario (--scenario, or the first) a second time and fail unless both runs
+        /// give the same event-log hash.
+        #[arg(long)]
+        check_determinism: bool,
+        /// Run every scenario a second time without the engine's shortcuts and fail unless
+        /// each gives the same times, per-chip times, link use and busiest resources to the
+        /// picosecond; prints how many events the shortcuts saved in each.
+        #[arg(long, conflicts_with = "exact")]
+        check_shortcuts: bool,
+        #[command(flatten)]
+        model: ParamsFile,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
+    Topo {
+        /// A cluster description file (tt-umd YAML) or a built-in name: n300, t3000, galaxy,
+        /// galaxy_torus.
+        cluster: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = TopoFormat::Text)]
+        format: TopoFormat,
+    },
+    /// Sweep the candidate algorithms and knobs of a collective over sizes and write the
+    /// selection tree that picks the fastest per size range (for --select).
+    Tune(crate::tune_cmd::TuneArgs),
+    /// For every chip pair: whether one can access the other's memory directly over the stack
+    /// (access), modify it atomically (atomics), the usable links between them and the hops.
+    Peers {
+        /// A cluster description file or a built-in name.
+        cluster: String,
+        /// The transport: fabric (routed: every connected chip) or edm (direct neighbours)
+        /// [default: fabric].
+        #[arg(long)]
+        stack: Option<Stack>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// The microbenchmarks.
+#[derive(Subcommand)]
+pub(crate) enum Bench {
+    /// Single-link round trip: send and echo over one link, payload and sync in one packet.
+    Latency {
+        #[command(flatten)]
+        common: BenchArgs,
+        /// Buffer slots the pings rotate over.
+        #[arg(long, default_value_t = 16)]
+        slots: u64,
+        /// Measured pings per point (after one unmeasured).
+        #[arg(long, default_value_t = 4)]
+        samples: u64,
+        /// Send payload and sync record separately, with the guide's ack/done flow control.
+        #[arg(long)]
+        unmerged: bool,
+    },
+    /// Raw ERISC bandwidth over one link, by packet size and slot count.
+    Bandwidth {
+        #[command(flatten)]
+        common: BenchArgs,
+        /// Buffer slots (channels) per direction [default: 16, or as many as fit the ERISC
+        /// kernel window at each size].
+        #[arg(long)]
+        slots: Option<u64>,
+        /// Packets sent per direction and point.
+        #[arg(long, default_value_t = 256)]
+        packets: u64,
+        /// Both directions at once (`gbps` is their sum, `gbps_per_direction` their mean).
+        #[arg(long)]
+        bidir: bool,
+        /// The receiver forwards every slot to a Tensix core over the NoC (a write tagged with a
+        /// transaction id) and acknowledges it once the write has left its L1.
+        #[arg(long)]
+        to_worker: bool,
+    },
+    /// The CCL guide's ring ping: receiver -> NoC -> sender -> next chip, first trip unmeasured.
+    Ring {
+        #[command(flatten)]
+        common: BenchArgs,
+        /// Hops around the ring (more hops than chips revisit chips over unused links).
+        #[arg(long, default_value_t = 8)]
+        hops: usize,
+        /// Measured trips per point (after one unmeasured).
+        #[arg(long, default_value_t = 4)]
+        samples: u64,
+        /// The walkthrough's kernels as written: payload and sync sent separately.
+        #[arg(long)]
+        unmerged: bool,
+        /// Program start skew: chip i starts i x this many ns after chip 0.
+        #[arg(long, default_value_t = 0, value_name = "NS")]
+        skew_ns: u64,
+    },
+    /// TT-Fabric bandwidth, as tt-metal's fabric test framework measures it (per link).
+    Fabric(FabricArgs),
+    /// TT-Fabric round-trip latency over one hop, as tt-metal's fabric latency test measures it.
+    FabricLatency(FabricLatencyArgs),
+}
+
+/// Arguments of `bench fabric-latency`.
+#[derive(clap::Args)]
+pub(crate) struct FabricLatencyArgs {
+    /// A cluster description file or a built-in name; the ping goes from the mesh's first chip
+    /// to the next one in its row.
+    #[arg(long, default_value = "galaxy")]
+    pub(crate) cluster: String,
+    /// The fabric: line (every row and column a line) or ring (the mesh's perimeter).
+    #[arg(long, value_enum, default_value_t = LatencyTopologyArg::Line)]
+    pub(crate) topology: LatencyTopologyArg,
+    /// How the receiving router writes each ping: write, or write then a semaphore increment.
+    #[arg(long, value_enum, default_value_t = NocSendArg::Write)]
+    pub(crate) noc_send: NocSendArg,
+    /// Payload bytes of a ping (K suffix: 1024).
+    #[arg(long, value_parser = parse_size, value_name = "B", default_value = "16")]
+    pub(crate) payload: u64,
+    /// Pings measured.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub(crate) samples: u64,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: Output,
+    /// Write a Chrome / Perfetto trace of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+}
+
+/// `bench fabric-latency --topology`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum LatencyTopologyArg {
+    /// The 1D line fabric.
+    Line,
+    /// The 1D ring fabric.
+    Ring,
+    /// The 2D mesh fabric.
+    Mesh,
+}
+
+/// Arguments of `bench fabric`.
+#[derive(clap::Args)]
+pub(crate) struct FabricArgs {
+    /// A cluster description file or a built-in name; chips are named by their row-major
+    /// position in its mesh.
+    #[arg(long, default_value = "t3000")]
+    pub(crate) cluster: String,
+    /// The test: who sends what to whom.
+    #[arg(long, value_enum)]
+    pub(crate) test: FabricTestArg,
+    /// How the receiving router writes each packet.
+    #[arg(long, value_enum, default_value_t = NocSendArg::Write)]
+    pub(crate) noc_send: NocSendArg,
+    /// Payload bytes per packet (K suffix: 1024).
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    pub(crate) packet_size: u64,
+    /// The router's maximum payload [default: 4352, or the packet size if larger].
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    pub(crate) max_packet_size: Option<u64>,
+    /// Routing planes (links) every sender is cloned onto.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) num_links: usize,
+    /// Packets per flow [default: the framework's, 20000 or 100000].
+    #[arg(long, value_name = "N")]
+    pub(crate) packets: Option<u64>,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: Output,
+    /// Write a Chrome / Perfetto trace of the run to FILE (give few --packets: every packet
+    /// is recorded).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+}
+
+/// `bench fabric --test`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum FabricTestArg {
+    /// Every chip unicasts one hop to each neighbour (1D neighbour-exchange fabric).
+    NeighborExchange,
+    /// The same on the 1D line fabric.
+    NeighborExchangeLinear,
+    /// Every chip multicasts to both ends of its row and its column.
+    LinearMulticast,
+    /// Every chip multicasts one way along its row and its column.
+    UnidirLinearMulticast,
+    /// Chip 0 alone unicasts to every chip of its row and to its column neighbour.
+    SingleSenderLinearUnicast,
+    /// Ring fabric: every chip multicasts round the perimeter ring both ways.
+    FullRingMulticast,
+    /// Ring fabric: every chip unicasts n - 1 hops both ways.
+    FullRingUnicast,
+    /// Ring fabric: every chip multicasts half the ring each way.
+    HalfRingMulticast,
+    /// 2D fabric: every chip multicasts along its row both ways, and down N/S trunks whose chips branch along their rows.
+    MeshMulticast,
+    /// 2D fabric: chip 0 alone unicasts to every other chip (N/S first, then E/W).
+    SingleSenderMeshUnicast,
+}
+
+/// `bench fabric --noc-send`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum NocSendArg {
+    /// The payload to one address.
+    Write,
+    /// The write, then a semaphore increment on the same core.
+    FusedAtomicInc,
+    /// The payload in two chunks to adjacent addresses.
+    ScatterWrite,
+}
+
+/// Arguments of `meshsim sweep`.
+#[derive(clap::Args)]
+pub(crate) struct SweepArgs {
+    /// The op.
+    #[arg(value_enum)]
+    pub(crate) op: OpKind,
+    /// Cluster description files or built-in names, comma-separated: one series each.
+    #[arg(long, value_delimiter = ',', default_value = "t3000")]
+    pub(crate) cluster: Vec<String>,
+    /// Smallest total size in bytes (K, M, G suffixes).
+    #[arg(short = 'b', long = "minbytes", default_value = "1K", value_parser = parse_size)]
+    pub(crate) min: u64,
+    /// Largest total size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size)]
+    pub(crate) max: u64,
+    /// Size factor between points.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub(crate) factor: u64,
+    /// Element types, comma-separated: one series each.
+    #[arg(long, value_delimiter = ',', default_value = "bfp8")]
+    pub(crate) dtype: Vec<DType>,
+    /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
+    #[arg(long)]
+    pub(crate) topology: Option<Topology>,
+    /// Links per hop, comma-separated: one series each [default: tt-metal's: on the fabric
+    /// the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
+    #[arg(long = "num-links", value_delimiter = ',')]
+    pub(crate) num_links: Vec<usize>,
+    /// Workers per link and direction, comma-separated: one series each. EDM: worker pairs,
+    /// each with an EDM channel (1-4) [default: 4, shrunk to fit the link's 8 channels].
+    /// Fabric reduce-scatter and all-reduce: workers behind a mux (1-8) [default: tt-metal's
+    /// by size].
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) workers: Option<Vec<usize>>,
+    /// Bidirectional mode (all-gather on a ring) [default: tt-metal's, split when a slice
+    /// is larger than twice the ERISC L1, full otherwise].
+    #[arg(long)]
+    pub(crate) bidir: Option<Bidir>,
+    /// Reduction of a reducing op: sum, max, min or prod [default: sum].
+    #[arg(long)]
+    pub(crate) redop: Option<RedOp>,
+    /// The root rank of a rooted op (broadcast, reduce, gather, scatter, combine)
+    /// [default: 0].
+    #[arg(long, value_name = "R")]
+    pub(crate) root: Option<usize>,
+    /// A selection tree (YAML) choosing algorithms and the knobs left unset [default: the
+    /// embedded one].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) select: Option<PathBuf>,
+    /// All-gather: also run every point in place and fill nccl-tests' in-place columns.
+    #[arg(long)]
+    pub(crate) in_place: bool,
+    /// Run on N chips forming the ring or line.
+    #[arg(long)]
+    pub(crate) chips: Option<usize>,
+    /// Run on these chips, in order.
+    #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
+    pub(crate) chip_ids: Option<Vec<u64>>,
+    /// Run on every column (0) or every row (1) of the mesh at once; each point's time is
+    /// the makespan.
+    #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub(crate) axis: Option<u8>,
+    /// The transport: fabric or edm [default: fabric].
+    #[arg(long)]
+    pub(crate) stack: Option<Stack>,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: Output,
+    /// Also draw busbw against size to FILE.svg or FILE.png, one line per series.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plot: Option<PathBuf>,
+    /// Append each point to FILE as it finishes, one JSON object per line (the JSON row
+    /// keys, and what `meshsim merge` needs).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub(crate) out: Option<PathBuf>,
+    /// Run only the points missing from FILE (a sweep's --out), appending them to it unless
+    /// --out names another file; the table shows every point.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub(crate) resume: Option<PathBuf>,
+    /// Run only every N-th point, starting at point I (from 0), in the sweep's order: one
+    /// shard of N; `meshsim merge` joins the shards' --out files.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub(crate) shard: Option<(usize, usize)>,
+    #[command(flatten)]
+    pub(crate) faults: FaultArgs,
+}
+
+/// Arguments of a CCL op.
+#[derive(clap::Args)]
+pub(crate) struct OpArgs {
+    /// The op.
+    #[arg(value_enum)]
+    pub(crate) op: OpKind,
+    /// A cluster description file or a built-in name.
+    #[arg(long, default_value = "t3000")]
+    pub(crate) cluster: String,
+    /// The tensor's shape, w,z,y,x: the gathered output of an all-gather or gather, the
+    /// reduced input of a reduce-scatter, all-reduce or reduce, the root's tensor of a
+    /// broadcast or scatter, the tensor sent by a send/receive.
+    #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
+    pub(crate) shape: Vec<u64>,
+    /// The reduction of a reducing op: sum, max, min or prod [default: sum].
+    #[arg(long)]
+    pub(crate) redop: Option<RedOp>,
+    /// The root rank of a broadcast, reduce, gather, scatter or combine: a rank of the
+    /// communicator (its position in --chip-ids, the ring or the line) [default: 0].
+    #[arg(long, value_name = "R")]
+    pub(crate) root: Option<usize>,
+    /// All-gather: leave each rank's own slice out of its output (LPF's exclude_myself).
+    #[arg(long)]
+    pub(crate) exclude_myself: bool,
+    /// All-gather: nccl-tests' in-place variant (each rank's slice already sits in its output).
+    #[arg(long, conflicts_with = "exclude_myself")]
+    pub(crate) in_place: bool,
+    /// A selection tree (YAML, MPICH Csel style) choosing algorithms and the knobs left unset
+    /// [default: the embedded configs/select/default.yaml].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) select: Option<PathBuf>,
+    /// The dimension gathered or scattered along (0..3).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) dim: usize,
+    /// Element type: bf16, bfp8, fp32, uint32.
+    #[arg(long, default_value = "bf16")]
+    pub(crate) dtype: DType,
+    /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
+    #[arg(long)]
+    pub(crate) topology: Option<Topology>,
+    /// Links per hop (reserved links are never used); tt-metal's num_links [default: tt-metal's:
+    /// on the fabric the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
+    #[arg(long = "num-links")]
+    pub(crate) num_links: Option<usize>,
+    /// Workers per link and direction. EDM: worker pairs, each with an EDM channel (1-4)
+    /// [default: 4, shrunk to fit the link's 8 channels]. Fabric reduce-scatter and all-reduce:
+    /// workers behind a mux on each router (1-8) [default: tt-metal's by size].
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+    /// Bidirectional mode on a ring [default: tt-metal's, split when a slice is larger than
+    /// twice the ERISC L1, full otherwise].
+    #[arg(long)]
+    pub(crate) bidir: Option<Bidir>,
+    /// Run on N chips forming the ring or line (a mesh row or column first).
+    #[arg(long)]
+    pub(crate) chips: Option<usize>,
+    /// Run on these chips, in order.
+    #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
+    pub(crate) chip_ids: Option<Vec<u64>>,
+    /// Run on every column (0: groups of R chips of topo's R x C) or every row (1: groups of C
+    /// chips) of the mesh at once, as ttnn's cluster_axis.
+    #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub(crate) axis: Option<u8>,
+    /// Pages per EDM packet [default: as many as the EDM buffer holds].
+    #[arg(long)]
+    pub(crate) pages_per_packet: Option<u64>,
+    /// EDM buffers per channel [default: 2] (edm stack).
+    #[arg(long)]
+    pub(crate) buffers: Option<u64>,
+    /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1).
+    #[arg(long, default_value = "dram")]
+    pub(crate) memory: Memory,
+    /// Move real bytes and check every chip's output (exit 1 on a mismatch).
+    #[arg(long)]
+    pub(crate) verify: bool,
+    /// The transport: fabric (persistent TT-Fabric routers, what tt-metal runs) or edm (the
+    /// ERISC Data Mover launched per op) [default: fabric].
+    #[arg(long)]
+    pub(crate) stack: Option<Stack>,
+    /// The fabric routers' packet payload in bytes [default: 4352, tt-metal's] (fabric stack;
+    /// at most 7616 on Wormhole).
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    pub(crate) packet_size: Option<u64>,
+    /// Program start skew: the k-th chip starts k x this many ns after the first.
+    #[arg(long, default_value_t = 0, value_name = "NS")]
+    pub(crate) skew_ns: u64,
+    #[command(flatten)]
+    pub(crate) faults: FaultArgs,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: Output,
+    /// Also print the bytes and busy fraction of every link direction used, the bottleneck
+    /// link and the critical path's stages.
+    #[arg(long = "links")]
+    pub(crate) link_report: bool,
+    /// Write a Chrome / Perfetto trace-event JSON of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+    /// Run twice and fail (exit 1) unless both runs give the same event-log hash.
+    #[arg(long)]
+    pub(crate) check_determinism: bool,
+}
+
+/// Arguments every benchmark takes.
+#[derive(clap::Args)]
+pub(crate) struct BenchArgs {
+    /// A cluster description file or a built-in name (n300, t3000, galaxy, galaxy_torus)
+    /// [default: n300; t3000 for ring, whose ping needs a link per hop].
+    #[arg(long)]
+    pub(crate) cluster: Option<String>,
+    /// Payload sizes in bytes, comma-separated; K and M suffixes are powers of 1024.
+    #[arg(long, value_delimiter = ',', default_value = "16,128,256,512,1K,2K,4K,8K", value_parser = parse_size)]
+    pub(crate) sizes: Vec<u64>,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: Output,
+    /// Also draw the sweep to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plot: Option<PathBuf>,
+    /// Write a Chrome / Perfetto trace of the run to FILE (needs exactly one --sizes value).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+}
+
+/// Output formats of tables.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum Format {
+    /// An aligned text table.
+    Text,
+    /// Comma-separated values.
+    Csv,
+    /// JSON.
+    Json,
+}
+
+impl From<Format> for report::Format {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Text => report::Format::Text,
+            Format::Csv => report::Format::Csv,
+            Format::Json => report::Format::Json,
+        }
+    }
+}
+
+/// Output formats of `meshsim topo`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum TopoFormat {
+    /// A human summary.
+    Text,
+    /// One JSON object.
+    Json,
+    /// A Graphviz graph, one edge per chip pair labelled with its link count.
+    Dot,
+}
+
+/// Fault injection flags of `op`, `sweep` and `run`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct FaultArgs {
+    /// Inject a fault (repeatable): link-down:CHIP:CHAN@TIME_US,
+    /// link-degrade:CHIP:CHAN:RATE_FACTOR[:EXTRA_LATENCY_NS], link-flap:CHIP:CHAN@TIME_US:DOWN_US,
+    /// straggler:CHIP:DELAY_US (CHIP as in the cluster description; times from the run's start).
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub(crate) faults: Vec<String>,
+    /// Also inject K faults drawn deterministically from --fault-seed.
+    #[arg(long, value_name = "K")]
+    pub(crate) random_faults: Option<usize>,
+    /// The seed of --random-faults [default: 0].
+    #[arg(long, value_name = "N")]
+    pub(crate) fault_seed: Option<u64>,
+}
+
+impl FaultArgs {
+    /// As scenarios and workloads hold them.
+    pub(crate) fn knobs(&self) -> crate::spec::FaultKnobs {
+        crate::spec::FaultKnobs {
+            faults: self.faults.clone(),
+            random_faults: self.random_faults,
+            fault_seed: self.fault_seed,
+        }
+    }
+}
+
+/// `--shard I/N`: shard I (from 0) of N.
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (i, n) = s.split_once('/').ok_or_else(|| format!("'{s}' is not I/N (such as 0/4)"))?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| format!("'{s}': shard '{i}' is not a number"))?,
+        n.trim().parse().map_err(|_| format!("'{s}': shard count '{n}' is not a number"))?,
+    );
+    if n == 0 || i >= n {
+        return Err(format!("'{s}': the shard must be 0 to N-1 of N >= 1"));
+    }
+    Ok((i, n))
+}
