@@ -66,9 +66,17 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             eprintln!("meshsim: {e}");
-            if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            exit_code(&e)
         }
     }
+}
+
+/// The exit code an error's type says: 2 for bad input (the user's, or a request the library
+/// refused), 1 for a simulation that failed or broke a protocol, and for anything else.
+fn exit_code(e: &anyhow::Error) -> ExitCode {
+    let bad = e.downcast_ref::<BadInput>().is_some()
+        || e.downcast_ref::<meshsim_ccl::op::CclError>().is_some_and(|c| c.is_bad_input());
+    if bad { ExitCode::from(2) } else { ExitCode::FAILURE }
 }
 
 /// Parses the command line. Every command takes negative numbers as values, so `--dim -1` is

@@ -255,6 +255,7 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
 fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<scenario::Outcome> {
     sc.run(Path::new("."), Some(params), trace).map_err(|e| match e {
         RunError::Bad(m) => BadInput(m).into(),
+        RunError::Sim(e) => anyhow::Error::new(e),
         RunError::Failed(m) => anyhow::anyhow!(m),
     })
 }

@@ -267,7 +267,7 @@ pub fn run_all(
                     suites[i].scenarios[j].name
                 ));
             }
-            Err(RunError::Failed(m)) => Err(m),
+            Err(e @ (RunError::Sim(_) | RunError::Failed(_))) => Err(e.to_string()),
         });
     }
     Ok(out)

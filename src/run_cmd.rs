@@ -31,15 +31,11 @@ pub(crate) fn run_workload(
         w.faults.fault_seed = extra.fault_seed;
     }
     if let Some(path) = select.or_else(|| w.select_path()) {
-        w.select = Some(crate::scenario::load_select(&path).map_err(|e| match e {
-            crate::scenario::RunError::Bad(m) | crate::scenario::RunError::Failed(m) => BadInput(m),
-        })?);
+        w.select = Some(crate::scenario::load_select(&path).map_err(BadInput)?);
     }
     let cluster = load_cluster(&w.cluster_spec())?;
     let params = load_params(params.or_else(|| w.params_path()).as_deref())?;
-    let done = w.run(&cluster, &params, verify, trace.is_some()).map_err(|e| {
-        if e.is_bad_input() { anyhow::Error::new(BadInput(e.to_string())) } else { anyhow::anyhow!("{e}") }
-    })?;
+    let done = w.run(&cluster, &params, verify, trace.is_some())?;
     let run = &done;
     if let (Some(path), Some(t)) = (trace, &run.trace) {
         write_trace(path, t, &cluster)?;

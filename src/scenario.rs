@@ -196,12 +196,15 @@ pub struct OpDone {
     pub topology: Topology,
 }
 
-/// Why a scenario could not run: bad input (exit 2) or a failed simulation.
+/// Why a scenario could not run: bad input (exit 2), or a simulation that failed (exit 1)
+/// — an op's as the library's typed error, a microbenchmark's as its message.
 #[derive(Debug)]
 pub enum RunError {
     /// The scenario's arguments are wrong.
     Bad(String),
-    /// The simulation failed.
+    /// An op's simulation failed or broke a protocol.
+    Sim(meshsim_ccl::op::CclError),
+    /// A microbenchmark's simulation failed.
     Failed(String),
 }
 
@@ -209,13 +212,14 @@ impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RunError::Bad(m) | RunError::Failed(m) => f.write_str(m),
+            RunError::Sim(e) => e.fmt(f),
         }
     }
 }
 
-/// A library error as a scenario error: bad input, or a failed simulation.
+/// A library error as a scenario error: bad input, or the failed simulation itself.
 pub fn ccl_error(e: meshsim_ccl::op::CclError) -> RunError {
-    if e.is_bad_input() { RunError::Bad(e.to_string()) } else { RunError::Failed(e.to_string()) }
+    if e.is_bad_input() { RunError::Bad(e.to_string()) } else { RunError::Sim(e) }
 }
 
 /// Whether two runs of one scenario were the same run — equal event counts, event-log hashes
@@ -258,15 +262,14 @@ pub fn load_cluster(spec: &str) -> Result<Cluster, RunError> {
     builtin::cluster(spec).map_err(|e| RunError::Bad(e.to_string()))
 }
 
-/// Loads a parameter file, or the built-in parameters.
 /// Reads a selection tree (`--select`); a malformed one is bad input naming the file and node.
-pub fn load_select(path: &Path) -> Result<meshsim_ccl::select::Select, RunError> {
+pub fn load_select(path: &Path) -> Result<meshsim_ccl::select::Select, String> {
     let here = path.display();
-    let text =
-        meshsim_topology::input::read_input_text(path).map_err(|e| RunError::Bad(format!("{here}: {e}")))?;
-    meshsim_ccl::select::Select::parse(&text).map_err(|e| RunError::Bad(format!("{here}: {e}")))
+    let text = meshsim_topology::input::read_input_text(path).map_err(|e| format!("{here}: {e}"))?;
+    meshsim_ccl::select::Select::parse(&text).map_err(|e| format!("{here}: {e}"))
 }
 
+/// Loads a parameter file, or the built-in parameters.
 pub fn load_params(path: Option<&Path>) -> Result<Params, RunError> {
     match path {
         None => Ok(Params::default()),
@@ -434,7 +437,7 @@ impl Scenario {
         let mut session = Session::new(&cluster, params);
         session.set_stack(stack);
         if let Some(path) = &self.select {
-            session.set_select(load_select(&base.join(path))?);
+            session.set_select(load_select(&base.join(path)).map_err(RunError::Bad)?);
         }
         session.set_verify(self.verify.unwrap_or(false));
         session.set_trace(trace);

@@ -243,9 +243,7 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         stack: a.stack.unwrap_or(Stack::DEFAULT),
         redop: a.redop,
         root: a.root,
-        select: a.select.as_deref().map(crate::scenario::load_select).transpose().map_err(|e| match e {
-            crate::scenario::RunError::Bad(m) | crate::scenario::RunError::Failed(m) => BadInput(m),
-        })?,
+        select: a.select.as_deref().map(crate::scenario::load_select).transpose().map_err(BadInput)?,
         in_place: a.in_place,
         chips: a.chips,
         chip_ids: a.chip_ids,

@@ -92,9 +92,7 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
         Communicator::choose(&cluster, topology, a.chips, a.chip_ids.as_deref()).map_err(|e| bad(e.0))?;
     let dtype = a.dtype;
     let base = match &a.select {
-        Some(p) => load_select(p).map_err(|e| match e {
-            crate::scenario::RunError::Bad(m) | crate::scenario::RunError::Failed(m) => bad(m),
-        })?,
+        Some(p) => load_select(p).map_err(bad)?,
         None => Select::default_tree(),
     };
     let sizes = meshsim_ccl::sweep::sizes(a.min, a.max, a.factor).map_err(|e| bad(e.0))?;

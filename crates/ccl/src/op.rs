@@ -470,20 +470,59 @@ pub const DEFAULT_WORKERS: usize = 4;
 #[error("{0}")]
 pub struct OpError(pub String);
 
-/// Why the library could not give a result.
+/// Why the library could not give a result. A failed simulation carries the engine's report
+/// and a broken protocol its hazard, as values (never flattened to text), with the faults that
+/// were in force; the command line picks its exit code from the variant.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum CclError {
     /// The request is wrong: arguments, communicators, resources that do not fit (exit 2).
     #[error("{0}")]
     Invalid(String),
-    /// The simulation did not complete: a deadlock or a time limit, with the engine's report
-    /// naming the stalled kernels (exit 1).
-    #[error("simulation failed: {0}")]
-    Simulation(String),
-    /// The simulation completed but broke a protocol, such as a packet landing after its
-    /// kernels finished (exit 1).
-    #[error("protocol error: {0}")]
-    Protocol(String),
+    /// The simulation did not complete: a deadlock naming the stalled kernels, a time limit,
+    /// or a kernel that failed (exit 1).
+    #[error("simulation failed: {error}{}", injected(faults))]
+    Simulation {
+        /// The engine's report.
+        error: meshsim_engine::SimError,
+        /// The faults in force, as their specs (`link-down:0:6@20`).
+        faults: Vec<String>,
+    },
+    /// The simulation completed but broke a protocol (exit 1).
+    #[error("protocol error: {hazard}{}", injected(faults))]
+    Protocol {
+        /// What the hardware recorded.
+        hazard: Hazard,
+        /// The faults in force, as their specs.
+        faults: Vec<String>,
+    },
+}
+
+/// `; faults injected: a, b` when faults were in force.
+fn injected(faults: &[String]) -> String {
+    if faults.is_empty() { String::new() } else { format!("; faults injected: {}", faults.join(", ")) }
+}
+
+/// A protocol hazard a completed run recorded, with the chip's id as its cluster names it.
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+pub enum Hazard {
+    /// An Ethernet packet landed on a core whose kernels had all finished (a teardown bug of
+    /// the transport).
+    #[error("a packet landed on chip {chip} eth{} at {:#x} ({}) after its kernels finished", .landing.chan, .landing.addr, .landing.at)]
+    LateLanding {
+        /// The chip's id.
+        chip: u64,
+        /// Where and when.
+        landing: meshsim_hw::world::LateLanding,
+    },
+    /// An atomic decrement took a semaphore below zero (a credit or count returned more often
+    /// than it was taken).
+    #[error("a semaphore went negative: chip {chip} core ({}, {}) at {:#x} became {} at {}", .semaphore.core.x, .semaphore.core.y, .semaphore.addr, .semaphore.value, .semaphore.at)]
+    NegativeSemaphore {
+        /// The chip's id.
+        chip: u64,
+        /// Which, what value and when.
+        semaphore: meshsim_hw::NegativeSemaphore,
+    },
 }
 
 impl CclError {

@@ -29,7 +29,7 @@ pub use crate::request::{Limits, OpHandle, OpRequest, OpResult, SessionRun, Stre
 pub use crate::stacks::{MAX_WORKERS, default_links};
 pub use crate::verify::{gather_page, reduce_page};
 
-use crate::op::{Bidir, CclError, Collective, Knobs, OpError, Stack, Topology};
+use crate::op::{Bidir, CclError, Collective, Hazard, Knobs, OpError, Stack, Topology};
 use crate::phase::Phase;
 use crate::plan::{self, Plan};
 use crate::select::{Algorithm, Select};
@@ -419,7 +419,7 @@ impl<'c> Session<'c> {
         let start_of = self.start_of();
         let stats = m
             .launch(std::mem::take(&mut lowered.programs), &start_of)
-            .map_err(|e| CclError::Simulation(e.to_string()))?;
+            .map_err(|error| CclError::Simulation { error, faults: Vec::new() })?;
         no_late_landing(&m, self.cluster, &lowered.late_credits)?;
         no_negative_semaphore(&m, self.cluster)?;
         let times = times.borrow();
@@ -514,8 +514,8 @@ fn with_faults(faults: &[crate::fault::Fault], e: CclError) -> CclError {
     }
     let list: Vec<String> = faults.iter().map(ToString::to_string).collect();
     match e {
-        CclError::Simulation(m) => CclError::Simulation(format!("{m}; faults injected: {}", list.join(", "))),
-        CclError::Protocol(m) => CclError::Protocol(format!("{m}; faults injected: {}", list.join(", "))),
+        CclError::Simulation { error, .. } => CclError::Simulation { error, faults: list },
+        CclError::Protocol { hazard, .. } => CclError::Protocol { hazard, faults: list },
         other => other,
     }
 }
@@ -526,13 +526,10 @@ fn with_faults(faults: &[crate::fault::Fault], e: CclError) -> CclError {
 fn no_late_landing(m: &Machine, cluster: &Cluster, credits: &[u64]) -> Result<(), CclError> {
     match m.late_landings().iter().find(|l| !credits.contains(&l.addr)) {
         None => Ok(()),
-        Some(late) => Err(CclError::Protocol(format!(
-            "a packet landed on chip {} eth{} at {:#x} ({}) after its kernels finished",
-            cluster.chip(late.chip).id,
-            late.chan,
-            late.addr,
-            late.at
-        ))),
+        Some(&landing) => Err(CclError::Protocol {
+            hazard: Hazard::LateLanding { chip: cluster.chip(landing.chip).id, landing },
+            faults: Vec::new(),
+        }),
     }
 }
 
@@ -541,15 +538,10 @@ fn no_late_landing(m: &Machine, cluster: &Cluster, credits: &[u64]) -> Result<()
 pub(crate) fn no_negative_semaphore(m: &Machine, cluster: &Cluster) -> Result<(), CclError> {
     match m.negative_semaphores().first() {
         None => Ok(()),
-        Some(neg) => Err(CclError::Protocol(format!(
-            "a semaphore went negative: chip {} core ({}, {}) at {:#x} became {} at {}",
-            cluster.chip(neg.chip).id,
-            neg.core.x,
-            neg.core.y,
-            neg.addr,
-            neg.value,
-            neg.at
-        ))),
+        Some(&semaphore) => Err(CclError::Protocol {
+            hazard: Hazard::NegativeSemaphore { chip: cluster.chip(semaphore.chip).id, semaphore },
+            faults: Vec::new(),
+        }),
     }
 }
 

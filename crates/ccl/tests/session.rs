@@ -341,3 +341,32 @@ fn ops_that_follow_each_other_reuse_the_links_channels() {
         .unwrap();
     assert!(s.run().unwrap().ops.iter().all(|o| o.workers == 2));
 }
+
+/// A link that goes down for good mid-run deadlocks both stacks: the library returns the
+/// engine's report as a value (the stalled kernels, each named by chip and core) with the
+/// fault in force, not a message to search.
+#[test]
+fn a_link_down_for_good_is_a_deadlock_value_naming_the_stalled_kernels_and_the_fault() {
+    let t = builtin::cluster("t3000").unwrap();
+    for stack in [Stack::Edm, Stack::Fabric] {
+        let mut s = Session::new(&t, &Params::default());
+        s.set_stack(stack);
+        s.add_fault("link-down:0:6@20".parse().unwrap()).unwrap();
+        let comm = Communicator::world(&t, Topology::Ring, None).unwrap();
+        let req =
+            OpRequest::new("ag", comm, Collective::AllGather, tensor([1, 1, 256, 4096], DType::Bf16), 3);
+        s.submit(req).unwrap();
+        match s.run() {
+            Err(CclError::Simulation {
+                error: meshsim_engine::SimError::Deadlock { at, stalled },
+                faults,
+            }) => {
+                assert!(at > Time::from_ns(20_000), "{stack}: deadlocked at {at}, before the fault");
+                assert!(!stalled.is_empty(), "{stack}");
+                assert!(stalled.iter().all(|k| k.task.starts_with("chip")), "{stack}: {stalled:?}");
+                assert_eq!(faults, ["link-down:0:6@20"], "{stack}");
+            }
+            other => panic!("{stack}: expected a deadlock, got {other:?}"),
+        }
+    }
+}

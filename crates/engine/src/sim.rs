@@ -866,8 +866,9 @@ impl fmt::Display for Stalled {
     }
 }
 
-/// Why a run did not complete.
-#[derive(Debug, Error)]
+/// Why a run did not complete: a value callers match on (the stalled tasks, the limit, the
+/// failed task), carried up to the command line.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum SimError {
     /// Events ran out while tasks still wait.
     #[error("deadlock at {at}: {} stalled: {}", stalled.len(), list(stalled))]
@@ -892,8 +893,8 @@ pub enum SimError {
         at: Time,
         /// The task's name.
         task: String,
-        /// What it returned.
-        error: TaskError,
+        /// What it returned, as its message.
+        error: String,
     },
 }
 
@@ -1068,7 +1069,9 @@ impl<W: World> Sim<W> {
                 self.futures[task.0 as usize] = None;
                 Ok(())
             }
-            Poll::Ready(Err(error)) => Err(SimError::Task { at: s.now, task: meta.name.clone(), error }),
+            Poll::Ready(Err(error)) => {
+                Err(SimError::Task { at: s.now, task: meta.name.clone(), error: error.to_string() })
+            }
         }
     }
 }
