@@ -159,7 +159,7 @@ pub(crate) enum Command {
     },
     /// Sweep the candidate algorithms and knobs of a collective over sizes and write the
     /// selection tree that picks the fastest per size range (for --select).
-    Tune(crate::tune_cmd::TuneArgs),
+    Tune(TuneArgs),
     /// For every chip pair: whether one can access the other's memory directly over the stack
     /// (access), modify it atomically (atomics), the usable links between them and the hops.
     Peers {
@@ -533,6 +533,60 @@ pub(crate) struct OpArgs {
     /// Run twice and fail (exit 1) unless both runs give the same event-log hash.
     #[arg(long)]
     pub(crate) check_determinism: bool,
+}
+
+/// `meshsim tune`'s arguments.
+#[derive(clap::Args)]
+pub(crate) struct TuneArgs {
+    /// The collective.
+    #[arg(value_enum)]
+    pub(crate) op: OpKind,
+    /// A cluster description file or a built-in name.
+    #[arg(long, default_value = "t3000")]
+    pub(crate) cluster: String,
+    /// Run on N chips forming the ring or line.
+    #[arg(long)]
+    pub(crate) chips: Option<usize>,
+    /// Run on these chips, in order.
+    #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
+    pub(crate) chip_ids: Option<Vec<u64>>,
+    /// Ring or line [default: ring].
+    #[arg(long)]
+    pub(crate) topology: Option<Topology>,
+    /// The transport: fabric or edm [default: fabric].
+    #[arg(long)]
+    pub(crate) stack: Option<Stack>,
+    /// Element type.
+    #[arg(long, default_value = "bfp8")]
+    pub(crate) dtype: DType,
+    /// Reduction of a reducing op [default: sum].
+    #[arg(long)]
+    pub(crate) redop: Option<RedOp>,
+    /// Root rank of a rooted op [default: 0].
+    #[arg(long, value_name = "R")]
+    pub(crate) root: Option<usize>,
+    /// Smallest size in bytes (K, M, G suffixes), nccl-tests' convention as `sweep`'s.
+    #[arg(short = 'b', long = "minbytes", default_value = "16K", value_parser = parse_size)]
+    pub(crate) min: u64,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "16M", value_parser = parse_size)]
+    pub(crate) max: u64,
+    /// Size factor between points.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    pub(crate) factor: u64,
+    /// The tree to tune from [default: the embedded one]: its choices are candidates, and the
+    /// other collectives keep it.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) select: Option<PathBuf>,
+    /// Write the tuned tree to FILE (and print what each size measured); without it the tree
+    /// goes to stdout and the measurements to stderr.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) out: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    /// The measurements' format.
+    #[command(flatten)]
+    pub(crate) output: Output,
 }
 
 /// Arguments every benchmark takes.

@@ -1,7 +1,6 @@
 //! `meshsim tune`: the fastest algorithm and knobs of one collective per size range, written as
 //! a selection tree that `--select` then uses.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use meshsim_ccl::comm::Communicator;
@@ -9,66 +8,11 @@ use meshsim_ccl::op::{Stack, Topology};
 use meshsim_ccl::select::Select;
 use meshsim_ccl::tune::{self, TuneSpec};
 
-use crate::cli::{Output, ParamsFile};
+use crate::cli::TuneArgs;
 use crate::out::out;
-use crate::scenario::{OpKind, load_select, parse_size};
+use crate::scenario::load_select;
 use crate::{BadInput, load_cluster};
 use meshsim_ccl::op::RedOp;
-use meshsim_ccl::tensor::DType;
-
-/// `meshsim tune`'s arguments.
-#[derive(clap::Args)]
-pub(crate) struct TuneArgs {
-    /// The collective.
-    #[arg(value_enum)]
-    op: OpKind,
-    /// A cluster description file or a built-in name.
-    #[arg(long, default_value = "t3000")]
-    cluster: String,
-    /// Run on N chips forming the ring or line.
-    #[arg(long)]
-    chips: Option<usize>,
-    /// Run on these chips, in order.
-    #[arg(long, value_delimiter = ',', conflicts_with = "chips")]
-    chip_ids: Option<Vec<u64>>,
-    /// Ring or line [default: ring].
-    #[arg(long)]
-    topology: Option<Topology>,
-    /// The transport: fabric or edm [default: fabric].
-    #[arg(long)]
-    stack: Option<Stack>,
-    /// Element type.
-    #[arg(long, default_value = "bfp8")]
-    dtype: DType,
-    /// Reduction of a reducing op [default: sum].
-    #[arg(long)]
-    redop: Option<RedOp>,
-    /// Root rank of a rooted op [default: 0].
-    #[arg(long, value_name = "R")]
-    root: Option<usize>,
-    /// Smallest size in bytes (K, M, G suffixes), nccl-tests' convention as `sweep`'s.
-    #[arg(short = 'b', long = "minbytes", default_value = "16K", value_parser = parse_size)]
-    min: u64,
-    /// Largest size in bytes.
-    #[arg(short = 'e', long = "maxbytes", default_value = "16M", value_parser = parse_size)]
-    max: u64,
-    /// Size factor between points.
-    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
-    factor: u64,
-    /// The tree to tune from [default: the embedded one]: its choices are candidates, and the
-    /// other collectives keep it.
-    #[arg(long, value_name = "FILE")]
-    select: Option<PathBuf>,
-    /// Write the tuned tree to FILE (and print what each size measured); without it the tree
-    /// goes to stdout and the measurements to stderr.
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
-    #[command(flatten)]
-    model: ParamsFile,
-    /// The measurements' format.
-    #[command(flatten)]
-    output: Output,
-}
 
 pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let bad = |m: String| anyhow::Error::new(BadInput(m));

@@ -8,8 +8,11 @@
 //! - [`op`]: collectives, reductions, the knobs every op shares, typed errors, an op's result;
 //! - [`comm`]: communicators (ranks mapped to chips, ring or line);
 //! - [`plan`]: algorithms as pure data (which slice moves where, in which order);
-//! - [`session`]: one machine, many ops with dependencies, lowered onto the EDM by one generic
-//!   sender and one generic receiver kernel;
+//! - [`session`]: one machine, many ops with dependencies, placed and lowered through a
+//!   [`transport`] (the fabric's or the EDM's, see [`stacks`]), launched and measured in one
+//!   place;
+//! - [`transport`]: the seam a stack implements: what it accepts, how it lowers placed phases
+//!   onto a machine, what it reports;
 //! - [`allgather`], [`reducescatter`]: the one-op case of a session;
 //! - [`group`]: choosing the chips of an op;
 //! - [`sweep`]: nccl-tests-style size sweeps;
@@ -25,6 +28,7 @@ pub mod edm;
 pub mod fabric;
 pub mod fault;
 pub mod group;
+mod named;
 pub mod op;
 pub mod peers;
 pub mod phase;

@@ -3,53 +3,13 @@
 //! result.
 
 use std::fmt;
-use std::str::FromStr;
 
 use meshsim_engine::{Stats, Time};
 use meshsim_topology::ChipIdx;
 
 use crate::tensor::Memory;
 
-/// Parses and names a small closed set of values, so the CLI, suites and workloads agree.
-macro_rules! named {
-    ($t:ident, $what:literal, $($v:ident => $s:literal),+ $(,)?) => {
-        impl $t {
-            /// The name used on the command line and in files.
-            pub fn as_str(self) -> &'static str {
-                match self { $($t::$v => $s),+ }
-            }
-        }
-        impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($s => Ok($t::$v),)+
-                    _ => Err(format!(concat!("unknown ", $what, " '{}' ({})"), s, [$($s),+].join(", "))),
-                }
-            }
-        }
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        $crate::op::deserialize_by_name!($t);
-    };
-}
-
-/// Reads a value from files (suites, workloads) by its [`FromStr`], so a file and a flag
-/// spell it alike and are refused with the same message.
-macro_rules! deserialize_by_name {
-    ($t:ty) => {
-        impl<'de> serde::Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-pub(crate) use deserialize_by_name;
+use crate::named::named;
 
 /// How slices move around a ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

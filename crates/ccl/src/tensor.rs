@@ -55,7 +55,7 @@ impl FromStr for DType {
     }
 }
 
-crate::op::deserialize_by_name!(DType);
+crate::named::deserialize_by_name!(DType);
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -232,7 +232,7 @@ impl FromStr for Memory {
     }
 }
 
-crate::op::deserialize_by_name!(Memory);
+crate::named::deserialize_by_name!(Memory);
 
 impl std::fmt::Display for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -28,12 +28,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use thiserror::Error;
-
 use crate::deferred::{Deferred, Key, Pending};
 use crate::memory::{Cond, MemError, MemSpace, Memory};
 use crate::queue::EventQueue;
 use crate::time::Time;
+
+mod report;
+mod wait;
+
+use report::stalled;
+pub use report::{SimError, Stall, Stalled};
+pub use wait::{Delay, WaitAny, WaitSignal, WaitWord};
 
 /// The model the engine drives: it receives the events it scheduled for itself.
 ///
@@ -705,203 +710,6 @@ impl<W: World> Ctx<W> {
     }
 }
 
-/// Future of [`Ctx::delay`] and [`Ctx::yield_now`].
-pub struct Delay<W: World> {
-    ctx: Ctx<W>,
-    span: Time,
-    /// Wait even for a zero span (`yield_now`).
-    always: bool,
-    armed: bool,
-}
-
-impl<W: World> Future for Delay<W> {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        // A task is only polled again by its own wake-up, so an armed delay has elapsed.
-        if self.armed || (self.span == Time::ZERO && !self.always) {
-            return Poll::Ready(());
-        }
-        let mut s = self.ctx.sched();
-        let at = s.now + self.span;
-        let task = s.set_wait(Wait::Delay);
-        s.queue.push(at, Action::Wake(task));
-        drop(s);
-        self.armed = true;
-        Poll::Pending
-    }
-}
-
-/// Future of [`Ctx::wait_word`].
-pub struct WaitWord<W: World> {
-    ctx: Ctx<W>,
-    space: MemSpace,
-    addr: u64,
-    cond: Cond,
-}
-
-impl<W: World> Future for WaitWord<W> {
-    type Output = Result<u32, MemError>;
-    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut s = self.ctx.sched();
-        let value = match s.read_u32(self.space, self.addr) {
-            Ok(v) => v,
-            Err(e) => return Poll::Ready(Err(e)),
-        };
-        if self.cond.holds(value) {
-            return Poll::Ready(Ok(value));
-        }
-        s.add_watch(self.space, self.addr, self.cond);
-        Poll::Pending
-    }
-}
-
-/// Future of [`Ctx::wait_any`].
-pub struct WaitAny<W: World> {
-    ctx: Ctx<W>,
-    /// Shared with the task's recorded wait, so registering it allocates nothing.
-    words: Rc<[(MemSpace, u64, Cond)]>,
-}
-
-impl<W: World> Future for WaitAny<W> {
-    type Output = Result<usize, MemError>;
-    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut s = self.ctx.sched();
-        for (i, &(space, addr, cond)) in self.words.iter().enumerate() {
-            match s.read_u32(space, addr) {
-                Ok(v) if cond.holds(v) => return Poll::Ready(Ok(i)),
-                Ok(_) => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
-        assert!(!self.words.is_empty(), "wait_any needs at least one word");
-        let task = s.set_wait(Wait::AnyWord(Rc::clone(&self.words)));
-        for &(space, addr, cond) in self.words.iter() {
-            s.push_watch(task, space, addr, cond);
-        }
-        Poll::Pending
-    }
-}
-
-/// Future of [`Ctx::wait_signal`].
-pub struct WaitSignal<W: World> {
-    ctx: Ctx<W>,
-    signal: SignalId,
-    seen: Option<u64>,
-}
-
-impl<W: World> Future for WaitSignal<W> {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.ctx.sched();
-        let count = s.signals[self.signal.0 as usize].count;
-        match self.seen {
-            Some(seen) if count > seen => Poll::Ready(()),
-            _ => {
-                let task = s.set_wait(Wait::Signal(self.signal));
-                s.signals[self.signal.0 as usize].waiters.push(task);
-                drop(s);
-                self.seen.get_or_insert(count);
-                Poll::Pending
-            }
-        }
-    }
-}
-
-/// What a stalled task waits for, resolved to names and current values for the report.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stall {
-    /// A memory word that never came to satisfy the condition.
-    Word {
-        /// Name of the memory space.
-        space: String,
-        /// The word's label, if it was given one.
-        label: Option<String>,
-        /// Address of the word.
-        addr: u64,
-        /// The condition waited for.
-        cond: Cond,
-        /// The word's value when the run stopped.
-        current: u32,
-    },
-    /// Several words, none of which came to satisfy its condition.
-    AnyOf(Vec<Stall>),
-    /// A signal that was never raised again.
-    Signal {
-        /// The signal's name.
-        name: String,
-    },
-}
-
-/// One task left waiting when a run deadlocked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stalled {
-    /// The task's name (the hardware layer names kernels `chip/core/kernel`).
-    pub task: String,
-    /// What it waits for.
-    pub waits_for: Stall,
-}
-
-impl fmt::Display for Stall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stall::Word { space, label, addr, cond, current } => {
-                write!(f, "{space}[{addr:#x}]")?;
-                if let Some(label) = label {
-                    write!(f, " ({label})")?;
-                }
-                write!(f, " {cond} (value is {current})")
-            }
-            Stall::AnyOf(words) => {
-                let each: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-                write!(f, "any of {}", each.join(", "))
-            }
-            Stall::Signal { name } => write!(f, "signal '{name}'"),
-        }
-    }
-}
-
-impl fmt::Display for Stalled {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "'{}' waits for {}", self.task, self.waits_for)
-    }
-}
-
-/// Why a run did not complete: a value callers match on (the stalled tasks, the limit, the
-/// failed task), carried up to the command line.
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum SimError {
-    /// Events ran out while tasks still wait.
-    #[error("deadlock at {at}: {} stalled: {}", stalled.len(), list(stalled))]
-    Deadlock {
-        /// When the last event fired.
-        at: Time,
-        /// Every task still waiting, in spawn order.
-        stalled: Vec<Stalled>,
-    },
-    /// The next event lies past the simulated-time limit.
-    #[error("time limit {limit} reached with {running} task(s) unfinished")]
-    TimeLimit {
-        /// The limit that was set.
-        limit: Time,
-        /// Tasks not yet finished.
-        running: usize,
-    },
-    /// A task returned an error.
-    #[error("task '{task}' failed at {at}: {error}")]
-    Task {
-        /// When it failed.
-        at: Time,
-        /// The task's name.
-        task: String,
-        /// What it returned, as its message.
-        error: String,
-    },
-}
-
-fn list(stalled: &[Stalled]) -> String {
-    stalled.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
-}
-
 /// One simulation: a world, the tasks running on it, and the executor that drives them.
 pub struct Sim<W: World> {
     ctx: Ctx<W>,
@@ -970,66 +778,15 @@ impl<W: World> Sim<W> {
                     }
                 }
                 let Some((t, seq, action)) = s.queue.pop() else {
-                    // Adds still pending fire in key order, as their events would have: they
-                    // move the clock, and a watcher they wake means the run goes on (back to
-                    // the queue). Listed once, in order: until something is queued, settling
-                    // one only removes adds from the list.
-                    let pending = s.deferred.pending();
-                    if pending.is_empty() {
-                        break;
+                    if settle_pending(s, self.time_limit)? {
+                        continue;
                     }
-                    for ((t, seq), space, addr) in pending {
-                        if !s.deferred.has(space, addr, (t, seq)) {
-                            continue;
-                        }
-                        if t > self.time_limit {
-                            return Err(SimError::TimeLimit {
-                                limit: self.time_limit,
-                                running: s.live_tasks,
-                            });
-                        }
-                        // Adds that happened before the last event are only applied.
-                        if (t, seq) > s.key() {
-                            s.now = t;
-                            s.cur_seq = seq;
-                        }
-                        s.settle(space, addr);
-                        if !s.queue.is_empty() {
-                            break;
-                        }
-                    }
-                    continue;
+                    break;
                 };
                 if t > self.time_limit {
                     return Err(SimError::TimeLimit { limit: self.time_limit, running: s.live_tasks });
                 }
-                s.now = t;
-                s.cur_seq = seq;
-                s.stats.events += 1;
-                match &action {
-                    Action::Wake(task) => {
-                        s.stats.wakes += 1;
-                        s.log(t, seq, 0, task.0);
-                        let was = s.tasks[task.0 as usize].waiting.take();
-                        if s.trace.is_some() {
-                            match was {
-                                Some(Wait::Start) => s.trace_task(*task, TaskEventKind::Start),
-                                Some(Wait::Delay) | None => {}
-                                Some(_) => s.trace_task(*task, TaskEventKind::WaitEnd),
-                            }
-                        }
-                        s.current = Some(*task);
-                    }
-                    Action::World(e) => {
-                        s.stats.world_events += 1;
-                        s.log(t, seq, 1, e);
-                    }
-                    &Action::Settle { space, addr } => {
-                        s.stats.world_events += 1;
-                        s.log(t, seq, 2, (space.0, addr));
-                        s.settle(space, addr);
-                    }
-                }
+                begin(s, t, seq, &action);
                 action
             };
             match action {
@@ -1076,28 +833,68 @@ impl<W: World> Sim<W> {
     }
 }
 
-fn stalled<E: Hash + fmt::Debug + 'static>(s: &Scheduler<E>) -> Vec<Stalled> {
-    s.tasks
-        .iter()
-        .filter(|t| !t.done)
-        .filter_map(|t| {
-            let word = |space: MemSpace, addr: u64, cond: Cond| Stall::Word {
-                space: s.memory.name(space).to_owned(),
-                label: s.memory.word_label(space, addr).map(str::to_owned),
-                addr,
-                cond,
-                current: s.memory.read_u32(space, addr).unwrap_or(0),
-            };
-            let waits_for = match t.waiting.as_ref()? {
-                &Wait::Word { space, addr, cond } => word(space, addr, cond),
-                Wait::AnyWord(words) => {
-                    Stall::AnyOf(words.iter().map(|&(sp, a, c)| word(sp, a, c)).collect())
+/// The queue ran dry: the deferred adds still pending fire in key order, as their events would
+/// have. They move the clock, and a watcher they wake means the run goes on (back to the
+/// queue). Listed once, in order: until something is queued, settling one only removes adds
+/// from the list. Whether the run goes on (`false`: nothing was pending).
+#[inline]
+fn settle_pending<E: Hash + fmt::Debug + 'static>(
+    s: &mut Scheduler<E>,
+    limit: Time,
+) -> Result<bool, SimError> {
+    let pending = s.deferred.pending();
+    if pending.is_empty() {
+        return Ok(false);
+    }
+    for ((t, seq), space, addr) in pending {
+        if !s.deferred.has(space, addr, (t, seq)) {
+            continue;
+        }
+        if t > limit {
+            return Err(SimError::TimeLimit { limit, running: s.live_tasks });
+        }
+        // Adds that happened before the last event are only applied.
+        if (t, seq) > s.key() {
+            s.now = t;
+            s.cur_seq = seq;
+        }
+        s.settle(space, addr);
+        if !s.queue.is_empty() {
+            break;
+        }
+    }
+    Ok(true)
+}
+
+/// Moves the clock to an event, counts and logs it, and does the scheduler's part of it: a
+/// woken task's wait ends (traced), a settle applies its deferred adds.
+#[inline]
+fn begin<E: Hash + fmt::Debug + 'static>(s: &mut Scheduler<E>, t: Time, seq: u64, action: &Action<E>) {
+    s.now = t;
+    s.cur_seq = seq;
+    s.stats.events += 1;
+    match action {
+        Action::Wake(task) => {
+            s.stats.wakes += 1;
+            s.log(t, seq, 0, task.0);
+            let was = s.tasks[task.0 as usize].waiting.take();
+            if s.trace.is_some() {
+                match was {
+                    Some(Wait::Start) => s.trace_task(*task, TaskEventKind::Start),
+                    Some(Wait::Delay) | None => {}
+                    Some(_) => s.trace_task(*task, TaskEventKind::WaitEnd),
                 }
-                &Wait::Signal(id) => Stall::Signal { name: s.signals[id.0 as usize].name.clone() },
-                // A task waiting for a start or a delay always has its wake-up queued.
-                Wait::Start | Wait::Delay => return None,
-            };
-            Some(Stalled { task: t.name.clone(), waits_for })
-        })
-        .collect()
+            }
+            s.current = Some(*task);
+        }
+        Action::World(e) => {
+            s.stats.world_events += 1;
+            s.log(t, seq, 1, e);
+        }
+        &Action::Settle { space, addr } => {
+            s.stats.world_events += 1;
+            s.log(t, seq, 2, (space.0, addr));
+            s.settle(space, addr);
+        }
+    }
 }
