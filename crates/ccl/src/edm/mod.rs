@@ -47,7 +47,7 @@ pub use lower::EdmTransport;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use meshsim_engine::{Cond, TaskResult};
+use meshsim_engine::{Cond, TaskError, TaskResult};
 use meshsim_hw::{CoreRef, Kernel, Params, Program, Wake};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
@@ -428,6 +428,23 @@ struct State {
     tenant: usize,
 }
 
+impl State {
+    /// A channel's state as tenant number `tenant` `c` starts: a sender's first buffers already
+    /// offered to its workers.
+    fn new(c: &Channel, bpc: u64, tenant: usize) -> State {
+        State {
+            next: 0,
+            inflight: VecDeque::new(),
+            acked: 0,
+            offered: if c.sender { bpc.min(c.messages) } else { 0 },
+            done: 0,
+            waiting_worker: None,
+            terminated: false,
+            tenant,
+        }
+    }
+}
+
 impl Channel {
     fn bytes_of(&self, k: u64) -> u64 {
         size_of(&self.sizes, k)
@@ -439,204 +456,38 @@ async fn notify(k: &Kernel, w: WorkerSlot) -> TaskResult {
     Ok(())
 }
 
+/// The EDM kernel: clears its words and handshakes, then serves its channels round-robin,
+/// each pass one step per channel, handing a channel to its next tenant when one is served,
+/// until every channel is done; when a pass makes no progress it waits for a word that would.
 async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
-    let lay = spec.layout;
-    let bpc = lay.buffers_per_channel;
+    let bpc = spec.layout.buffers_per_channel;
     let worker_mode = spec.config.termination == Termination::WorkerInitiated;
-    // Clear every semaphore, termination word and sync record before anyone can signal us.
-    for (i, c) in spec.channels.iter().enumerate() {
-        k.write_u32(lay.semaphore(i), 0)?;
-        k.write_u32(lay.terminate(i), 0)?;
-        let role = if c.sender { "sender" } else { "receiver" };
-        k.label_word(lay.semaphore(i), format!("EDM {role} channel {i} semaphore"));
-        k.label_word(lay.terminate(i), format!("EDM {role} channel {i} termination"));
-        for m in 0..bpc {
-            k.label_word(lay.buffer(i, m) + c.bytes_of(m), format!("EDM {role} channel {i} buffer {m} sync"));
-        }
-        // A message's record sits right after its payload, so where depends on its size: clear
-        // where the first message of each buffer will put it.
-        for m in 0..bpc {
-            k.write_bytes(lay.buffer(i, m) + c.bytes_of(m), &[0; 16])?;
-        }
-    }
-    let mut ack = [0u8; 16];
-    ack[0..4].copy_from_slice(&1u32.to_le_bytes());
-    ack[4..8].copy_from_slice(&1u32.to_le_bytes());
-    k.write_bytes(lay.ack_source, &ack)?;
-    k.eth_setup_handshake(lay.handshake, spec.leader).await?;
-    k.mark(HANDSHAKE_DONE);
-
-    let mut st: Vec<State> = spec
-        .channels
-        .iter()
-        .map(|c| State {
-            next: 0,
-            inflight: VecDeque::new(),
-            acked: 0,
-            offered: if c.sender { bpc.min(c.messages) } else { 0 },
-            done: 0,
-            waiting_worker: None,
-            terminated: false,
-            tenant: 0,
-        })
-        .collect();
+    edm_setup(&k, &spec).await?;
+    let mut st: Vec<State> = spec.channels.iter().map(|c| State::new(c, bpc, 0)).collect();
     // The tenant each channel serves now; a channel with later tenants ends each by its count.
     let mut cur: Vec<Channel> = spec.channels.clone();
     let multi: Vec<bool> = spec.later.iter().map(|l| !l.is_empty()).collect();
     // Sender workers may fill the first buffers at once.
     for c in spec.channels.iter().filter(|c| c.sender) {
-        for m in 0..bpc.min(c.messages) {
-            notify(&k, c.workers[(m % c.workers.len() as u64) as usize]).await?;
-        }
+        offer_first(&k, c, bpc).await?;
     }
-    let record = |ch: usize, c: &Channel, m: u64| lay.buffer(ch, m % bpc) + c.bytes_of(m);
     let mut turn = 0usize;
     // Idle waits that returned without time passing and without the next pass progressing: a
     // protocol bug that would otherwise spin forever at one instant.
     let mut spins = 0u32;
     let idle_threshold = k.cycles(spec.config.idle_cycles_before_routing);
     loop {
-        let mut progressed = false;
-        // A send found the tx queue busy: the loop served other channels meanwhile.
-        let mut tx_blocked = false;
+        let mut pass = Pass::default();
         let n = spec.channels.len();
         for step in 0..n {
             let ch = (turn + step) % n;
-            let c = &cur[ch];
-            let s = &mut st[ch];
             let worker_mode = worker_mode && !multi[ch];
-            if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? > 0 {
-                // The workers said stop: a sender once nothing more is posted, a receiver once
-                // its worker has read the last buffer.
-                let idle =
-                    if c.sender { k.read_u32(lay.semaphore(ch))? == 0 } else { s.waiting_worker.is_none() };
-                if idle {
-                    s.terminated = true;
-                    progressed = true;
-                }
-            }
-            if c.sender {
-                // First-level acknowledgements: the payload landed, so the local buffer may be
-                // refilled by a worker while the remote one is still being read.
-                while s.acked < s.next {
-                    let rec = record(ch, c, s.acked);
-                    if k.read_u32(rec + 4)? == 1 || k.read_u32(rec)? == 0 {
-                        s.acked += 1;
-                        progressed = true;
-                    } else {
-                        break;
-                    }
-                }
-                // Second level: the receiver's worker has read the buffer; it may be sent into.
-                if let Some(&rec) = s.inflight.front()
-                    && k.read_u32(rec)? == 0
-                {
-                    s.inflight.pop_front();
-                    s.done += 1;
-                    progressed = true;
-                }
-                // Offer buffers to workers: after the first-level ack of the buffer's previous
-                // message, unless the new payload would cover that message's record (a longer
-                // message), in which case after its second level.
-                while worker_mode || s.offered < c.messages {
-                    let m = match s.offered.checked_sub(bpc) {
-                        Some(m) => m,
-                        None => break,
-                    };
-                    let early = m < s.acked && c.bytes_of(s.offered) <= c.bytes_of(m);
-                    if !(early || m < s.done) {
-                        break;
-                    }
-                    notify(&k, c.workers[(s.offered % c.workers.len() as u64) as usize]).await?;
-                    s.offered += 1;
-                    progressed = true;
-                }
-                // Send a buffer the worker has filled once its remote buffer is free, without
-                // blocking the loop on a busy tx queue.
-                let more = if worker_mode { !s.terminated } else { s.next < c.messages };
-                if more && s.inflight.len() < bpc as usize && k.read_u32(lay.semaphore(ch))? >= 1 {
-                    if k.eth_txq_is_busy(0)? {
-                        tx_blocked = true;
-                    } else {
-                        k.add_u32(lay.semaphore(ch), u32::MAX)?;
-                        let (buf, rec, bytes) =
-                            (lay.buffer(ch, s.next % bpc), record(ch, c, s.next), c.bytes_of(s.next));
-                        k.write_bytes(rec, &sync_record(bytes))?;
-                        k.eth_send_packet(0, buf >> 4, buf >> 4, (bytes + SYNC) >> 4).await?;
-                        s.inflight.push_back(rec);
-                        s.next += 1;
-                        progressed = true;
-                    }
-                }
-            } else if let Some(rec) = s.waiting_worker {
-                // The worker has read the buffer: free it on the sender.
-                let read_done = k.read_u32(lay.semaphore(ch))? >= 1;
-                if read_done && k.eth_txq_is_busy(0)? {
-                    tx_blocked = true;
-                } else if read_done {
-                    k.add_u32(lay.semaphore(ch), u32::MAX)?;
-                    k.write_bytes(rec, &[0; 16])?;
-                    // Stale payload must not pass for the next message's record in this buffer.
-                    let reuse = s.done + bpc;
-                    k.write_bytes(lay.buffer(ch, reuse % bpc) + c.bytes_of(reuse), &[0; 16])?;
-                    k.eth_send_packet(0, rec >> 4, rec >> 4, 1).await?;
-                    s.waiting_worker = None;
-                    s.done += 1;
-                    progressed = true;
-                }
-            } else {
-                let more = if worker_mode { !s.terminated } else { s.next < c.messages };
-                let rec = record(ch, c, s.next);
-                let landed = more && k.read_u32(rec)? != 0;
-                if landed && k.eth_txq_is_busy(0)? {
-                    tx_blocked = true;
-                } else if landed {
-                    // First-level ack from the fixed source word, then tell the worker.
-                    k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
-                    notify(&k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
-                    s.waiting_worker = Some(rec);
-                    s.next += 1;
-                    progressed = true;
-                }
-            }
+            pass.add(serve(&k, &spec.layout, ch, &cur[ch], &mut st[ch], worker_mode).await?);
         }
-        // A tenant whose messages have all gone through (and, on the sender, come back) hands
-        // its channel to the next: fresh state, the next tenant's record places cleared on the
-        // receiver (nothing of it can have landed: its sender waits for our last "buffer free"),
-        // its sender workers offered the first buffers.
         for ch in 0..n {
-            let s = &mut st[ch];
-            let c = &cur[ch];
-            let served = if c.sender {
-                s.next == c.messages && s.inflight.is_empty()
-            } else {
-                s.done == c.messages && s.waiting_worker.is_none()
-            };
-            if !multi[ch] || !served || s.tenant >= spec.later[ch].len() {
-                continue;
+            if multi[ch] {
+                pass.progressed |= hand_over(&k, &spec, ch, &mut st[ch], &mut cur[ch]).await?;
             }
-            let next = spec.later[ch][s.tenant].clone();
-            *s = State {
-                next: 0,
-                inflight: VecDeque::new(),
-                acked: 0,
-                offered: if next.sender { bpc.min(next.messages) } else { 0 },
-                done: 0,
-                waiting_worker: None,
-                terminated: false,
-                tenant: s.tenant + 1,
-            };
-            if next.sender {
-                for m in 0..bpc.min(next.messages) {
-                    notify(&k, next.workers[(m % next.workers.len() as u64) as usize]).await?;
-                }
-            } else {
-                for m in 0..bpc {
-                    k.write_bytes(lay.buffer(ch, m) + next.bytes_of(m), &[0; 16])?;
-                }
-            }
-            cur[ch] = next;
-            progressed = true;
         }
         turn = (turn + 1) % spec.channels.len().max(1);
         let teardown = spec.config.teardown;
@@ -646,10 +497,10 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
         if finished {
             break;
         }
-        if !progressed {
-            let words = waits(&k, &spec, &cur, &multi, &st, worker_mode, tx_blocked)?;
+        if !pass.progressed {
+            let words = waits(&k, &spec, &cur, &multi, &st, worker_mode, pass.tx_blocked)?;
             let idle_from = k.now();
-            if tx_blocked {
+            if pass.tx_blocked {
                 let wakes: Vec<Wake> =
                     words.into_iter().map(|(a, c)| Wake::Word(a, c)).chain([Wake::TxqFree(0)]).collect();
                 k.wait_for_any(&wakes).await?;
@@ -671,6 +522,238 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
         }
     }
     Ok(())
+}
+
+/// Clears every semaphore, termination word and sync record before anyone can signal the EDM,
+/// labels them for deadlock reports, writes the first-level ack's source word, and handshakes
+/// with the EDM at the link's other end.
+async fn edm_setup(k: &Kernel, spec: &EdmSpec) -> TaskResult {
+    let lay = spec.layout;
+    let bpc = lay.buffers_per_channel;
+    for (i, c) in spec.channels.iter().enumerate() {
+        k.write_u32(lay.semaphore(i), 0)?;
+        k.write_u32(lay.terminate(i), 0)?;
+        let role = if c.sender { "sender" } else { "receiver" };
+        k.label_word(lay.semaphore(i), format!("EDM {role} channel {i} semaphore"));
+        k.label_word(lay.terminate(i), format!("EDM {role} channel {i} termination"));
+        for m in 0..bpc {
+            k.label_word(lay.buffer(i, m) + c.bytes_of(m), format!("EDM {role} channel {i} buffer {m} sync"));
+        }
+        // A message's record sits right after its payload, so where depends on its size: clear
+        // where the first message of each buffer will put it.
+        for m in 0..bpc {
+            k.write_bytes(lay.buffer(i, m) + c.bytes_of(m), &[0; 16])?;
+        }
+    }
+    let mut ack = [0u8; 16];
+    ack[0..4].copy_from_slice(&1u32.to_le_bytes());
+    ack[4..8].copy_from_slice(&1u32.to_le_bytes());
+    k.write_bytes(lay.ack_source, &ack)?;
+    k.eth_setup_handshake(lay.handshake, spec.leader).await?;
+    k.mark(HANDSHAKE_DONE);
+    Ok(())
+}
+
+/// A sender channel's workers may fill its first buffers at once.
+async fn offer_first(k: &Kernel, c: &Channel, bpc: u64) -> TaskResult {
+    for m in 0..bpc.min(c.messages) {
+        notify(k, c.workers[(m % c.workers.len() as u64) as usize]).await?;
+    }
+    Ok(())
+}
+
+/// What one pass over the channels did.
+#[derive(Clone, Copy, Default)]
+struct Pass {
+    /// Something moved: the loop goes round again without waiting.
+    progressed: bool,
+    /// A send found the tx queue busy: the loop served other channels meanwhile.
+    tx_blocked: bool,
+}
+
+impl Pass {
+    fn add(&mut self, step: Pass) {
+        self.progressed |= step.progressed;
+        self.tx_blocked |= step.tx_blocked;
+    }
+}
+
+/// One step of channel `ch`: its termination, then its sender's or its receiver's work.
+async fn serve(
+    k: &Kernel,
+    lay: &Layout,
+    ch: usize,
+    c: &Channel,
+    s: &mut State,
+    worker_mode: bool,
+) -> Result<Pass, TaskError> {
+    let mut pass = Pass::default();
+    if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? > 0 {
+        // The workers said stop: a sender once nothing more is posted, a receiver once its
+        // worker has read the last buffer.
+        let idle = if c.sender { k.read_u32(lay.semaphore(ch))? == 0 } else { s.waiting_worker.is_none() };
+        if idle {
+            s.terminated = true;
+            pass.progressed = true;
+        }
+    }
+    let step = if c.sender {
+        send_step(k, lay, ch, c, s, worker_mode).await?
+    } else {
+        receive_step(k, lay, ch, c, s, worker_mode).await?
+    };
+    pass.add(step);
+    Ok(pass)
+}
+
+/// Where message `m` of channel `ch` puts its sync record.
+fn record(lay: &Layout, ch: usize, c: &Channel, m: u64) -> u64 {
+    lay.buffer(ch, m % lay.buffers_per_channel) + c.bytes_of(m)
+}
+
+/// A sender channel's step: acknowledgements of both levels, buffers offered to workers, and a
+/// filled buffer sent.
+async fn send_step(
+    k: &Kernel,
+    lay: &Layout,
+    ch: usize,
+    c: &Channel,
+    s: &mut State,
+    worker_mode: bool,
+) -> Result<Pass, TaskError> {
+    let bpc = lay.buffers_per_channel;
+    let mut pass = Pass::default();
+    // First-level acknowledgements: the payload landed, so the local buffer may be refilled by
+    // a worker while the remote one is still being read.
+    while s.acked < s.next {
+        let rec = record(lay, ch, c, s.acked);
+        if k.read_u32(rec + 4)? == 1 || k.read_u32(rec)? == 0 {
+            s.acked += 1;
+            pass.progressed = true;
+        } else {
+            break;
+        }
+    }
+    // Second level: the receiver's worker has read the buffer; it may be sent into.
+    if let Some(&rec) = s.inflight.front()
+        && k.read_u32(rec)? == 0
+    {
+        s.inflight.pop_front();
+        s.done += 1;
+        pass.progressed = true;
+    }
+    // Offer buffers to workers: after the first-level ack of the buffer's previous message,
+    // unless the new payload would cover that message's record (a longer message), in which
+    // case after its second level.
+    while worker_mode || s.offered < c.messages {
+        let Some(m) = s.offered.checked_sub(bpc) else {
+            break;
+        };
+        let early = m < s.acked && c.bytes_of(s.offered) <= c.bytes_of(m);
+        if !(early || m < s.done) {
+            break;
+        }
+        notify(k, c.workers[(s.offered % c.workers.len() as u64) as usize]).await?;
+        s.offered += 1;
+        pass.progressed = true;
+    }
+    // Send a buffer the worker has filled once its remote buffer is free, without blocking the
+    // loop on a busy tx queue.
+    let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+    if more && s.inflight.len() < bpc as usize && k.read_u32(lay.semaphore(ch))? >= 1 {
+        if k.eth_txq_is_busy(0)? {
+            pass.tx_blocked = true;
+        } else {
+            k.add_u32(lay.semaphore(ch), u32::MAX)?;
+            let (buf, rec, bytes) =
+                (lay.buffer(ch, s.next % bpc), record(lay, ch, c, s.next), c.bytes_of(s.next));
+            k.write_bytes(rec, &sync_record(bytes))?;
+            k.eth_send_packet(0, buf >> 4, buf >> 4, (bytes + SYNC) >> 4).await?;
+            s.inflight.push_back(rec);
+            s.next += 1;
+            pass.progressed = true;
+        }
+    }
+    Ok(pass)
+}
+
+/// A receiver channel's step: free a buffer its worker has read, or take a landed one (a
+/// first-level ack back, the worker told).
+async fn receive_step(
+    k: &Kernel,
+    lay: &Layout,
+    ch: usize,
+    c: &Channel,
+    s: &mut State,
+    worker_mode: bool,
+) -> Result<Pass, TaskError> {
+    let bpc = lay.buffers_per_channel;
+    let mut pass = Pass::default();
+    if let Some(rec) = s.waiting_worker {
+        // The worker has read the buffer: free it on the sender.
+        let read_done = k.read_u32(lay.semaphore(ch))? >= 1;
+        if read_done && k.eth_txq_is_busy(0)? {
+            pass.tx_blocked = true;
+        } else if read_done {
+            k.add_u32(lay.semaphore(ch), u32::MAX)?;
+            k.write_bytes(rec, &[0; 16])?;
+            // Stale payload must not pass for the next message's record in this buffer.
+            let reuse = s.done + bpc;
+            k.write_bytes(lay.buffer(ch, reuse % bpc) + c.bytes_of(reuse), &[0; 16])?;
+            k.eth_send_packet(0, rec >> 4, rec >> 4, 1).await?;
+            s.waiting_worker = None;
+            s.done += 1;
+            pass.progressed = true;
+        }
+        return Ok(pass);
+    }
+    let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+    let rec = record(lay, ch, c, s.next);
+    let landed = more && k.read_u32(rec)? != 0;
+    if landed && k.eth_txq_is_busy(0)? {
+        pass.tx_blocked = true;
+    } else if landed {
+        // First-level ack from the fixed source word, then tell the worker.
+        k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
+        notify(k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
+        s.waiting_worker = Some(rec);
+        s.next += 1;
+        pass.progressed = true;
+    }
+    Ok(pass)
+}
+
+/// A tenant whose messages have all gone through (and, on the sender, come back) hands its
+/// channel to the next: fresh state, the next tenant's record places cleared on the receiver
+/// (nothing of it can have landed: its sender waits for our last "buffer free"), its sender
+/// workers offered the first buffers. Whether it did.
+async fn hand_over(
+    k: &Kernel,
+    spec: &EdmSpec,
+    ch: usize,
+    s: &mut State,
+    c: &mut Channel,
+) -> Result<bool, TaskError> {
+    let served = if c.sender {
+        s.next == c.messages && s.inflight.is_empty()
+    } else {
+        s.done == c.messages && s.waiting_worker.is_none()
+    };
+    if !served || s.tenant >= spec.later[ch].len() {
+        return Ok(false);
+    }
+    let lay = spec.layout;
+    let next = spec.later[ch][s.tenant].clone();
+    *s = State::new(&next, lay.buffers_per_channel, s.tenant + 1);
+    if next.sender {
+        offer_first(k, &next, lay.buffers_per_channel).await?;
+    } else {
+        for m in 0..lay.buffers_per_channel {
+            k.write_bytes(lay.buffer(ch, m) + next.bytes_of(m), &[0; 16])?;
+        }
+    }
+    *c = next;
+    Ok(true)
 }
 
 fn sync_record(bytes: u64) -> [u8; 16] {

@@ -292,7 +292,9 @@ impl<'f> Resolver<'f> {
                 (Some(_), None) => (ends[0], ends[1]),
                 (None, Some(_)) => (ends[1], ends[0]),
                 _ => {
-                    return Err(self.bad(entry, "expected one local `chip` and one `remote_chip_id` endpoint"));
+                    return Err(
+                        self.bad(entry, "expected one local `chip` and one `remote_chip_id` endpoint")
+                    );
                 }
             };
             let remote_chip_id = remote
