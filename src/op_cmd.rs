@@ -10,18 +10,42 @@ use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
 use crate::cli::{Format, OpArgs};
-use crate::scenario::{self, BidirValue, Kind, RunError, Scenario};
+use crate::scenario::{self, BidirValue, Kind, OpKind, RunError, Scenario};
 use crate::{BadInput, ids, write_trace};
 
 pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
-    let kind = a.op;
     crate::check_outputs(None, a.trace.as_deref())?;
     if a.shape.len() != 4 {
         return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
     }
-    let sc = Scenario {
-        name: kind.name().into(),
-        op: Kind::Op(kind),
+    let sc = scenario_of(&a);
+    let params = a.model.load()?;
+    let out = run_scenario(&sc, &params, a.trace.is_some())?;
+    if a.check_determinism {
+        check_determinism(&sc, &params, &out)?;
+    }
+    let cluster = &out.cluster;
+    if let (Some(path), Some(trace)) = (&a.trace, &out.trace) {
+        write_trace(path, trace, cluster)?;
+    }
+    let done = out.op.as_ref().expect("an op scenario runs an op");
+    let summary = Summary::of(a.op, cluster, done);
+    match a.output.format {
+        Format::Json => print_json(&a, &summary)?,
+        Format::Csv | Format::Text => print_table(&a, &summary)?,
+    }
+    if let Some(Err(mismatch)) = &done.run.verified {
+        eprintln!("meshsim: verification failed: {mismatch}");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario `op`'s flags describe.
+fn scenario_of(a: &OpArgs) -> Scenario {
+    Scenario {
+        name: a.op.name().into(),
+        op: Kind::Op(a.op),
         cluster: a.cluster.clone(),
         params: None,
         tolerance_pct: 0.0,
@@ -56,155 +80,164 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
         to_worker: None,
         hops: None,
         unmerged: None,
-    };
-    let params = a.model.load()?;
-    let out = run_scenario(&sc, &params, a.trace.is_some())?;
-    if a.check_determinism {
-        check_determinism(&sc, &params, &out)?;
     }
-    let cluster = &out.cluster;
-    if let (Some(path), Some(trace)) = (&a.trace, &out.trace) {
-        write_trace(path, trace, cluster)?;
+}
+
+/// One chip's part of the op, in rank order: the JSON's `per_chip` and the text's table.
+#[derive(serde::Serialize)]
+struct Chip {
+    rank: usize,
+    chip: u64,
+    start_us: f64,
+    end_us: f64,
+}
+
+/// What `op` prints of a run, whatever the format.
+struct Summary<'a> {
+    kind: OpKind,
+    cluster: &'a Cluster,
+    done: &'a scenario::OpDone,
+    run: &'a meshsim_ccl::op::OpRun,
+    /// The tensor's bytes.
+    size: u64,
+    algbw: f64,
+    busbw: f64,
+    per_chip: Vec<Chip>,
+    verified: Option<bool>,
+    critical: Option<meshsim_ccl::critical::CriticalPath>,
+}
+
+impl<'a> Summary<'a> {
+    fn of(kind: OpKind, cluster: &'a Cluster, done: &'a scenario::OpDone) -> Summary<'a> {
+        let run = &done.run;
+        let size = done.tensor.bytes();
+        let algbw = size as f64 / run.time.as_ns_f64();
+        let busbw = algbw * done.ops[0].collective.busbw_factor(done.chips.len());
+        let per_chip = run
+            .per_chip
+            .iter()
+            .enumerate()
+            .map(|(rank, &(c, s, e))| Chip {
+                rank,
+                chip: cluster.chip(c).id,
+                start_us: s.as_us_f64(),
+                end_us: e.as_us_f64(),
+            })
+            .collect();
+        let verified = run.verified.as_ref().map(|v| v.is_ok());
+        let critical = meshsim_ccl::critical::critical_path(run);
+        Summary { kind, cluster, done, run, size, algbw, busbw, per_chip, verified, critical }
     }
-    let done = out.op.as_ref().expect("an op scenario runs an op");
-    let run = &done.run;
-    let n = done.chips.len();
-    let size = done.tensor.bytes();
-    let algbw = size as f64 / run.time.as_ns_f64();
-    let busbw = algbw * done.ops[0].collective.busbw_factor(n);
+}
+
+/// `op --format json`: one object, with the link report's parts under `--links`.
+fn print_json(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
+    let Summary { kind, cluster, done, run, size, algbw, busbw, ref per_chip, verified, ref critical } = *s;
     let name = kind.json_name();
-    /// One chip's part of the op, in rank order: the JSON's `per_chip` and the text's table.
+    let mut json = serde_json::json!({
+        "op": name,
+        "cluster": cluster.origin(),
+        "chips": done.chips.len(),
+        "chip_ids": ids(cluster, &done.chips),
+        "topology": format!("{:?}", done.topology).to_lowercase(),
+        "stack": done.ops[0].transport,
+        "algorithm": done.ops[0].algorithm,
+        "bidir": if done.ops[0].transport == meshsim_ccl::op::Stack::Fabric.as_str() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(done.ops[0].bidir.as_str())
+        },
+        "redop": if kind.reduces() { serde_json::json!(a.redop.unwrap_or(meshsim_ccl::op::RedOp::Sum).as_str()) } else { serde_json::Value::Null },
+        "root": done.ops[0].collective.root(),
+        "links": done.ops[0].links,
+        "workers": done.ops[0].workers,
+        "pages_per_packet": done.ops[0].pages_per_packet,
+        "shape": done.tensor.shape,
+        "dim": a.dim,
+        "dtype": done.tensor.dtype.to_string(),
+        "size_bytes": size,
+        "time_us": run.time.as_us_f64(),
+        "algbw_gbps": algbw,
+        "busbw_gbps": busbw,
+        "per_chip": per_chip,
+        "verified": verified,
+        "events": run.stats.events,
+        "event_log_hash": format!("{:016x}", run.stats.log_hash),
+    });
+    if a.axis.is_some() {
+        json["ops"] = op_rows(cluster, &done.ops).iter().map(op_json).collect();
+    }
+    if a.link_report {
+        let rows = link_rows(cluster, &run.links, run.time);
+        json["link_use"] = serde_json::to_value(&rows)?;
+        json["critical_path"] = critical_json(cluster, critical.as_ref());
+        json["busiest_on_chip"] = resources_json(cluster, &run.resources, run.time);
+        json["routers"] = serde_json::to_value(router_rows(cluster, &run.routers, run.time))?;
+        json["bound_by"] = bound_by(cluster, &run.links, &run.resources, &run.routers).map_or(
+            serde_json::Value::Null,
+            |(kind, what, busy)| {
+                serde_json::json!({
+                    "kind": kind,
+                    "what": what,
+                    "busy_us": busy.as_us_f64(),
+                    "busy_pct": 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9),
+                })
+            },
+        );
+    }
+    outln!("{}", serde_json::to_string_pretty(&json)?)?;
+    Ok(())
+}
+
+/// `op --format text|csv`: the summary row, the per-chip or per-op table, and under `--links`
+/// the link, router and critical-path reports.
+fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
+    let Summary { cluster, done, run, size, algbw, busbw, ref per_chip, verified, ref critical, .. } = *s;
+    let name = s.kind.json_name();
     #[derive(serde::Serialize)]
-    struct Chip {
-        rank: usize,
-        chip: u64,
-        start_us: f64,
-        end_us: f64,
+    struct Row {
+        op: String,
+        algorithm: String,
+        chips: usize,
+        size_bytes: u64,
+        time_us: f64,
+        algbw_gbps: f64,
+        busbw_gbps: f64,
+        verified: String,
     }
-    let per_chip: Vec<Chip> = run
-        .per_chip
-        .iter()
-        .enumerate()
-        .map(|(rank, &(c, s, e))| Chip {
-            rank,
-            chip: cluster.chip(c).id,
-            start_us: s.as_us_f64(),
-            end_us: e.as_us_f64(),
-        })
-        .collect();
-    let verified = run.verified.as_ref().map(|v| v.is_ok());
-    let critical = meshsim_ccl::critical::critical_path(run);
-    match a.output.format {
-        Format::Json => {
-            let mut json = serde_json::json!({
-                "op": name,
-                "cluster": cluster.origin(),
-                "chips": done.chips.len(),
-                "chip_ids": ids(cluster, &done.chips),
-                "topology": format!("{:?}", done.topology).to_lowercase(),
-                "stack": done.ops[0].transport,
-                "algorithm": done.ops[0].algorithm,
-                "bidir": if done.ops[0].transport == meshsim_ccl::op::Stack::Fabric.as_str() {
-                    serde_json::Value::Null
-                } else {
-                    serde_json::json!(done.ops[0].bidir.as_str())
-                },
-                "redop": if kind.reduces() { serde_json::json!(a.redop.unwrap_or(meshsim_ccl::op::RedOp::Sum).as_str()) } else { serde_json::Value::Null },
-                "root": done.ops[0].collective.root(),
-                "links": done.ops[0].links,
-                "workers": done.ops[0].workers,
-                "pages_per_packet": done.ops[0].pages_per_packet,
-                "shape": done.tensor.shape,
-                "dim": a.dim,
-                "dtype": done.tensor.dtype.to_string(),
-                "size_bytes": size,
-                "time_us": run.time.as_us_f64(),
-                "algbw_gbps": algbw,
-                "busbw_gbps": busbw,
-                "per_chip": per_chip,
-                "verified": verified,
-                "events": run.stats.events,
-                "event_log_hash": format!("{:016x}", run.stats.log_hash),
-            });
-            if a.axis.is_some() {
-                json["ops"] = op_rows(cluster, &done.ops).iter().map(op_json).collect();
-            }
-            if a.link_report {
-                let rows = link_rows(cluster, &run.links, run.time);
-                json["link_use"] = serde_json::to_value(&rows)?;
-                json["critical_path"] = critical_json(cluster, critical.as_ref());
-                json["busiest_on_chip"] = resources_json(cluster, &run.resources, run.time);
-                json["routers"] = serde_json::to_value(router_rows(cluster, &run.routers, run.time))?;
-                json["bound_by"] = bound_by(cluster, &run.links, &run.resources, &run.routers).map_or(
-                    serde_json::Value::Null,
-                    |(kind, what, busy)| {
-                        serde_json::json!({
-                            "kind": kind,
-                            "what": what,
-                            "busy_us": busy.as_us_f64(),
-                            "busy_pct": 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9),
-                        })
-                    },
-                );
-            }
-            outln!("{}", serde_json::to_string_pretty(&json)?)?;
+    let row = Row {
+        op: name,
+        algorithm: done.ops[0].algorithm.clone(),
+        chips: done.chips.len(),
+        size_bytes: size,
+        time_us: run.time.as_us_f64(),
+        algbw_gbps: algbw,
+        busbw_gbps: busbw,
+        verified: verified.map_or("-".into(), |v| v.to_string()),
+    };
+    out!("{}", report::render(&[row], a.output.format.into()))?;
+    if matches!(a.output.format, Format::Text) && a.axis.is_some() {
+        out!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text))?;
+    } else if matches!(a.output.format, Format::Text) {
+        out!("\n{}", report::render(per_chip, report::Format::Text))?;
+    }
+    if a.link_report {
+        let rows = link_rows(cluster, &run.links, run.time);
+        out!("\n{}", report::render(&rows, a.output.format.into()))?;
+        let routers = router_rows(cluster, &run.routers, run.time);
+        if !routers.is_empty() {
+            out!("\n{}", report::render(&routers, a.output.format.into()))?;
         }
-        Format::Csv | Format::Text => {
-            #[derive(serde::Serialize)]
-            struct Row {
-                op: String,
-                algorithm: String,
-                chips: usize,
-                size_bytes: u64,
-                time_us: f64,
-                algbw_gbps: f64,
-                busbw_gbps: f64,
-                verified: String,
-            }
-            let row = Row {
-                op: name,
-                algorithm: done.ops[0].algorithm.clone(),
-                chips: done.chips.len(),
-                size_bytes: size,
-                time_us: run.time.as_us_f64(),
-                algbw_gbps: algbw,
-                busbw_gbps: busbw,
-                verified: verified.map_or("-".into(), |v| v.to_string()),
-            };
-            out!("{}", report::render(&[row], a.output.format.into()))?;
-            if matches!(a.output.format, Format::Text) && a.axis.is_some() {
-                out!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text))?;
-            } else if matches!(a.output.format, Format::Text) {
-                out!("\n{}", report::render(&per_chip, report::Format::Text))?;
-            }
-            if a.link_report {
-                let rows = link_rows(cluster, &run.links, run.time);
-                out!("\n{}", report::render(&rows, a.output.format.into()))?;
-                let routers = router_rows(cluster, &run.routers, run.time);
-                if !routers.is_empty() {
-                    out!("\n{}", report::render(&routers, a.output.format.into()))?;
-                }
-                if matches!(a.output.format, Format::Text) {
-                    out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
-                    out!("{}", resources_text(cluster, &run.resources, run.time))?;
-                    if let Some((kind, what, busy)) =
-                        bound_by(cluster, &run.links, &run.resources, &run.routers)
-                    {
-                        let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
-                        outln!(
-                            "bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the op)",
-                            busy.as_us_f64()
-                        )?;
-                    }
-                }
+        if matches!(a.output.format, Format::Text) {
+            out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
+            out!("{}", resources_text(cluster, &run.resources, run.time))?;
+            if let Some((kind, what, busy)) = bound_by(cluster, &run.links, &run.resources, &run.routers) {
+                let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
+                outln!("bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the op)", busy.as_us_f64())?;
             }
         }
     }
-    if let Some(Err(mismatch)) = &run.verified {
-        eprintln!("meshsim: verification failed: {mismatch}");
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// One op instance of a session, as `op --axis` and `run` print it.

@@ -9,6 +9,7 @@ use meshsim_bench::plot::{Plot, Series};
 use meshsim_bench::report;
 use meshsim_ccl::sweep::SweepRow;
 use meshsim_hw::Params;
+use meshsim_topology::Cluster;
 
 use crate::cli::{Format, Output, SweepArgs};
 use crate::out::out;
@@ -262,7 +263,9 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         false => a.num_links.into_iter().map(Some).collect(),
     };
     let io = SweepIo { out: a.out, resume: a.resume, shard: a.shard, stop: crate::interrupt_on_ctrl_c() };
-    let run = run_sweep(&knobs, &a.cluster, &a.dtype, &num_links, &workers, &p, &io)?;
+    let series =
+        SeriesKnobs { clusters: &a.cluster, dtypes: &a.dtype, num_links: &num_links, workers: &workers };
+    let run = run_sweep(&knobs, &series, &p, &io)?;
     let header = knobs.header();
     out!("{}", render_sweep(&run.series, &header, a.output.format))?;
     if let Some(path) = a.plot {
@@ -332,124 +335,46 @@ fn sweep_op(k: &SweepKnobs, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp
     Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()) })
 }
 
+/// The knob values a sweep runs a series for, each a list (`None`: the default).
+pub(crate) struct SeriesKnobs<'a> {
+    pub(crate) clusters: &'a [String],
+    pub(crate) dtypes: &'a [DType],
+    pub(crate) num_links: &'a [Option<usize>],
+    pub(crate) workers: &'a [Option<usize>],
+}
+
+/// One series to run: its cluster (as named and loaded), its spec and its label.
+struct Job {
+    name: String,
+    cluster: Cluster,
+    spec: meshsim_ccl::sweep::SweepSpec,
+    label: String,
+}
+
 /// Runs every combination of clusters, dtypes, link counts and worker counts as a series.
 pub(crate) fn run_sweep(
     k: &SweepKnobs,
-    clusters: &[String],
-    dtypes: &[DType],
-    num_links: &[Option<usize>],
-    workers: &[Option<usize>],
+    series: &SeriesKnobs,
     p: &Params,
     io: &SweepIo,
 ) -> anyhow::Result<SweepOutcome> {
     let stop = io.stop;
-    use meshsim_ccl::comm::Communicator;
-    use meshsim_ccl::sweep::{self, SweepSpec};
     let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let topology = k.topology;
-    let op = sweep_op(k, workers.iter().any(Option::is_some)).map_err(bad)?;
-    let sizes = sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
+    let op = sweep_op(k, series.workers.iter().any(Option::is_some)).map_err(bad)?;
+    let sizes = meshsim_ccl::sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.
-    let mut jobs = Vec::new();
-    for name in clusters {
-        let c = load_cluster(name)?;
-        let faults = k.faults.list(&c).map_err(bad)?;
-        let comms = match k.axis {
-            Some(axis) => Communicator::axis(&c, axis.into(), topology).map_err(|e| bad(e.0))?,
-            None => {
-                let t = topology.unwrap_or(Topology::Ring);
-                vec![Communicator::choose(&c, t, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?]
-            }
-        };
-        for &dtype in dtypes {
-            for &links in num_links {
-                for &w in workers {
-                    let spec = SweepSpec {
-                        op,
-                        comms: comms.clone(),
-                        links,
-                        workers: w,
-                        dtype,
-                        stack: k.stack,
-                        faults: faults.clone(),
-                        select: k.select.clone(),
-                        in_place: k.in_place,
-                    };
-                    // A series is named by the knobs that vary; a lone series by cluster and dtype.
-                    let plural =
-                        |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-                    let mut label: Vec<String> = [
-                        (clusters.len() > 1, name.clone()),
-                        (dtypes.len() > 1, dtype.to_string()),
-                        (num_links.len() > 1, links.map_or("default links".into(), |l| plural(l, "link"))),
-                        (workers.len() > 1, w.map_or("default workers".into(), |w| plural(w, "worker"))),
-                    ]
-                    .into_iter()
-                    .filter_map(|(varies, part)| varies.then_some(part))
-                    .collect();
-                    if label.is_empty() {
-                        label = vec![name.clone(), dtype.to_string()];
-                    }
-                    jobs.push((name.clone(), c.clone(), spec, label.join(" ")));
-                }
-            }
-        }
-    }
-    // What ran before (--resume), and this shard's share of the rest.
+    let jobs = jobs(k, op, series)?;
     let header = k.header();
-    let resumed: Vec<PointRecord> = match &io.resume {
-        // Nothing ran yet: every point is missing (so a script can always pass --resume).
-        Some(path) if !path.exists() => Vec::new(),
-        Some(path) => {
-            let points = read_points(path).map_err(bad)?;
-            if let Some(r) = points.iter().find(|r| {
-                SweepHeader { op: r.op.clone(), min: r.min_bytes, max: r.max_bytes, factor: r.factor }
-                    != header
-            }) {
-                return Err(bad(format!(
-                    "{}: its points are of another sweep ({} -b {} -e {} -f {}, not {} -b {} -e {} -f {})",
-                    path.display(),
-                    r.op,
-                    r.min_bytes,
-                    r.max_bytes,
-                    r.factor,
-                    header.op,
-                    header.min,
-                    header.max,
-                    header.factor
-                )));
-            }
-            points
-        }
-        None => Vec::new(),
-    };
-    let done: std::collections::BTreeSet<(usize, u64)> =
-        resumed.iter().map(|r| (r.series_index, r.row.size_bytes)).collect();
-    let mut index = 0;
-    let plans: Vec<Vec<u64>> = jobs
-        .iter()
-        .enumerate()
-        .map(|(j, job)| {
-            let spec = &job.2;
-            let mut tiles = sweep::points(&sizes, spec.chunks(), spec.dtype);
-            tiles.sort_unstable();
-            tiles
-                .into_iter()
-                .filter(|&t| {
-                    let mine = io.shard.is_none_or(|(i, n)| index % n == i);
-                    index += 1;
-                    mine && !done.contains(&(j, t * spec.dtype.tile_bytes()))
-                })
-                .collect()
-        })
-        .collect();
+    let resumed = resumed(io, &header).map_err(bad)?;
+    let plans = plans(&jobs, &sizes, io, &resumed);
     let sink = PointSink::open(io.out.as_deref().or(io.resume.as_deref()))?;
     let total: usize = plans.iter().map(Vec::len).sum();
     let pb = progress(total as u64, &k.op_name());
     let _ = crate::SWEEP_BAR.set(pb.clone());
     let mut out = Vec::new();
     let mut ran = 0;
-    for ((j, (name, c, spec, label)), tiles) in jobs.into_iter().enumerate().zip(plans) {
+    for ((j, job), tiles) in jobs.into_iter().enumerate().zip(plans) {
+        let Job { name, cluster: c, spec, label } = job;
         let layout = match k.axis {
             Some(a) => format!(
                 "{} {} x {}",
@@ -477,17 +402,11 @@ pub(crate) fn run_sweep(
             max_bytes: header.max,
             factor: header.factor,
         };
-        let new = sweep::sweep_points(&c, p, &spec, &tiles, stop, &|row| {
+        let new = meshsim_ccl::sweep::sweep_points(&c, p, &spec, &tiles, stop, &|row| {
             sink.write(&record(row), stop);
             pb.inc(1);
         })
-        .map_err(|e| {
-            if e.is_bad_input() {
-                anyhow::Error::new(BadInput(e.to_string()))
-            } else {
-                anyhow::anyhow!("{e}")
-            }
-        })?;
+        .map_err(|e| if e.is_bad_input() { bad(e.to_string()) } else { anyhow::anyhow!("{e}") })?;
         ran += new.len();
         let mut rows: Vec<SweepRow> =
             resumed.iter().filter(|r| r.series_index == j).map(|r| r.row.clone()).chain(new).collect();
@@ -511,6 +430,110 @@ pub(crate) fn run_sweep(
         return Err(anyhow::anyhow!("{path}: cannot write the sweep's points: {e}"));
     }
     Ok(SweepOutcome { series: out, interrupted: stop.load(Ordering::SeqCst), ran, planned: total })
+}
+
+/// Every series of the sweep, resolved (clusters loaded, communicators chosen, faults drawn)
+/// and labelled by the knobs that vary; a lone series by cluster and dtype.
+fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -> anyhow::Result<Vec<Job>> {
+    use meshsim_ccl::comm::Communicator;
+    let bad = |m: String| anyhow::Error::new(BadInput(m));
+    let SeriesKnobs { clusters, dtypes, num_links, workers } = *series;
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut jobs = Vec::new();
+    for name in clusters {
+        let c = load_cluster(name)?;
+        let faults = k.faults.list(&c).map_err(bad)?;
+        let comms = match k.axis {
+            Some(axis) => Communicator::axis(&c, axis.into(), k.topology).map_err(|e| bad(e.0))?,
+            None => {
+                let t = k.topology.unwrap_or(Topology::Ring);
+                vec![Communicator::choose(&c, t, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?]
+            }
+        };
+        for (&dtype, &links, &w) in dtypes
+            .iter()
+            .flat_map(|d| num_links.iter().flat_map(move |l| workers.iter().map(move |w| (d, l, w))))
+        {
+            let spec = meshsim_ccl::sweep::SweepSpec {
+                op,
+                comms: comms.clone(),
+                links,
+                workers: w,
+                dtype,
+                stack: k.stack,
+                faults: faults.clone(),
+                select: k.select.clone(),
+                in_place: k.in_place,
+            };
+            let mut label: Vec<String> = [
+                (clusters.len() > 1, name.clone()),
+                (dtypes.len() > 1, dtype.to_string()),
+                (num_links.len() > 1, links.map_or("default links".into(), |l| plural(l, "link"))),
+                (workers.len() > 1, w.map_or("default workers".into(), |w| plural(w, "worker"))),
+            ]
+            .into_iter()
+            .filter_map(|(varies, part)| varies.then_some(part))
+            .collect();
+            if label.is_empty() {
+                label = vec![name.clone(), dtype.to_string()];
+            }
+            jobs.push(Job { name: name.clone(), cluster: c.clone(), spec, label: label.join(" ") });
+        }
+    }
+    Ok(jobs)
+}
+
+/// The points a `--resume` file holds, refused when they are of another sweep; none when the
+/// file does not exist yet (so a script can always pass --resume).
+fn resumed(io: &SweepIo, header: &SweepHeader) -> Result<Vec<PointRecord>, String> {
+    let Some(path) = &io.resume else {
+        return Ok(Vec::new());
+    };
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let points = read_points(path)?;
+    if let Some(r) = points.iter().find(|r| {
+        SweepHeader { op: r.op.clone(), min: r.min_bytes, max: r.max_bytes, factor: r.factor } != *header
+    }) {
+        return Err(format!(
+            "{}: its points are of another sweep ({} -b {} -e {} -f {}, not {} -b {} -e {} -f {})",
+            path.display(),
+            r.op,
+            r.min_bytes,
+            r.max_bytes,
+            r.factor,
+            header.op,
+            header.min,
+            header.max,
+            header.factor
+        ));
+    }
+    Ok(points)
+}
+
+/// The tiles each series runs: its sizes in order, this shard's share (counted over the whole
+/// sweep's points), less the points already resumed.
+fn plans(jobs: &[Job], sizes: &[u64], io: &SweepIo, resumed: &[PointRecord]) -> Vec<Vec<u64>> {
+    let done: std::collections::BTreeSet<(usize, u64)> =
+        resumed.iter().map(|r| (r.series_index, r.row.size_bytes)).collect();
+    let mut index = 0;
+    jobs.iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let spec = &job.spec;
+            let mut tiles = meshsim_ccl::sweep::points(sizes, spec.chunks(), spec.dtype);
+            tiles.sort_unstable();
+            tiles
+                .into_iter()
+                .filter(|&t| {
+                    let mine = io.shard.is_none_or(|(i, n)| index % n == i);
+                    index += 1;
+                    mine && !done.contains(&(j, t * spec.dtype.tile_bytes()))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// What a sweep run gave: its series (the points that ran, and those resumed), and whether

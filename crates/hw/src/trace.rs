@@ -201,124 +201,156 @@ fn js(s: &str) -> String {
 /// Every track's events are in timestamp order and every begin has its end: kernels that never
 /// finished (a failed run) are closed at `data.end`.
 pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -> io::Result<()> {
-    let mut w = io::BufWriter::new(out);
-    w.write_all(
+    let mut w = Chrome { w: io::BufWriter::new(out), first: true };
+    w.w.write_all(
         b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"meshsim\",\"time\":\"simulated\"},\n\"traceEvents\":[\n",
     )?;
-    let mut first = true;
-    let mut line = |w: &mut io::BufWriter<&mut _>, text: String| -> io::Result<()> {
-        if !first {
-            w.write_all(b",\n")?;
-        }
-        first = false;
-        w.write_all(text.as_bytes())
-    };
-    let chip_id = |c: ChipIdx| cluster.chip(c).id;
-    let mut chips_seen = BTreeMap::new();
-    let mut events: Vec<Ev> = Vec::new();
-
-    // Kernels: a thread each, named after core and kernel.
-    let mut track_of: BTreeMap<TaskId, (u64, u64, &str)> = BTreeMap::new();
-    for (i, k) in data.kernels.iter().enumerate() {
-        let (pid, tid) = (chip_id(k.chip), i as u64 + 1);
-        chips_seen.insert(pid, ());
-        track_of.insert(k.task, (pid, tid, &k.kernel));
-        for m in thread_meta(pid, tid, &format!("{} · {}", k.core, k.kernel)) {
-            line(&mut w, m)?;
-        }
-    }
-    let mut open: BTreeMap<TaskId, u32> = BTreeMap::new();
-    for e in &data.tasks {
-        let Some(&(pid, tid, kernel)) = track_of.get(&e.task) else { continue };
-        let kind = match &e.kind {
-            TaskEventKind::Start => {
-                *open.entry(e.task).or_default() += 1;
-                EvKind::Kernel(kernel)
-            }
-            TaskEventKind::WaitBegin(what) => {
-                *open.entry(e.task).or_default() += 1;
-                EvKind::Wait(what)
-            }
-            TaskEventKind::WaitEnd | TaskEventKind::Finish => {
-                let depth = open.entry(e.task).or_default();
-                if *depth == 0 {
-                    continue;
-                }
-                *depth -= 1;
-                EvKind::End
-            }
-        };
-        events.push(Ev { pid, tid, sub: 0, ts: e.at, kind });
-    }
-    // Close what a failed run left open, innermost first.
-    for (task, depth) in open {
-        let (pid, tid, _) = track_of[&task];
-        for _ in 0..depth {
-            events.push(Ev { pid, tid, sub: 0, ts: data.end, kind: EvKind::End });
-        }
-    }
-    for m in &data.marks {
-        let Some(&(pid, tid, _)) = m.task.and_then(|t| track_of.get(&t)) else { continue };
-        events.push(Ev { pid, tid, sub: 0, ts: m.at, kind: EvKind::Mark(m.label) });
-    }
-
-    // Kernel counters: a counter track per (chip, core, name).
-    for c in &data.counters {
-        let pid = chip_id(c.chip);
-        chips_seen.insert(pid, ());
-        events.push(Ev { pid, tid: 0, sub: u8::MAX, ts: c.at, kind: EvKind::Value(c) });
-    }
-
-    // Link directions: one track per sending port, every packet a slice; plus a counter track.
-    let mut links: BTreeMap<(ChipIdx, u8), Vec<&PacketRec>> = BTreeMap::new();
-    for p in &data.packets {
-        links.entry((p.chip, p.chan)).or_default().push(p);
-    }
-    let window = Time((data.end.0 / COUNTER_WINDOWS).max(1));
-    for (&(chip, chan), packets) in &links {
-        let (pid, tid) = (chip_id(chip), LINK_TID_BASE + chan as u64);
-        chips_seen.insert(pid, ());
-        let name = match cluster.connected(Endpoint { chip, chan }) {
-            Some(e) => format!("eth{chan} tx → chip {} eth{}", chip_id(e.chip), e.chan),
-            None => format!("eth{chan} tx"),
-        };
-        for m in thread_meta(pid, tid, &name) {
-            line(&mut w, m)?;
-        }
-        let mut busy = vec![0u64; (data.end.0 / window.0 + 1) as usize];
-        for p in packets {
-            events.push(Ev { pid, tid, sub: 0, ts: p.wire_start, kind: EvKind::Packet(p) });
-            // Spread the packet's wire time over the windows it overlaps.
-            let (mut t, end) = (p.wire_start.0, p.wire_end.0);
-            while t < end {
-                let i = t / window.0;
-                let i_end = ((i + 1) * window.0).min(end);
-                busy[i as usize] += i_end - t;
-                t = i_end;
-            }
-        }
-        for (i, b) in busy.iter().enumerate() {
-            let ts = Time(i as u64 * window.0);
-            let pct = 100.0 * *b as f64 / window.0 as f64;
-            events.push(Ev { pid, tid: 0, sub: chan, ts, kind: EvKind::Counter(pct) });
-        }
-    }
-    for &pid in chips_seen.keys() {
-        line(
-            &mut w,
-            format!(r#"{{"ph":"M","name":"process_name","pid":{pid},"args":{{"name":"chip {pid}"}}}}"#),
-        )?;
-        line(
-            &mut w,
-            format!(r#"{{"ph":"M","name":"process_sort_index","pid":{pid},"args":{{"sort_index":{pid}}}}}"#),
-        )?;
+    let mut t = Tracks { cluster, chips_seen: BTreeMap::new(), events: Vec::new() };
+    t.kernels(data, &mut w)?;
+    t.links(data, &mut w)?;
+    for &pid in t.chips_seen.keys() {
+        w.line(format!(r#"{{"ph":"M","name":"process_name","pid":{pid},"args":{{"name":"chip {pid}"}}}}"#))?;
+        w.line(format!(
+            r#"{{"ph":"M","name":"process_sort_index","pid":{pid},"args":{{"sort_index":{pid}}}}}"#
+        ))?;
     }
     // Per track, in time order; the sort is stable, so equal times keep their recorded order
     // (a wait's end before the next wait's begin).
-    events.sort_by_key(|e| (e.pid, e.tid, e.sub, e.ts));
-    for e in &events {
-        let (pid, tid, ts) = (e.pid, e.tid, us(e.ts));
-        let text = match e.kind {
+    t.events.sort_by_key(|e| (e.pid, e.tid, e.sub, e.ts));
+    for e in &t.events {
+        w.line(e.json())?;
+    }
+    w.w.write_all(b"\n]}\n")?;
+    w.w.flush()
+}
+
+/// The trace's output: one event per line, comma-separated.
+struct Chrome<W: Write> {
+    w: io::BufWriter<W>,
+    first: bool,
+}
+
+impl<W: Write> Chrome<W> {
+    fn line(&mut self, text: String) -> io::Result<()> {
+        if !self.first {
+            self.w.write_all(b",\n")?;
+        }
+        self.first = false;
+        self.w.write_all(text.as_bytes())
+    }
+}
+
+/// The trace's events as they are gathered, before sorting, and the chips they are on.
+struct Tracks<'a> {
+    cluster: &'a Cluster,
+    chips_seen: BTreeMap<u64, ()>,
+    events: Vec<Ev<'a>>,
+}
+
+impl<'a> Tracks<'a> {
+    fn chip_id(&self, c: ChipIdx) -> u64 {
+        self.cluster.chip(c).id
+    }
+
+    /// Kernels: a thread each, named after core and kernel, with their waits, marks and
+    /// counters; what a failed run left open is closed at its end, innermost first.
+    fn kernels(&mut self, data: &'a TraceData, w: &mut Chrome<impl Write>) -> io::Result<()> {
+        let mut track_of: BTreeMap<TaskId, (u64, u64, &str)> = BTreeMap::new();
+        for (i, k) in data.kernels.iter().enumerate() {
+            let (pid, tid) = (self.chip_id(k.chip), i as u64 + 1);
+            self.chips_seen.insert(pid, ());
+            track_of.insert(k.task, (pid, tid, &k.kernel));
+            for m in thread_meta(pid, tid, &format!("{} · {}", k.core, k.kernel)) {
+                w.line(m)?;
+            }
+        }
+        let mut open: BTreeMap<TaskId, u32> = BTreeMap::new();
+        for e in &data.tasks {
+            let Some(&(pid, tid, kernel)) = track_of.get(&e.task) else { continue };
+            let kind = match &e.kind {
+                TaskEventKind::Start => {
+                    *open.entry(e.task).or_default() += 1;
+                    EvKind::Kernel(kernel)
+                }
+                TaskEventKind::WaitBegin(what) => {
+                    *open.entry(e.task).or_default() += 1;
+                    EvKind::Wait(what)
+                }
+                TaskEventKind::WaitEnd | TaskEventKind::Finish => {
+                    let depth = open.entry(e.task).or_default();
+                    if *depth == 0 {
+                        continue;
+                    }
+                    *depth -= 1;
+                    EvKind::End
+                }
+            };
+            self.events.push(Ev { pid, tid, sub: 0, ts: e.at, kind });
+        }
+        for (task, depth) in open {
+            let (pid, tid, _) = track_of[&task];
+            for _ in 0..depth {
+                self.events.push(Ev { pid, tid, sub: 0, ts: data.end, kind: EvKind::End });
+            }
+        }
+        for m in &data.marks {
+            let Some(&(pid, tid, _)) = m.task.and_then(|t| track_of.get(&t)) else { continue };
+            self.events.push(Ev { pid, tid, sub: 0, ts: m.at, kind: EvKind::Mark(m.label) });
+        }
+        // Kernel counters: a counter track per (chip, core, name).
+        for c in &data.counters {
+            let pid = self.chip_id(c.chip);
+            self.chips_seen.insert(pid, ());
+            self.events.push(Ev { pid, tid: 0, sub: u8::MAX, ts: c.at, kind: EvKind::Value(c) });
+        }
+        Ok(())
+    }
+
+    /// Link directions: one track per sending port, every packet a slice; plus a counter track
+    /// of the port's busy share per window.
+    fn links(&mut self, data: &'a TraceData, w: &mut Chrome<impl Write>) -> io::Result<()> {
+        let mut links: BTreeMap<(ChipIdx, u8), Vec<&PacketRec>> = BTreeMap::new();
+        for p in &data.packets {
+            links.entry((p.chip, p.chan)).or_default().push(p);
+        }
+        let window = Time((data.end.0 / COUNTER_WINDOWS).max(1));
+        for (&(chip, chan), packets) in &links {
+            let (pid, tid) = (self.chip_id(chip), LINK_TID_BASE + chan as u64);
+            self.chips_seen.insert(pid, ());
+            let name = match self.cluster.connected(Endpoint { chip, chan }) {
+                Some(e) => format!("eth{chan} tx → chip {} eth{}", self.chip_id(e.chip), e.chan),
+                None => format!("eth{chan} tx"),
+            };
+            for m in thread_meta(pid, tid, &name) {
+                w.line(m)?;
+            }
+            let mut busy = vec![0u64; (data.end.0 / window.0 + 1) as usize];
+            for p in packets {
+                self.events.push(Ev { pid, tid, sub: 0, ts: p.wire_start, kind: EvKind::Packet(p) });
+                // Spread the packet's wire time over the windows it overlaps.
+                let (mut t, end) = (p.wire_start.0, p.wire_end.0);
+                while t < end {
+                    let i = t / window.0;
+                    let i_end = ((i + 1) * window.0).min(end);
+                    busy[i as usize] += i_end - t;
+                    t = i_end;
+                }
+            }
+            for (i, b) in busy.iter().enumerate() {
+                let ts = Time(i as u64 * window.0);
+                let pct = 100.0 * *b as f64 / window.0 as f64;
+                self.events.push(Ev { pid, tid: 0, sub: chan, ts, kind: EvKind::Counter(pct) });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Ev<'_> {
+    /// The event as one trace-event JSON object.
+    fn json(&self) -> String {
+        let (pid, tid, ts) = (self.pid, self.tid, us(self.ts));
+        match self.kind {
             EvKind::Kernel(name) => {
                 format!(
                     r#"{{"ph":"B","name":{},"cat":"kernel","pid":{pid},"tid":{tid},"ts":{ts}}}"#,
@@ -352,13 +384,10 @@ pub fn write_chrome(data: &TraceData, cluster: &Cluster, out: &mut impl Write) -
             ),
             EvKind::Counter(pct) => format!(
                 r#"{{"ph":"C","name":"eth{} tx utilisation %","pid":{pid},"ts":{ts},"args":{{"busy":{pct}}}}}"#,
-                e.sub
+                self.sub
             ),
-        };
-        line(&mut w, text)?;
+        }
     }
-    w.write_all(b"\n]}\n")?;
-    w.flush()
 }
 
 /// The bottleneck of a run: the link direction whose serializer was busy longest (the first
