@@ -429,7 +429,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     if size == 0 || size % 16 != 0 {
         return Err(BenchError::BadSize(size));
     }
-    let max = spec.max_packet_bytes.unwrap_or(size.max(meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD));
+    let max = spec.max_packet_bytes.unwrap_or(size.max(setup.params.fabric_default_payload_bytes));
     if size > max {
         return Err(BenchError::BadArgument(format!("--packet-size {size} exceeds --max-packet-size {max}")));
     }
@@ -443,7 +443,7 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     let flows = flows(spec.test, &grid, &lines);
     let t = flows_per_link(&flows);
     let mut m = setup.machine();
-    let soc = meshsim_topology::soc::wormhole_b0();
+    let soc = setup.cluster.soc();
     let config = FabricConfig { kind, max_payload_bytes: max, planes: spec.num_links };
     let fabric = Fabric::new(&setup.cluster, &setup.params, soc.eth_cores.clone(), config, lines.clone())
         .map_err(|e| BenchError::BadArgument(e.to_string()))?;
@@ -689,10 +689,10 @@ pub fn fabric_latency(
     spec: FabricLatencySpec,
 ) -> Result<Measured<FabricLatencyRow>, BenchError> {
     let size = spec.payload_bytes;
-    if size == 0 || size % 16 != 0 || size > meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD {
+    let default = setup.params.fabric_default_payload_bytes;
+    if size == 0 || size % 16 != 0 || size > default {
         return Err(BenchError::BadArgument(format!(
-            "--payload {size}: must be a positive multiple of 16 up to {} B",
-            meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD
+            "--payload {size}: must be a positive multiple of 16 up to {default} B"
         )));
     }
     crate::common::check_count(("sample", "samples"), spec.samples, crate::common::MAX_SAMPLES)?;
@@ -706,9 +706,8 @@ pub fn fabric_latency(
     let line =
         lines.iter().position(|l| l.chips.contains(&a) && l.chips.contains(&b)).expect("a line holds row 0");
     let mut m = setup.machine();
-    let soc = meshsim_topology::soc::wormhole_b0();
-    let config =
-        FabricConfig { kind, max_payload_bytes: meshsim_ccl::fabric::DEFAULT_MAX_PAYLOAD, planes: 1 };
+    let soc = setup.cluster.soc();
+    let config = FabricConfig { kind, max_payload_bytes: default, planes: 1 };
     let fabric = Fabric::new(&setup.cluster, &setup.params, soc.eth_cores.clone(), config, lines)
         .map_err(|e| BenchError::BadArgument(e.to_string()))?;
     let chips = setup.cluster.chips().len();

@@ -50,8 +50,9 @@ pub(crate) async fn write_pages(
     Ok(())
 }
 
-fn bank_core(bank: u64) -> CoreRef {
-    CoreRef::Worker(CoreCoord { x: (bank % 8) as u32, y: (bank / 8) as u32 })
+/// The worker whose L1 is bank `bank` of an L1-interleaved tensor on `m`'s chips.
+fn bank_core(m: &Machine, bank: u64) -> CoreRef {
+    CoreRef::Worker(m.cluster().soc().logical_worker(bank))
 }
 
 /// Host write of one page (before a run).
@@ -65,7 +66,7 @@ pub(crate) fn host_write(
 ) -> Result<(), OpError> {
     match place.memory {
         Memory::Dram => m.write_dram(chip, bank as usize, addr, data),
-        Memory::L1 => m.write_l1(chip, bank_core(bank), addr, data),
+        Memory::L1 => m.write_l1(chip, bank_core(m, bank), addr, data),
     }
     .map_err(|e| OpError(e.to_string()))
 }
@@ -81,7 +82,7 @@ pub(crate) fn host_read(
 ) -> Result<Vec<u8>, String> {
     match place.memory {
         Memory::Dram => m.read_dram(chip, bank as usize, addr, len),
-        Memory::L1 => m.read_l1(chip, bank_core(bank), addr, len),
+        Memory::L1 => m.read_l1(chip, bank_core(m, bank), addr, len),
     }
     .map_err(|e| e.to_string())
 }

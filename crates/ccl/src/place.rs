@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use meshsim_hw::Params;
+use meshsim_topology::soc::SocDescriptor;
 
 use crate::op::{CclError, Collective};
 use crate::phase::{Phase, Tensors};
@@ -12,6 +13,7 @@ use crate::request::OpRequest;
 use crate::tensor::{Memory, Placement};
 /// Gives every phase its tensors, in submission order, each after the last in its memory.
 pub(crate) fn place(
+    soc: &SocDescriptor,
     params: &Params,
     ops: &[OpRequest],
     phases: &[Phase<()>],
@@ -19,7 +21,7 @@ pub(crate) fn place(
     let mut out = Vec::with_capacity(phases.len());
     let mut next: BTreeMap<bool, u64> = BTreeMap::new();
     let mut alloc = |memory: Memory, page: u64, pages: u64| -> Placement {
-        let first = Placement::first(memory, page);
+        let first = Placement::first(memory, page, soc, params);
         let base = *next.get(&(memory == Memory::L1)).unwrap_or(&first.base);
         let p = Placement { base, ..first };
         next.insert(memory == Memory::L1, p.after(pages).base);

@@ -384,7 +384,7 @@ impl<'c> Session<'c> {
         }
         self.inject_faults(&mut m);
         let planned = self.phases();
-        let tensors = crate::place::place(&self.params, &self.ops, &planned)?;
+        let tensors = crate::place::place(self.cluster.soc(), &self.params, &self.ops, &planned)?;
         let phases: Vec<Phase> = planned.into_iter().zip(tensors).map(|(p, t)| p.place(t)).collect();
         let done: Vec<SignalId> = phases
             .iter()

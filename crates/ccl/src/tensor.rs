@@ -5,6 +5,7 @@
 //! one row of `x` elements and pages run over `(w, z, y)`. Page `p` of an interleaved tensor lives
 //! in DRAM bank `p % banks` at `base + (p / banks) * page_bytes`.
 
+use meshsim_topology::soc::SocDescriptor;
 use std::fmt;
 use std::str::FromStr;
 
@@ -243,10 +244,6 @@ impl std::fmt::Display for Memory {
     }
 }
 
-/// DRAM banks of a Wormhole chip.
-pub const DRAM_BANKS: u64 = 6;
-/// Tensix workers whose L1 holds L1-interleaved tensors (the 8x8 of logical cores 0..64).
-pub const L1_BANKS: u64 = 64;
 /// Where L1-interleaved tensors start in each worker's L1, above the kernels' staging area.
 pub const L1_TENSOR_BASE: u64 = 0x40000;
 
@@ -264,11 +261,12 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// The first tensor placed in `memory`, with pages of `page_bytes`.
-    pub fn first(memory: Memory, page_bytes: u64) -> Placement {
+    /// The first tensor placed in `memory`, with pages of `page_bytes`: over the chip's DRAM
+    /// channels (its SoC descriptor's), or over the L1 of its first `l1_tensor_banks` workers.
+    pub fn first(memory: Memory, page_bytes: u64, soc: &SocDescriptor, p: &meshsim_hw::Params) -> Placement {
         match memory {
-            Memory::Dram => Placement { memory, base: 0, banks: DRAM_BANKS, page_bytes },
-            Memory::L1 => Placement { memory, base: L1_TENSOR_BASE, banks: L1_BANKS, page_bytes },
+            Memory::Dram => Placement { memory, base: 0, banks: soc.dram.len() as u64, page_bytes },
+            Memory::L1 => Placement { memory, base: L1_TENSOR_BASE, banks: p.l1_tensor_banks, page_bytes },
         }
     }
 
@@ -300,9 +298,6 @@ pub(crate) const STAGING: u64 = 0x10000;
 
 /// Where they must end: L1-interleaved tensors start here.
 pub(crate) const STAGING_END: u64 = L1_TENSOR_BASE;
-
-/// Worker cores a chip hands out (the 8 x 10 Tensix grid).
-pub(crate) const WORKER_CORES: usize = 80;
 
 #[cfg(test)]
 mod tests {

@@ -444,14 +444,14 @@ fn mesh_fabric_turns_unicasts_and_branches_multicast_spines() {
     let t3000 = builtin::cluster("t3000").unwrap();
     let grid = t3000.grid().unwrap().clone();
     let p = Params::default();
-    let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
+    let eth = t3000.soc().eth_cores.clone();
     let lines: Vec<Line> = grid
         .rows_and_columns()
         .into_iter()
         .filter(|l| l.len() > 1)
         .map(|chips| Line { chips, closed: false })
         .collect();
-    let config = FabricConfig { kind: FabricKind::Mesh, ..FabricConfig::default() };
+    let config = FabricConfig { kind: FabricKind::Mesh, ..FabricConfig::linear(&p) };
     let fabric: Rc<Fabric> = Fabric::new(&t3000, &p, eth, config, lines).unwrap();
     let mut m = Machine::new(t3000.clone(), p, Mode::Functional);
     let mut progs: Vec<Program> = (0..8).map(|c| Program::new(ChipIdx(c))).collect();
@@ -668,9 +668,9 @@ mod hazards {
     ) -> String {
         let n300 = builtin::cluster("n300").unwrap();
         let p = Params::default();
-        let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
+        let eth = n300.soc().eth_cores.clone();
         let line = Line { chips: vec![ChipIdx(0), ChipIdx(1)], closed: false };
-        let config = FabricConfig { kind: FabricKind::Linear, ..FabricConfig::default() };
+        let config = FabricConfig::linear(&p);
         let fabric: Rc<Fabric> = Fabric::new(&n300, &p, eth, config, vec![line]).unwrap();
         let mut m = Machine::new(n300.clone(), p, Mode::Timing);
         let mut progs = vec![Program::new(ChipIdx(0)), Program::new(ChipIdx(1))];

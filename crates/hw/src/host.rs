@@ -149,7 +149,7 @@ fn kind_of(core: CoreRef) -> CoreKind {
 fn noc_coord(soc: &SocDescriptor, core: CoreRef) -> CoreCoord {
     match core {
         CoreRef::Eth(c) => soc.eth_cores[c as usize],
-        CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
+        CoreRef::Worker(l) => soc.worker(l),
     }
 }
 
@@ -164,7 +164,8 @@ impl Machine {
     /// Idle hardware for `cluster` with `params`, in `mode`.
     pub fn new(cluster: Cluster, params: Params, mode: Mode) -> Machine {
         let sim = Sim::new_with(|sched| {
-            Hw::new(Rc::new(cluster), meshsim_topology::soc::wormhole_b0().clone(), params, mode, sched)
+            let soc = cluster.soc().clone();
+            Hw::new(Rc::new(cluster), soc, params, mode, sched)
         });
         Machine { sim, kernels: None }
     }

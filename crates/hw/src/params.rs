@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use meshsim_engine::{ClockDomain, Time};
+use meshsim_topology::Arch;
 
 /// All model parameters.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -66,8 +67,14 @@ pub struct Params {
     pub fabric_router_notice_cycles: u64,
     /// ERISC L1 a fabric router has for its channels' packet slots, bytes.
     pub fabric_router_l1_bytes: u64,
+    /// Largest payload a fabric router's packet may carry on this architecture, bytes.
+    pub fabric_max_payload_bytes: u64,
+    /// The router payload tt-metal configures by default, bytes.
+    pub fabric_default_payload_bytes: u64,
     /// Tensix L1 size, bytes.
     pub worker_l1_bytes: u64,
+    /// Workers whose L1 holds an L1-interleaved tensor's pages (the first, row-major).
+    pub l1_tensor_banks: u64,
     /// Tensix cycles to reduce (add or max) one 32x32 tile into another.
     pub tile_reduce_cycles: u64,
     /// Bytes per DRAM bank (channel).
@@ -114,7 +121,10 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "cycles after a word changes before an idle fabric router's loop reads it",
     ),
     ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
+    ("fabric_max_payload_bytes", "largest payload of a fabric router's packet on this architecture, bytes"),
+    ("fabric_default_payload_bytes", "the router payload tt-metal configures by default, bytes"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
+    ("l1_tensor_banks", "workers whose L1 holds an L1-interleaved tensor's pages (the first, row-major)"),
     ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),
     ("dram_bank_bytes", "bytes per DRAM bank"),
     ("dram_bank_bytes_per_cycle", "bandwidth of one DRAM bank, bytes/cycle"),
@@ -139,12 +149,23 @@ pub struct ParamsError {
 }
 
 impl Default for Params {
+    /// Wormhole B0's parameters, the architecture of every built-in cluster.
     fn default() -> Self {
-        Params::parse("configs/wormhole_b0.yaml", DEFAULT_YAML).expect("the embedded parameters are valid")
+        Params::of(Arch::WormholeB0).expect("Wormhole is modelled")
     }
 }
 
 impl Params {
+    /// The built-in parameters of a modelled architecture (`configs/<arch>.yaml`, embedded);
+    /// `None` when meshsim does not model it.
+    pub fn of(arch: Arch) -> Option<Params> {
+        let (file, text) = match arch {
+            Arch::WormholeB0 => ("configs/wormhole_b0.yaml", DEFAULT_YAML),
+            Arch::Grayskull | Arch::Blackhole => return None,
+        };
+        Some(Params::parse(file, text).expect("the embedded parameters are valid"))
+    }
+
     /// Parses parameters from YAML text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Params, ParamsError> {
         let err = |message: String| ParamsError { file: file.to_owned(), message };
@@ -201,6 +222,12 @@ impl Params {
             return Err(format!(
                 "fabric_router_l1_bytes {} plus the router's {FABRIC_CONFIG_BYTES} B of configuration exceeds erisc_kernel_l1_bytes {}",
                 self.fabric_router_l1_bytes, self.erisc_kernel_l1_bytes
+            ));
+        }
+        let (max, default) = (self.fabric_max_payload_bytes, self.fabric_default_payload_bytes);
+        if max == 0 || max % 16 != 0 || default == 0 || default % 16 != 0 || default > max {
+            return Err(format!(
+                "fabric_default_payload_bytes {default} and fabric_max_payload_bytes {max} must be positive multiples of 16, the default at most the maximum"
             ));
         }
         if self.erisc_info_base + 8 * 16 > self.erisc_kernel_l1_base {

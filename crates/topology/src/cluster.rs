@@ -2,7 +2,6 @@
 //! questions the rest of meshsim asks of a cluster.
 
 use std::collections::VecDeque;
-use std::fmt;
 
 use petgraph::graph::{NodeIndex, UnGraph};
 
@@ -13,40 +12,8 @@ use crate::shape::{self, Grid, Shape};
 
 mod resolve;
 
-/// Ethernet channels per Wormhole chip.
-pub const ETH_CHANNELS: u8 = 16;
-
-/// Chip architecture.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    /// Wormhole B0 (written `wormhole_b0`, or `Wormhole` in older files).
-    WormholeB0,
-    /// Grayskull: recognised, so a descriptor naming it is refused by name (no Ethernet).
-    Grayskull,
-    /// Blackhole: recognised, so a descriptor naming it is refused by name (not modelled).
-    Blackhole,
-}
-
-impl Arch {
-    fn parse(s: &str) -> Option<Arch> {
-        match s.to_ascii_lowercase().as_str() {
-            "wormhole_b0" | "wormhole" => Some(Arch::WormholeB0),
-            "grayskull" => Some(Arch::Grayskull),
-            "blackhole" => Some(Arch::Blackhole),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Arch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Arch::WormholeB0 => "wormhole_b0",
-            Arch::Grayskull => "grayskull",
-            Arch::Blackhole => "blackhole",
-        })
-    }
-}
+pub use crate::arch::{Arch, ETH_CHANNELS};
+use crate::soc::SocDescriptor;
 
 /// Ethernet coordinates of a chip: `[x, y, rack, shelf]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +157,16 @@ impl Cluster {
         let bytes = crate::input::read_input(path)
             .map_err(|e| TopologyError::Io { file: file.clone(), reason: e.to_string() })?;
         Cluster::from_bytes(&file, &bytes)
+    }
+
+    /// The chips' architecture (a description of one architecture only resolves).
+    pub fn arch(&self) -> Arch {
+        self.chips[0].arch
+    }
+
+    /// The SoC descriptor of the chips' architecture.
+    pub fn soc(&self) -> &'static SocDescriptor {
+        self.arch().soc().expect("a resolved cluster's architecture is modelled")
     }
 
     /// Where the description came from (a path or a built-in name).

@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+mod arch;
 pub mod builtin;
 mod cluster;
 mod error;

@@ -1,8 +1,8 @@
 //! SoC descriptors: where a chip's cores sit on its NoC grid, and how big their memories are.
 //!
 //! The format is the one tt-metal and tt-umd use (`grid`, `eth`, `functional_workers`, `dram`,
-//! `worker_l1_size`, ...); cores are written `x-y` in NoC0 coordinates. meshsim's own Wormhole
-//! descriptor is `configs/wormhole_b0_soc.yaml`, embedded here as [`wormhole_b0`].
+//! `worker_l1_size`, ...); cores are written `x-y` in NoC0 coordinates. meshsim's own descriptors are
+//! embedded per architecture ([`crate::Arch::soc`]).
 
 use std::fmt;
 
@@ -65,6 +65,8 @@ pub struct SocDescriptor {
     pub eth_l1_bytes: u64,
     /// Bytes per DRAM channel.
     pub dram_bank_bytes: u64,
+    /// Columns of the worker grid (distinct worker x coordinates).
+    worker_columns: u32,
 }
 
 impl SocDescriptor {
@@ -88,12 +90,17 @@ impl SocDescriptor {
         let list = |key: &str, v: &[String]| -> Result<Vec<CoreCoord>, TopologyError> {
             v.iter().enumerate().map(|(i, s)| core(key, i, s)).collect()
         };
+        let workers = list("functional_workers", &raw.functional_workers)?;
+        let mut xs: Vec<u32> = workers.iter().map(|c| c.x).collect();
+        xs.sort_unstable();
+        xs.dedup();
         Ok(SocDescriptor {
             arch_name: raw.arch_name,
+            worker_columns: xs.len().max(1) as u32,
             grid_x: gx,
             grid_y: gy,
             eth_cores: list("eth", &raw.eth)?,
-            workers: list("functional_workers", &raw.functional_workers)?,
+            workers,
             dram: raw.dram.iter().map(|ch| list("dram", ch)).collect::<Result<_, _>>()?,
             worker_l1_bytes: raw.worker_l1_size,
             eth_l1_bytes: raw.eth_l1_size,
@@ -106,22 +113,27 @@ impl SocDescriptor {
         self.eth_cores.get(chan as usize).copied()
     }
 
+    /// Columns of the worker grid (distinct worker x coordinates): logical worker `(x, y)` is
+    /// `workers[y * columns + x]`.
+    pub fn worker_columns(&self) -> u32 {
+        self.worker_columns
+    }
+
+    /// The NoC coordinates of logical worker `(x, y)`.
+    pub fn worker(&self, logical: CoreCoord) -> CoreCoord {
+        self.workers[(logical.y * self.worker_columns() + logical.x) as usize]
+    }
+
+    /// The logical coordinates of the `k`-th worker, row-major.
+    pub fn logical_worker(&self, k: u64) -> CoreCoord {
+        let cols = self.worker_columns() as u64;
+        CoreCoord { x: (k % cols) as u32, y: (k / cols) as u32 }
+    }
+
     /// The channel of an Ethernet core.
     pub fn eth_channel(&self, core: CoreCoord) -> Option<u8> {
         self.eth_cores.iter().position(|&c| c == core).map(|i| i as u8)
     }
-}
-
-/// meshsim's Wormhole B0 SoC descriptor (`configs/wormhole_b0_soc.yaml`), parsed once per
-/// process: a lowering asks for core coordinates once per kernel it places, and parsing the
-/// YAML each time cost more than simulating a small op.
-pub fn wormhole_b0() -> &'static SocDescriptor {
-    static SOC: std::sync::OnceLock<SocDescriptor> = std::sync::OnceLock::new();
-    SOC.get_or_init(|| {
-        const TEXT: &str = include_str!("../../../configs/wormhole_b0_soc.yaml");
-        SocDescriptor::parse("configs/wormhole_b0_soc.yaml", TEXT.as_bytes())
-            .expect("the built-in SoC descriptor is valid")
-    })
 }
 
 #[cfg(test)]
@@ -130,13 +142,28 @@ mod tests {
 
     #[test]
     fn wormhole_has_16_ethernet_cores_and_an_8x10_worker_grid() {
-        let soc = wormhole_b0();
+        let soc = crate::Arch::WormholeB0.soc().unwrap();
         assert_eq!(soc.eth_cores.len(), 16);
         assert_eq!(soc.eth_core(2), Some(CoreCoord { x: 8, y: 0 }));
         assert_eq!(soc.eth_channel(CoreCoord { x: 4, y: 6 }), Some(15));
         assert_eq!(soc.workers.len(), 80);
         assert!(soc.workers.iter().all(|c| c.x != 0 && c.x != 5 && c.y != 0 && c.y != 6));
         assert_eq!((soc.grid_x, soc.grid_y), (10, 12));
+    }
+
+    #[test]
+    fn logical_workers_are_row_major_over_the_descriptors_own_columns() {
+        let soc = crate::Arch::WormholeB0.soc().unwrap();
+        assert_eq!(soc.worker_columns(), 8);
+        for k in 0..soc.workers.len() {
+            assert_eq!(soc.worker(soc.logical_worker(k as u64)), soc.workers[k], "worker {k}");
+        }
+        // A grid of 3 columns: worker 4 is the second of the second row.
+        let text = b"grid: {x_size: 4, y_size: 3}\neth: []\nfunctional_workers: [1-1, 2-1, 3-1, 1-2, 2-2, 3-2]\ndram: []\nworker_l1_size: 1\neth_l1_size: 1\ndram_bank_size: 1\narch_name: X\n";
+        let small = SocDescriptor::parse("x.yaml", text).unwrap();
+        assert_eq!(small.logical_worker(4), CoreCoord { x: 1, y: 1 });
+        assert_eq!(small.worker(CoreCoord { x: 1, y: 1 }), CoreCoord { x: 2, y: 2 });
+        assert!(crate::Arch::Blackhole.soc().is_none());
     }
 
     #[test]

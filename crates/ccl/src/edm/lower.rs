@@ -25,7 +25,7 @@ use crate::op::{CclError, Collective, DEFAULT_WORKERS, OpError, Topology};
 use crate::phase::{Phase, after_matrix};
 use crate::plan;
 use crate::request::OpRequest;
-use crate::tensor::{STAGING, STAGING_END, TensorSpec, WORKER_CORES};
+use crate::tensor::{STAGING, STAGING_END, TensorSpec};
 use crate::transport::{Gate, LowerCx, Lowered, PhaseRun, Transport};
 
 /// The legacy ERISC Data Mover stack.
@@ -394,14 +394,16 @@ impl Builder<'_> {
 
     fn core(&mut self, chip: ChipIdx) -> Result<CoreRef, CclError> {
         let k = self.next_core[chip.0 as usize];
-        if k >= WORKER_CORES {
+        let soc = self.cluster.soc();
+        if k >= soc.workers.len() {
             return Err(CclError::Invalid(format!(
-                "chip {} has no worker core left: the ops need more than {WORKER_CORES}",
-                self.cluster.chip(chip).id
+                "chip {} has no worker core left: the ops need more than {}",
+                self.cluster.chip(chip).id,
+                soc.workers.len()
             )));
         }
         self.next_core[chip.0 as usize] += 1;
-        Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
+        Ok(CoreRef::Worker(soc.logical_worker(k as u64)))
     }
 
     /// A lane (worker pair and EDM channel) per phase, flow, hop and link x worker.

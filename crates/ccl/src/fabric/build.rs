@@ -7,6 +7,7 @@ use std::rc::Rc;
 use meshsim_engine::Cond;
 use meshsim_hw::{CoreRef, Kernel, Program};
 use meshsim_topology::ChipIdx;
+use meshsim_topology::Cluster;
 use meshsim_topology::soc::CoreCoord;
 
 use super::mux::Ports;
@@ -15,7 +16,7 @@ use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};
 use crate::phase::Tensors;
 use crate::request::OpRequest;
-use crate::tensor::{Memory, Placement, STAGING, WORKER_CORES};
+use crate::tensor::{Memory, Placement, STAGING};
 use crate::transport::{Gate, LowerCx};
 
 /// Pages a fabric packet carries at most (`min(4, payload / page)`, tt-metal's CCL ops).
@@ -82,21 +83,26 @@ impl<'a, 'c> Lowering<'a, 'c> {
     /// so one NoC address (a multicast increment's, say) names it on every chip.
     pub(super) fn take_core(&mut self, chips: &[ChipIdx]) -> Result<CoreRef, CclError> {
         let k = chips.iter().map(|c| self.next_core[c.0 as usize]).max().unwrap_or(0);
-        if k >= WORKER_CORES {
+        let soc = self.s.cluster.soc();
+        if k >= soc.workers.len() {
             let ids: Vec<u64> = chips.iter().map(|&c| self.s.cluster.chip(c).id).collect();
             return Err(CclError::Invalid(format!(
-                "chips {ids:?} have no worker core left in common: the ops need more than {WORKER_CORES}"
+                "chips {ids:?} have no worker core left in common: the ops need more than {}",
+                soc.workers.len()
             )));
         }
         for c in chips {
             self.next_core[c.0 as usize] = k + 1;
         }
-        Ok(CoreRef::Worker(CoreCoord { x: (k % 8) as u32, y: (k / 8) as u32 }))
+        Ok(CoreRef::Worker(soc.logical_worker(k as u64)))
     }
 
     /// DRAM for an intermediate buffer of `pages` pages of `page` bytes, above the last one.
     pub(super) fn scratch(&mut self, page: u64, pages: u64) -> Placement {
-        let at = Placement { base: self.scratch_base, ..Placement::first(Memory::Dram, page) };
+        let at = Placement {
+            base: self.scratch_base,
+            ..Placement::first(Memory::Dram, page, self.s.cluster.soc(), self.s.params)
+        };
         self.scratch_base = at.after(pages).base;
         at
     }
@@ -107,11 +113,11 @@ impl<'a, 'c> Lowering<'a, 'c> {
     }
 }
 
-/// NoC coordinates of a worker core (the same on every chip).
-pub(super) fn noc_of(core: CoreRef) -> CoreCoord {
-    let soc = meshsim_topology::soc::wormhole_b0();
+/// NoC coordinates of a core (the same on every chip of `cluster`).
+pub(super) fn noc_of(cluster: &Cluster, core: CoreRef) -> CoreCoord {
+    let soc = cluster.soc();
     match core {
-        CoreRef::Worker(l) => soc.workers[(l.y * 8 + l.x) as usize],
+        CoreRef::Worker(l) => soc.worker(l),
         CoreRef::Eth(ch) => soc.eth_cores[ch as usize],
     }
 }

@@ -52,7 +52,7 @@ pub(super) fn point_to_point(
     let sends = Sends {
         core,
         land: t.output,
-        signal: vec![noc_of(core)],
+        signal: vec![noc_of(s.cluster, core)],
         per_source: false,
         ppp,
         max,
@@ -273,7 +273,7 @@ pub(super) fn direct_reduction(
         (0..DIRECT_REDUCERS.min(packets)).map(|_| cx.take_core(&owner_chips)).collect::<Result<_, _>>()?;
     // One flushed increment per chunk crosses the fabric, to the first reducer's core, as
     // all-to-all's chunks end with one; a fan-out kernel there passes it on to the others.
-    let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(c)).collect();
+    let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(s.cluster, c)).collect();
     let signal = cores[..1].to_vec();
     let fan_outs = usize::from(cores.len() > 1) * owners.len();
     let gate = s.gate(pi, 2 * n + reducers.len() * owners.len() + fan_outs);

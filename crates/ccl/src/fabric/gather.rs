@@ -56,7 +56,7 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
     // A semaphore counting sources on the op's sync core, the same on every chip: the final
     // increments are multicast to one address.
     let sync_core = cx.take_core(req.comm.chips())?;
-    let sync_at = noc_of(sync_core);
+    let sync_at = noc_of(s.cluster, sync_core);
     let sync_sem = STAGING;
     // Every (rank, plane, direction) and the chips its final increment reaches.
     let mut expected = vec![0u32; n];
@@ -189,7 +189,7 @@ pub(super) fn all_gather_relay(
         let packets = super::reduce::plane_packets(t.slice.pages(), ppp, on);
         let total = packets.len();
         let core = cx.take_core(req.comm.chips())?;
-        let at = noc_of(core);
+        let at = noc_of(s.cluster, core);
         for (k, &chip) in req.comm.chips().iter().enumerate() {
             for (d, forward) in [true, false].into_iter().enumerate() {
                 let next = if forward { (k + 1) % n } else { (k + n - 1) % n };

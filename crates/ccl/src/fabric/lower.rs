@@ -24,7 +24,7 @@ use super::direct::{Pairs, direct_path, direct_reduction, point_to_point};
 use super::gather::{RELAY_PAGES, all_gather, all_gather_relay};
 use super::mux::{Mux, Ports};
 use super::worker::Target;
-use super::{DEFAULT_MAX_PAYLOAD, Fabric, FabricConfig, FabricKind, Line};
+use super::{Fabric, FabricConfig, FabricKind, Line};
 use crate::op::{Algorithm, CclError, Collective, Topology};
 use crate::phase::Phase;
 use crate::request::OpRequest;
@@ -245,7 +245,7 @@ fn install_muxes(
             }
             let chip = fabric.routers[r].at.chip;
             let core = cx.take_core(&[chip])?;
-            let mux = Rc::new(Mux::new(fabric, r, noc_of(core), STAGING, members.len()));
+            let mux = Rc::new(Mux::new(fabric, r, noc_of(s.cluster, core), STAGING, members.len()));
             if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
                 return Err(CclError::Invalid(format!(
                     "{} ops inject into the fabric router on chip {} eth{} at once: their mux needs {} B of L1",
@@ -304,9 +304,9 @@ fn build_fabric(s: &LowerCx) -> Result<Rc<Fabric>, CclError> {
             asked[0], asked[1]
         )));
     }
-    let payload = asked.first().copied().unwrap_or(DEFAULT_MAX_PAYLOAD);
+    let payload = asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes);
     let config = FabricConfig { kind, max_payload_bytes: payload, planes };
-    let eth = meshsim_topology::soc::wormhole_b0().eth_cores.clone();
+    let eth = s.cluster.soc().eth_cores.clone();
     Fabric::new(s.cluster, s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
 }
 

@@ -49,10 +49,6 @@ use meshsim_hw::params::FABRIC_CONFIG_BYTES;
 use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, Endpoint};
 
-/// Default router payload (`erisc_datamover_builder.hpp @003097f6`): 4 bfp8 or 2 bf16 tiles.
-pub const DEFAULT_MAX_PAYLOAD: u64 = 4352;
-/// Largest router payload on Wormhole (`CCL_Performance_Best_Practices.md @5ebed06b`).
-pub const MAX_PAYLOAD_WH: u64 = 7616;
 /// Bytes of the 1D low-latency header for routes of up to 16 hops, and beyond
 /// (`fabric_edm_packet_header.hpp @01656bf7`).
 pub const HEADER_1D_BYTES: (u64, u64) = (48, 64);
@@ -152,9 +148,14 @@ pub struct FabricConfig {
     pub planes: usize,
 }
 
-impl Default for FabricConfig {
-    fn default() -> Self {
-        FabricConfig { kind: FabricKind::Linear, max_payload_bytes: DEFAULT_MAX_PAYLOAD, planes: 1 }
+impl FabricConfig {
+    /// A 1D line fabric of one plane at the architecture's default payload.
+    pub fn linear(p: &Params) -> FabricConfig {
+        FabricConfig {
+            kind: FabricKind::Linear,
+            max_payload_bytes: p.fabric_default_payload_bytes,
+            planes: 1,
+        }
     }
 }
 
@@ -162,8 +163,13 @@ impl Default for FabricConfig {
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum FabricError {
     /// A packet payload the router cannot carry.
-    #[error("fabric max payload {0} B: must be a positive multiple of 16 up to {MAX_PAYLOAD_WH} B")]
-    Payload(u64),
+    #[error("fabric max payload {asked} B: must be a positive multiple of 16 up to {max} B")]
+    Payload {
+        /// The payload asked for.
+        asked: u64,
+        /// The architecture's largest (`fabric_max_payload_bytes`).
+        max: u64,
+    },
     /// Slots do not fit the router's L1.
     #[error("fabric packet slots of {slot} B do not fit the router's {have} B of L1 even one per channel")]
     DoesNotFit {
@@ -308,8 +314,8 @@ impl Layout {
         channels: usize,
         options: &[(u64, u64)],
     ) -> Result<Layout, FabricError> {
-        if max_payload == 0 || max_payload % 16 != 0 || max_payload > MAX_PAYLOAD_WH {
-            return Err(FabricError::Payload(max_payload));
+        if max_payload == 0 || max_payload % 16 != 0 || max_payload > p.fabric_max_payload_bytes {
+            return Err(FabricError::Payload { asked: max_payload, max: p.fabric_max_payload_bytes });
         }
         let slot_bytes = (header_bytes + max_payload).next_multiple_of(32);
         let have = p.fabric_router_l1_bytes;
@@ -756,17 +762,19 @@ mod tests {
             seen.sort();
             assert_eq!(seen, vec![1, 2, 3]);
         }
-        let l = Layout::mesh(&Params::default(), DEFAULT_MAX_PAYLOAD).unwrap();
+        let p = Params::default();
+        let l = Layout::mesh(&p, p.fabric_default_payload_bytes).unwrap();
         assert_eq!((l.sender_slots, l.receiver_slots, l.header_bytes, l.channels), (4, 8, 96, 4));
     }
 
     #[test]
     fn the_default_packet_gets_8_sender_and_16_receiver_slots() {
-        let l = Layout::new(&Params::default(), DEFAULT_MAX_PAYLOAD, 8).unwrap();
+        let p = Params::default();
+        let l = Layout::new(&p, p.fabric_default_payload_bytes, 8).unwrap();
         assert_eq!((l.sender_slots, l.receiver_slots), (8, 16));
         assert_eq!(l.header_bytes, 48);
         assert_eq!(l.slot_bytes, 4416);
-        let big = Layout::new(&Params::default(), MAX_PAYLOAD_WH, 8).unwrap();
+        let big = Layout::new(&p, p.fabric_max_payload_bytes, 8).unwrap();
         assert!(big.sender_slots * 2 + big.receiver_slots <= 20);
         assert!(Layout::new(&Params::default(), 8000, 8).is_err());
         let p = Params::default();

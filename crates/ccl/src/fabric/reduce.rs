@@ -371,7 +371,7 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
                     ppp,
                     per_sync,
                     plane: on,
-                    sync: (noc_of(core), sems[d]),
+                    sync: (noc_of(s.cluster, core), sems[d]),
                     base: STAGING + 0x100 + d as u64 * stride,
                     max,
                     gate: gate.clone(),

@@ -94,11 +94,18 @@ impl<'f> Resolver<'f> {
             let a = Arch::parse(name).ok_or_else(|| {
                 bad(file, &entry, format!("unknown architecture '{name}' (expected wormhole_b0)"))
             })?;
-            if a != Arch::WormholeB0 {
+            if !a.modelled() {
                 return Err(bad(
                     file,
                     entry,
                     format!("{a} chips are not modelled: meshsim simulates Wormhole (wormhole_b0) only"),
+                ));
+            }
+            if let Some(first) = chips.first().filter(|c: &&Chip| c.arch != a) {
+                return Err(bad(
+                    file,
+                    entry,
+                    format!("a {a} chip beside {} chips: a cluster is of one architecture", first.arch),
                 ));
             }
             index.insert(id, ChipIdx(chips.len() as u32));
@@ -261,7 +268,8 @@ impl<'f> Resolver<'f> {
                     self.bad(entry, "a `remote_chip_id` belongs in ethernet_connections_to_remote_devices")
                 );
             }
-            eps[k] = Endpoint { chip: self.lookup(chip, entry)?, chan: channel(e, entry, self.file)? };
+            let chip = self.lookup(chip, entry)?;
+            eps[k] = Endpoint { chip, chan: channel(e, self.chips[chip.0 as usize].arch, entry, self.file)? };
         }
         let (a, b) = if eps[0] <= eps[1] { (eps[0], eps[1]) } else { (eps[1], eps[0]) };
         let id = |e: Endpoint| self.chips[e.chip.0 as usize].id;
@@ -300,15 +308,14 @@ impl<'f> Resolver<'f> {
             let remote_chip_id = remote
                 .remote_chip_id
                 .ok_or_else(|| self.bad(&entry, "remote endpoint has no `remote_chip_id`"))?;
-            let ep = Endpoint {
-                chip: self.lookup(local.chip.expect("checked"), &entry)?,
-                chan: channel(local, &entry, self.file)?,
-            };
+            let chip = self.lookup(local.chip.expect("checked"), &entry)?;
+            let arch = self.chips[chip.0 as usize].arch;
+            let ep = Endpoint { chip, chan: channel(local, arch, &entry, self.file)? };
             self.claim(ep, &entry)?;
             remote_links.push(RemoteLink {
                 local: ep,
                 remote_chip_id,
-                remote_chan: channel(remote, &entry, self.file)?,
+                remote_chan: channel(remote, arch, &entry, self.file)?,
             });
         }
         Ok(remote_links)
@@ -339,10 +346,13 @@ fn split_connection<'a>(
     }
 }
 
-fn channel(e: &RawEnd, entry: &str, file: &str) -> Result<u8, TopologyError> {
+/// An endpoint's channel, one of the Ethernet channels of `arch`'s SoC.
+fn channel(e: &RawEnd, arch: Arch, entry: &str, file: &str) -> Result<u8, TopologyError> {
     let chan = e.chan.ok_or_else(|| TopologyError::invalid(file, entry, "endpoint has no `chan`"))?;
-    u8::try_from(chan).ok().filter(|&c| c < ETH_CHANNELS).ok_or_else(|| {
-        TopologyError::invalid(file, entry, format!("channel {chan} is outside 0..{}", ETH_CHANNELS - 1))
+    let have =
+        arch.soc().map_or(ETH_CHANNELS as usize, |s| s.eth_cores.len()).min(ETH_CHANNELS as usize) as u8;
+    u8::try_from(chan).ok().filter(|&c| c < have).ok_or_else(|| {
+        TopologyError::invalid(file, entry, format!("channel {chan} is outside 0..{}", have - 1))
     })
 }
 
