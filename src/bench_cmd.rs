@@ -3,11 +3,11 @@
 use std::path::Path;
 
 use crate::out::out;
-use meshsim_bench::plot;
+use meshsim_bench::plot::{self, Plot};
 use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
 
 use crate::cli::{
-    Bench, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyTopologyArg, NocSendArg,
+    Bench, BenchArgs, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyTopologyArg, NocSendArg,
 };
 use crate::{BadInput, bench_error, check_outputs, load_cluster, one_line_plot, write_trace};
 
@@ -35,81 +35,20 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
     let mut trace = None;
     let (table, plot) = match &b {
         Bench::Latency { common, slots, samples, unmerged } => {
-            let spec =
-                latency::LatencySpec { size_bytes: 0, slots: *slots, samples: *samples, unmerged: *unmerged };
-            let rows = rows_or_trace(
-                &mut trace,
-                setup.trace.then(|| {
-                    latency::latency(&setup, latency::LatencySpec { size_bytes: common.sizes[0], ..spec })
-                }),
-                || latency::sweep(&setup, &common.sizes, spec),
-            )?;
-            let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
-            let plot = one_line_plot(
-                format!("Ethernet round trip, {label}"),
-                "payload (bytes)",
-                "round trip (ns)",
-                label,
-                points,
-            );
-            (report::render(&rows, format), plot)
+            latency_points(&setup, common, (*slots, *samples, *unmerged), &mut trace, label, format)?
         }
-        Bench::Bandwidth { common, slots, packets, bidir, to_worker } => {
-            let spec = bandwidth::BandwidthSpec {
-                size_bytes: 0,
-                slots: *slots,
-                packets: *packets,
-                bidir: *bidir,
-                to_worker: *to_worker,
-            };
-            let rows = rows_or_trace(
-                &mut trace,
-                setup.trace.then(|| {
-                    bandwidth::bandwidth(
-                        &setup,
-                        bandwidth::BandwidthSpec { size_bytes: common.sizes[0], ..spec },
-                    )
-                }),
-                || bandwidth::sweep(&setup, &common.sizes, spec),
-            )?;
-            let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps_per_direction)).collect();
-            let what = if *bidir { "bidirectional" } else { "unidirectional" };
-            let slots = slots.map_or("default".to_string(), |n| n.to_string());
-            let plot = one_line_plot(
-                format!("ERISC {what} bandwidth, {slots} slots, {label}"),
-                "packet payload (bytes)",
-                "GB/s per direction",
-                label,
-                points,
-            );
-            (report::render(&rows, format), plot)
+        Bench::Bandwidth { common, slots, packets, bidir, to_worker } => bandwidth_points(
+            &setup,
+            common,
+            (*slots, *packets, *bidir, *to_worker),
+            &mut trace,
+            label,
+            format,
+        )?,
+        Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
+            ring_points(&setup, common, (*hops, *samples, *unmerged, *skew_ns), &mut trace, label, format)?
         }
         Bench::Fabric(_) | Bench::FabricLatency(_) => unreachable!("handled above"),
-        Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
-            let spec = ring::RingSpec {
-                size_bytes: 0,
-                hops: *hops,
-                samples: *samples,
-                unmerged: *unmerged,
-                start_skew_ns: *skew_ns,
-            };
-            let rows = rows_or_trace(
-                &mut trace,
-                setup
-                    .trace
-                    .then(|| ring::ring(&setup, ring::RingSpec { size_bytes: common.sizes[0], ..spec })),
-                || ring::sweep(&setup, &common.sizes, spec),
-            )?;
-            let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
-            let plot = one_line_plot(
-                format!("Ring ping, {hops} hops, {label}"),
-                "payload (bytes)",
-                "ns per hop",
-                label,
-                points,
-            );
-            (report::render(&rows, format), plot)
-        }
     };
     out!("{table}")?;
     if let Some(path) = &common.plot {
@@ -119,6 +58,93 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         write_trace(path, t, &setup.cluster)?;
     }
     Ok(())
+}
+
+/// `bench latency`: the round trip per size, or one traced point.
+fn latency_points(
+    setup: &Setup,
+    common: &BenchArgs,
+    knobs: (u64, u64, bool),
+    trace: &mut Option<meshsim_hw::TraceData>,
+    label: String,
+    format: report::Format,
+) -> anyhow::Result<(String, Plot)> {
+    let (slots, samples, unmerged) = knobs;
+    let spec = latency::LatencySpec { size_bytes: 0, slots, samples, unmerged };
+    let rows = rows_or_trace(
+        trace,
+        setup
+            .trace
+            .then(|| latency::latency(setup, latency::LatencySpec { size_bytes: common.sizes[0], ..spec })),
+        || latency::sweep(setup, &common.sizes, spec),
+    )?;
+    let points = rows.iter().map(|r| (r.size_bytes as f64, r.round_trip_ns)).collect();
+    let plot = one_line_plot(
+        format!("Ethernet round trip, {label}"),
+        "payload (bytes)",
+        "round trip (ns)",
+        label,
+        points,
+    );
+    Ok((report::render(&rows, format), plot))
+}
+
+/// `bench bandwidth`: GB/s per direction per size, or one traced point.
+fn bandwidth_points(
+    setup: &Setup,
+    common: &BenchArgs,
+    knobs: (Option<u64>, u64, bool, bool),
+    trace: &mut Option<meshsim_hw::TraceData>,
+    label: String,
+    format: report::Format,
+) -> anyhow::Result<(String, Plot)> {
+    let (slots, packets, bidir, to_worker) = knobs;
+    let spec = bandwidth::BandwidthSpec { size_bytes: 0, slots, packets, bidir, to_worker };
+    let rows = rows_or_trace(
+        trace,
+        setup.trace.then(|| {
+            bandwidth::bandwidth(setup, bandwidth::BandwidthSpec { size_bytes: common.sizes[0], ..spec })
+        }),
+        || bandwidth::sweep(setup, &common.sizes, spec),
+    )?;
+    let points = rows.iter().map(|r| (r.size_bytes as f64, r.gbps_per_direction)).collect();
+    let what = if bidir { "bidirectional" } else { "unidirectional" };
+    let slots = slots.map_or("default".to_string(), |n| n.to_string());
+    let plot = one_line_plot(
+        format!("ERISC {what} bandwidth, {slots} slots, {label}"),
+        "packet payload (bytes)",
+        "GB/s per direction",
+        label,
+        points,
+    );
+    Ok((report::render(&rows, format), plot))
+}
+
+/// `bench ring`: ns per hop per size, or one traced point.
+fn ring_points(
+    setup: &Setup,
+    common: &BenchArgs,
+    knobs: (usize, u64, bool, u64),
+    trace: &mut Option<meshsim_hw::TraceData>,
+    label: String,
+    format: report::Format,
+) -> anyhow::Result<(String, Plot)> {
+    let (hops, samples, unmerged, skew_ns) = knobs;
+    let spec = ring::RingSpec { size_bytes: 0, hops, samples, unmerged, start_skew_ns: skew_ns };
+    let rows = rows_or_trace(
+        trace,
+        setup.trace.then(|| ring::ring(setup, ring::RingSpec { size_bytes: common.sizes[0], ..spec })),
+        || ring::sweep(setup, &common.sizes, spec),
+    )?;
+    let points = rows.iter().map(|r| (r.size_bytes as f64, r.ns_per_hop)).collect();
+    let plot = one_line_plot(
+        format!("Ring ping, {hops} hops, {label}"),
+        "payload (bytes)",
+        "ns per hop",
+        label,
+        points,
+    );
+    Ok((report::render(&rows, format), plot))
 }
 
 /// `bench fabric`: one point of tt-metal's fabric bandwidth tests.

@@ -53,8 +53,45 @@ pub(crate) fn run_regress(
     } else {
         0
     };
+    let rows = compare_and_update(&suites, &results, &baselines, only, update)?;
+    out!("{}", report::render(&rows, format.into()))?;
+    let failing = summarise(&rows, update);
+    // One scenario again, for determinism and traces.
+    let picked =
+        only.and_then(find).or_else(|| suites.iter().find_map(|s| s.scenarios.first().map(|sc| (s, sc))));
+    if let Some((suite, sc)) = picked.filter(|_| check || trace.is_some())
+        && !run_again(&suites, &results, (suite, sc), params.as_ref(), check, trace)?
+    {
+        return Ok(ExitCode::FAILURE);
+    }
+    if failing > 0 && !update {
+        eprintln!(
+            "meshsim: {failing} scenario(s) fail the gate: {}",
+            rows.iter()
+                .filter(|r| r.status.fails())
+                .map(|r| format!("{}/{}", r.suite, r.scenario))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if rows.iter().any(|r| r.status == regress::Status::Error) || shortcuts_differ > 0 {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Compares every suite's results with its baseline (rewriting the baseline under `update`);
+/// with `only`, leaves out the rows of scenarios that did not run.
+fn compare_and_update(
+    suites: &[regress::Suite],
+    results: &[Vec<Option<Result<regress::Ran, String>>>],
+    baselines: &[regress::Baseline],
+    only: Option<&str>,
+    update: bool,
+) -> anyhow::Result<Vec<regress::Row>> {
     let mut rows = Vec::new();
-    for ((suite, res), base) in suites.iter().zip(&results).zip(&baselines) {
+    for ((suite, res), base) in suites.iter().zip(results).zip(baselines) {
         let (mut r, new_base) = regress::compare(suite, res, base, update);
         if only.is_some() {
             // A single scenario says nothing about the others: no missing entries.
@@ -69,7 +106,11 @@ pub(crate) fn run_regress(
         }
         rows.extend(r);
     }
-    out!("{}", report::render(&rows, format.into()))?;
+    Ok(rows)
+}
+
+/// Prints the gate's one-line count and each failed run; returns how many rows fail it.
+fn summarise(rows: &[regress::Row], update: bool) -> usize {
     let count = |st: regress::Status| rows.iter().filter(|r| r.status == st).count();
     use regress::Status as S;
     let failing = rows.iter().filter(|r| r.status.fails()).count();
@@ -86,45 +127,39 @@ pub(crate) fn run_regress(
     for r in rows.iter().filter(|r| r.status == S::Error) {
         eprintln!("meshsim: {}/{} failed: {}", r.suite, r.scenario, r.error.as_deref().unwrap_or(""));
     }
-    // One scenario again, for determinism and traces.
-    let picked =
-        only.and_then(find).or_else(|| suites.iter().find_map(|s| s.scenarios.first().map(|sc| (s, sc))));
-    if let Some((suite, sc)) = picked.filter(|_| check || trace.is_some()) {
-        let base = suite.path.parent().unwrap_or(Path::new("."));
-        let again = sc.run(base, params.as_ref(), trace.is_some()).map_err(|e| BadInput(e.to_string()))?;
-        if check {
-            let i = suites.iter().position(|s| std::ptr::eq(s, suite)).expect("suite of the scenario");
-            let j = suite.scenarios.iter().position(|x| std::ptr::eq(x, sc)).expect("scenario of the suite");
-            if let Some(Ok(first)) = &results[i][j] {
-                if let Err(e) = scenario::same_run((first.time, &first.stats), (again.time, &again.stats)) {
-                    eprintln!("meshsim: {}/{}: {e}", suite.name, sc.name);
-                    return Ok(ExitCode::FAILURE);
-                }
-                eprintln!(
-                    "meshsim: {}/{} deterministic: the parallel run and a second run gave {} events, event-log hash {:016x}",
-                    suite.name, sc.name, first.stats.events, first.stats.log_hash
-                );
+    failing
+}
+
+/// Runs the picked scenario again: `check` fails (false) unless the second run gives the first
+/// run's event-log hash; `trace` writes its trace.
+fn run_again(
+    suites: &[regress::Suite],
+    results: &[Vec<Option<Result<regress::Ran, String>>>],
+    (suite, sc): (&regress::Suite, &scenario::Scenario),
+    params: Option<&meshsim_hw::Params>,
+    check: bool,
+    trace: Option<&Path>,
+) -> anyhow::Result<bool> {
+    let base = suite.path.parent().unwrap_or(Path::new("."));
+    let again = sc.run(base, params, trace.is_some()).map_err(|e| BadInput(e.to_string()))?;
+    if check {
+        let i = suites.iter().position(|s| std::ptr::eq(s, suite)).expect("suite of the scenario");
+        let j = suite.scenarios.iter().position(|x| std::ptr::eq(x, sc)).expect("scenario of the suite");
+        if let Some(Ok(first)) = &results[i][j] {
+            if let Err(e) = scenario::same_run((first.time, &first.stats), (again.time, &again.stats)) {
+                eprintln!("meshsim: {}/{}: {e}", suite.name, sc.name);
+                return Ok(false);
             }
+            eprintln!(
+                "meshsim: {}/{} deterministic: the parallel run and a second run gave {} events, event-log hash {:016x}",
+                suite.name, sc.name, first.stats.events, first.stats.log_hash
+            );
         }
-        if let (Some(path), Some(t)) = (trace, &again.trace) {
-            write_trace(path, t, &again.cluster)?;
-        }
     }
-    if failing > 0 && !update {
-        eprintln!(
-            "meshsim: {failing} scenario(s) fail the gate: {}",
-            rows.iter()
-                .filter(|r| r.status.fails())
-                .map(|r| format!("{}/{}", r.suite, r.scenario))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        return Ok(ExitCode::FAILURE);
+    if let (Some(path), Some(t)) = (trace, &again.trace) {
+        write_trace(path, t, &again.cluster)?;
     }
-    if count(S::Error) > 0 || shortcuts_differ > 0 {
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(true)
 }
 
 /// Compares each scenario's run with shortcuts (`fast`) and without (`exact`); prints one line

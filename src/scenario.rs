@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
 use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::op::{Bidir, Given, Knobs, OpRun, RedOp, Stack, Topology};
-use meshsim_ccl::session::{OpRequest, OpResult, Session};
+use meshsim_ccl::session::{OpRequest, OpResult, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::{Stats, Time};
 use meshsim_hw::{Params, TraceData};
@@ -392,47 +392,11 @@ impl Scenario {
         let shape: [u64; 4] = shape
             .try_into()
             .map_err(|v: Vec<u64>| bad(format!("shape needs 4 values w,z,y,x, got {}", v.len())))?;
-        let dtype = self.dtype.unwrap_or(DType::Bf16);
-        let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| bad(e.0))?;
-        let topology = self.topology;
-        let bidir: Option<Bidir> = match &self.bidir {
-            None => None,
-            Some(BidirValue::Mode(m)) => Some(*m),
-            Some(BidirValue::Flag(_)) => {
-                return Err(bad("bidir of an all-gather is none, split or full".into()));
-            }
-        };
+        let tensor =
+            TensorSpec::new(shape, self.dtype.unwrap_or(DType::Bf16), Layout::Tile).map_err(|e| bad(e.0))?;
         let collective = op.collective(self.redop.unwrap_or(RedOp::Sum), self.root.unwrap_or(0));
-        let memory = self.memory.unwrap_or(Memory::Dram);
-        let comms = match self.axis {
-            Some(axis) => {
-                if self.chips.is_some() || self.chip_ids.is_some() {
-                    return Err(bad(
-                        "axis runs on every row or column; it does not take chips or chip_ids".into()
-                    ));
-                }
-                Communicator::axis(&cluster, axis, topology).map_err(|e| bad(e.0))?
-            }
-            None => {
-                let topology = topology.unwrap_or(Topology::Ring);
-                vec![
-                    Communicator::choose(&cluster, topology, self.chips, self.chip_ids.as_deref())
-                        .map_err(|e| bad(e.0))?,
-                ]
-            }
-        };
-        // Knobs left out take the library's defaults (Knobs::default).
-        let d = Knobs::default();
-        let knobs = Knobs {
-            links: self.links.or(d.links),
-            workers: self.workers.or(d.workers),
-            bidir,
-            pages_per_packet: self.pages_per_packet,
-            packet_bytes: self.packet_size.as_ref().map(Size::bytes).transpose().map_err(bad)?,
-            algorithm: None,
-            buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
-            memory,
-        };
+        let comms = self.communicators(&cluster)?;
+        let knobs = self.knobs()?;
         let stack = self.stack.unwrap_or(Stack::DEFAULT);
         let mut session = Session::new(&cluster, params);
         session.set_stack(stack);
@@ -463,30 +427,51 @@ impl Scenario {
             packet_size: self.packet_size.is_some(),
         };
         stack.check_given(collective, &given).map_err(bad)?;
-        let mut all_run = session.run().map_err(ccl_error)?;
-        let mut run = all_run.op_run(0);
-        if many {
-            run.time = all_run.makespan;
-            run.per_chip = all_run.ops.iter().flat_map(|o| o.per_chip.iter().copied()).collect();
-            run.verified = all_run
-                .ops
-                .iter()
-                .find_map(|o| o.verified.clone().filter(|v| v.is_err()))
-                .or_else(|| all_run.ops[0].verified.clone());
+        let all_run = session.run().map_err(ccl_error)?;
+        Ok(outcome(cluster, all_run, &comms, tensor))
+    }
+
+    /// The communicators an op runs on: every row or column (`axis`), or one ring or line.
+    fn communicators(&self, cluster: &Cluster) -> Result<Vec<Communicator>, RunError> {
+        let bad = RunError::Bad;
+        match self.axis {
+            Some(axis) => {
+                if self.chips.is_some() || self.chip_ids.is_some() {
+                    return Err(bad(
+                        "axis runs on every row or column; it does not take chips or chip_ids".into()
+                    ));
+                }
+                Communicator::axis(cluster, axis, self.topology).map_err(|e| bad(e.0))
+            }
+            None => {
+                let topology = self.topology.unwrap_or(Topology::Ring);
+                Ok(vec![
+                    Communicator::choose(cluster, topology, self.chips, self.chip_ids.as_deref())
+                        .map_err(|e| bad(e.0))?,
+                ])
+            }
         }
-        let trace = all_run.trace.take();
-        Ok(Outcome {
-            time: run.time,
-            stats: run.stats.clone(),
-            cluster,
-            trace,
-            op: Some(OpDone {
-                run,
-                ops: all_run.ops,
-                chips: comms[0].chips().to_vec(),
-                tensor,
-                topology: comms[0].topology(),
-            }),
+    }
+
+    /// The op's knobs; those left out take the library's defaults (`Knobs::default`).
+    fn knobs(&self) -> Result<Knobs, RunError> {
+        let bidir: Option<Bidir> = match &self.bidir {
+            None => None,
+            Some(BidirValue::Mode(m)) => Some(*m),
+            Some(BidirValue::Flag(_)) => {
+                return Err(RunError::Bad("bidir of an all-gather is none, split or full".into()));
+            }
+        };
+        let d = Knobs::default();
+        Ok(Knobs {
+            links: self.links.or(d.links),
+            workers: self.workers.or(d.workers),
+            bidir,
+            pages_per_packet: self.pages_per_packet,
+            packet_bytes: self.packet_size.as_ref().map(Size::bytes).transpose().map_err(RunError::Bad)?,
+            algorithm: None,
+            buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
+            memory: self.memory.unwrap_or(Memory::Dram),
         })
     }
 
@@ -558,5 +543,34 @@ impl Scenario {
             ),
         };
         Ok(Outcome { time: stats.end_time, stats, trace, op: None, cluster: setup.cluster })
+    }
+}
+
+/// An op scenario's outcome: one op's run, or with several communicators (`axis`) their
+/// makespan, every chip's span, and the first failed verification.
+fn outcome(cluster: Cluster, mut all_run: SessionRun, comms: &[Communicator], tensor: TensorSpec) -> Outcome {
+    let mut run = all_run.op_run(0);
+    if comms.len() > 1 {
+        run.time = all_run.makespan;
+        run.per_chip = all_run.ops.iter().flat_map(|o| o.per_chip.iter().copied()).collect();
+        run.verified = all_run
+            .ops
+            .iter()
+            .find_map(|o| o.verified.clone().filter(|v| v.is_err()))
+            .or_else(|| all_run.ops[0].verified.clone());
+    }
+    let trace = all_run.trace.take();
+    Outcome {
+        time: run.time,
+        stats: run.stats.clone(),
+        cluster,
+        trace,
+        op: Some(OpDone {
+            run,
+            ops: all_run.ops,
+            chips: comms[0].chips().to_vec(),
+            tensor,
+            topology: comms[0].topology(),
+        }),
     }
 }
