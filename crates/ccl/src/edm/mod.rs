@@ -475,14 +475,43 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
     // Idle waits that returned without time passing and without the next pass progressing: a
     // protocol bug that would otherwise spin forever at one instant.
     let mut spins = 0u32;
-    let idle_threshold = k.cycles(spec.config.idle_cycles_before_routing);
     loop {
         let mut pass = Pass::default();
         let n = spec.channels.len();
         for step in 0..n {
             let ch = (turn + step) % n;
-            let worker_mode = worker_mode && !multi[ch];
-            pass.add(serve(&k, &spec.layout, ch, &cur[ch], &mut st[ch], worker_mode).await?);
+            let (c, s, wm) = (&cur[ch], &mut st[ch], worker_mode && !multi[ch]);
+            let lay = &spec.layout;
+            pass.progressed |= terminate(&k, lay, ch, c, s, wm)?;
+            if c.sender {
+                pass.progressed |= acks(&k, lay, ch, c, s)?;
+                while let Some(w) = next_offer(c, s, bpc, wm) {
+                    notify(&k, w).await?;
+                    s.offered += 1;
+                    pass.progressed = true;
+                }
+            }
+            let tx = ready(&k, wants_to_send(&k, lay, ch, c, s, wm)?)?;
+            pass.progressed |= matches!(tx, Tx::Go);
+            match (tx, c.sender, s.waiting_worker) {
+                (Tx::Idle, ..) => {}
+                (Tx::Blocked, ..) => pass.tx_blocked = true,
+                (Tx::Go, true, _) => {
+                    let (buf, words) = start_send(&k, lay, ch, c, s)?;
+                    k.eth_send_packet(0, buf >> 4, buf >> 4, words).await?;
+                }
+                (Tx::Go, false, Some(rec)) => {
+                    free_buffer(&k, lay, ch, c, s, rec)?;
+                    k.eth_send_packet(0, rec >> 4, rec >> 4, 1).await?;
+                }
+                (Tx::Go, false, None) => {
+                    let rec = record(lay, ch, c, s.next);
+                    k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
+                    notify(&k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
+                    s.waiting_worker = Some(rec);
+                    s.next += 1;
+                }
+            }
         }
         for ch in 0..n {
             if multi[ch] {
@@ -490,26 +519,12 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
             }
         }
         turn = (turn + 1) % spec.channels.len().max(1);
-        let teardown = spec.config.teardown;
-        let finished = cur.iter().zip(&st).enumerate().all(|(ch, (c, s))| {
-            s.tenant >= spec.later[ch].len() && channel_done(c, s, worker_mode && !multi[ch], teardown)
-        });
-        if finished {
+        if all_done(&spec, &cur, &st, &multi, worker_mode) {
             break;
         }
         if !pass.progressed {
-            let words = waits(&k, &spec, &cur, &multi, &st, worker_mode, pass.tx_blocked)?;
             let idle_from = k.now();
-            if pass.tx_blocked {
-                let wakes: Vec<Wake> =
-                    words.into_iter().map(|(a, c)| Wake::Word(a, c)).chain([Wake::TxqFree(0)]).collect();
-                k.wait_for_any(&wakes).await?;
-            } else {
-                k.wait_any(words).await?;
-            }
-            if k.now() - idle_from >= idle_threshold {
-                k.run_routing().await;
-            }
+            idle_wait(&k, &spec, (&cur, &multi, &st), worker_mode, pass.tx_blocked).await?;
             spins = if k.now() == idle_from { spins + 1 } else { 0 };
             if spins > 1000 {
                 return Err(format!(
@@ -520,6 +535,60 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
                 .into());
             }
         }
+    }
+    Ok(())
+}
+
+/// Whether channel `ch` has something to send: a sender a filled buffer with a free remote
+/// one; a receiver a buffer its worker has read (to free on the sender), or else a landed one
+/// (to acknowledge, first level, from the fixed source word, and hand to its worker).
+fn wants_to_send(
+    k: &Kernel,
+    lay: &Layout,
+    ch: usize,
+    c: &Channel,
+    s: &State,
+    wm: bool,
+) -> Result<bool, TaskError> {
+    Ok(match (c.sender, s.waiting_worker) {
+        (true, _) => sender_ready(k, lay, ch, c, s, wm)?,
+        (false, Some(_)) => k.read_u32(lay.semaphore(ch))? >= 1,
+        (false, None) => {
+            (if wm { !s.terminated } else { s.next < c.messages })
+                && k.read_u32(record(lay, ch, c, s.next))? != 0
+        }
+    })
+}
+
+/// Whether every channel has served its last tenant.
+fn all_done(spec: &EdmSpec, cur: &[Channel], st: &[State], multi: &[bool], worker_mode: bool) -> bool {
+    let teardown = spec.config.teardown;
+    cur.iter().zip(st).enumerate().all(|(ch, (c, s))| {
+        s.tenant >= spec.later[ch].len() && channel_done(c, s, worker_mode && !multi[ch], teardown)
+    })
+}
+
+/// A pass made no progress: waits for any word that would let one (and for the tx queue, when
+/// a send found it busy); an idle stretch longer than the routing threshold yields to the
+/// firmware's routing (`run_routing`).
+async fn idle_wait(
+    k: &Kernel,
+    spec: &EdmSpec,
+    (cur, multi, st): (&[Channel], &[bool], &[State]),
+    worker_mode: bool,
+    tx_blocked: bool,
+) -> TaskResult {
+    let words = waits(k, spec, cur, multi, st, worker_mode, tx_blocked)?;
+    let idle_from = k.now();
+    if tx_blocked {
+        let wakes: Vec<Wake> =
+            words.into_iter().map(|(a, c)| Wake::Word(a, c)).chain([Wake::TxqFree(0)]).collect();
+        k.wait_for_any(&wakes).await?;
+    } else {
+        k.wait_any(words).await?;
+    }
+    if k.now() - idle_from >= k.cycles(spec.config.idle_cycles_before_routing) {
+        k.run_routing().await;
     }
     Ok(())
 }
@@ -563,7 +632,7 @@ async fn offer_first(k: &Kernel, c: &Channel, bpc: u64) -> TaskResult {
 }
 
 /// What one pass over the channels did.
-#[derive(Clone, Copy, Default)]
+#[derive(Default)]
 struct Pass {
     /// Something moved: the loop goes round again without waiting.
     progressed: bool,
@@ -571,39 +640,39 @@ struct Pass {
     tx_blocked: bool,
 }
 
-impl Pass {
-    fn add(&mut self, step: Pass) {
-        self.progressed |= step.progressed;
-        self.tx_blocked |= step.tx_blocked;
-    }
+/// Whether a channel sends now: nothing to send, the tx queue busy (the loop serves other
+/// channels meanwhile), or go.
+enum Tx {
+    Idle,
+    Blocked,
+    Go,
 }
 
-/// One step of channel `ch`: its termination, then its sender's or its receiver's work.
-async fn serve(
+/// `Go` when `want` and the tx queue is free, `Blocked` when it is busy.
+fn ready(k: &Kernel, want: bool) -> Result<Tx, TaskError> {
+    Ok(match want {
+        false => Tx::Idle,
+        true if k.eth_txq_is_busy(0)? => Tx::Blocked,
+        true => Tx::Go,
+    })
+}
+
+/// The workers said stop (worker-initiated termination): a sender stops once nothing more is
+/// posted, a receiver once its worker has read the last buffer. Whether it stopped now.
+fn terminate(
     k: &Kernel,
     lay: &Layout,
     ch: usize,
     c: &Channel,
     s: &mut State,
     worker_mode: bool,
-) -> Result<Pass, TaskError> {
-    let mut pass = Pass::default();
-    if worker_mode && !s.terminated && k.read_u32(lay.terminate(ch))? > 0 {
-        // The workers said stop: a sender once nothing more is posted, a receiver once its
-        // worker has read the last buffer.
-        let idle = if c.sender { k.read_u32(lay.semaphore(ch))? == 0 } else { s.waiting_worker.is_none() };
-        if idle {
-            s.terminated = true;
-            pass.progressed = true;
-        }
+) -> Result<bool, TaskError> {
+    if !worker_mode || s.terminated || k.read_u32(lay.terminate(ch))? == 0 {
+        return Ok(false);
     }
-    let step = if c.sender {
-        send_step(k, lay, ch, c, s, worker_mode).await?
-    } else {
-        receive_step(k, lay, ch, c, s, worker_mode).await?
-    };
-    pass.add(step);
-    Ok(pass)
+    let idle = if c.sender { k.read_u32(lay.semaphore(ch))? == 0 } else { s.waiting_worker.is_none() };
+    s.terminated |= idle;
+    Ok(idle)
 }
 
 /// Where message `m` of channel `ch` puts its sync record.
@@ -611,116 +680,91 @@ fn record(lay: &Layout, ch: usize, c: &Channel, m: u64) -> u64 {
     lay.buffer(ch, m % lay.buffers_per_channel) + c.bytes_of(m)
 }
 
-/// A sender channel's step: acknowledgements of both levels, buffers offered to workers, and a
-/// filled buffer sent.
-async fn send_step(
-    k: &Kernel,
-    lay: &Layout,
-    ch: usize,
-    c: &Channel,
-    s: &mut State,
-    worker_mode: bool,
-) -> Result<Pass, TaskError> {
-    let bpc = lay.buffers_per_channel;
-    let mut pass = Pass::default();
-    // First-level acknowledgements: the payload landed, so the local buffer may be refilled by
-    // a worker while the remote one is still being read.
+/// A sender's acknowledgements: first level (the payload landed, so the local buffer may be
+/// refilled by a worker while the remote one is still being read), then second level (the
+/// receiver's worker has read the buffer; it may be sent into). Whether any came.
+fn acks(k: &Kernel, lay: &Layout, ch: usize, c: &Channel, s: &mut State) -> Result<bool, TaskError> {
+    let mut progressed = false;
     while s.acked < s.next {
         let rec = record(lay, ch, c, s.acked);
         if k.read_u32(rec + 4)? == 1 || k.read_u32(rec)? == 0 {
             s.acked += 1;
-            pass.progressed = true;
+            progressed = true;
         } else {
             break;
         }
     }
-    // Second level: the receiver's worker has read the buffer; it may be sent into.
     if let Some(&rec) = s.inflight.front()
         && k.read_u32(rec)? == 0
     {
         s.inflight.pop_front();
         s.done += 1;
-        pass.progressed = true;
+        progressed = true;
     }
-    // Offer buffers to workers: after the first-level ack of the buffer's previous message,
-    // unless the new payload would cover that message's record (a longer message), in which
-    // case after its second level.
-    while worker_mode || s.offered < c.messages {
-        let Some(m) = s.offered.checked_sub(bpc) else {
-            break;
-        };
-        let early = m < s.acked && c.bytes_of(s.offered) <= c.bytes_of(m);
-        if !(early || m < s.done) {
-            break;
-        }
-        notify(k, c.workers[(s.offered % c.workers.len() as u64) as usize]).await?;
-        s.offered += 1;
-        pass.progressed = true;
-    }
-    // Send a buffer the worker has filled once its remote buffer is free, without blocking the
-    // loop on a busy tx queue.
-    let more = if worker_mode { !s.terminated } else { s.next < c.messages };
-    if more && s.inflight.len() < bpc as usize && k.read_u32(lay.semaphore(ch))? >= 1 {
-        if k.eth_txq_is_busy(0)? {
-            pass.tx_blocked = true;
-        } else {
-            k.add_u32(lay.semaphore(ch), u32::MAX)?;
-            let (buf, rec, bytes) =
-                (lay.buffer(ch, s.next % bpc), record(lay, ch, c, s.next), c.bytes_of(s.next));
-            k.write_bytes(rec, &sync_record(bytes))?;
-            k.eth_send_packet(0, buf >> 4, buf >> 4, (bytes + SYNC) >> 4).await?;
-            s.inflight.push_back(rec);
-            s.next += 1;
-            pass.progressed = true;
-        }
-    }
-    Ok(pass)
+    Ok(progressed)
 }
 
-/// A receiver channel's step: free a buffer its worker has read, or take a landed one (a
-/// first-level ack back, the worker told).
-async fn receive_step(
+/// The worker to offer the next buffer to, if it may be offered: after the first-level ack of
+/// the buffer's previous message, unless the new payload would cover that message's record (a
+/// longer message), in which case after its second level.
+fn next_offer(c: &Channel, s: &State, bpc: u64, worker_mode: bool) -> Option<WorkerSlot> {
+    if !(worker_mode || s.offered < c.messages) {
+        return None;
+    }
+    let m = s.offered.checked_sub(bpc)?;
+    let early = m < s.acked && c.bytes_of(s.offered) <= c.bytes_of(m);
+    (early || m < s.done).then(|| c.workers[(s.offered % c.workers.len() as u64) as usize])
+}
+
+/// Whether a sender has a buffer its worker filled and a free remote buffer to send it into.
+fn sender_ready(
+    k: &Kernel,
+    lay: &Layout,
+    ch: usize,
+    c: &Channel,
+    s: &State,
+    worker_mode: bool,
+) -> Result<bool, TaskError> {
+    let more = if worker_mode { !s.terminated } else { s.next < c.messages };
+    Ok(more && s.inflight.len() < lay.buffers_per_channel as usize && k.read_u32(lay.semaphore(ch))? >= 1)
+}
+
+/// Takes the filled buffer (its record written, in flight); returns the address and 16-byte
+/// words to send.
+fn start_send(
     k: &Kernel,
     lay: &Layout,
     ch: usize,
     c: &Channel,
     s: &mut State,
-    worker_mode: bool,
-) -> Result<Pass, TaskError> {
+) -> Result<(u64, u64), TaskError> {
+    k.add_u32(lay.semaphore(ch), u32::MAX)?;
+    let (buf, rec, bytes) =
+        (lay.buffer(ch, s.next % lay.buffers_per_channel), record(lay, ch, c, s.next), c.bytes_of(s.next));
+    k.write_bytes(rec, &sync_record(bytes))?;
+    s.inflight.push_back(rec);
+    s.next += 1;
+    Ok((buf, (bytes + SYNC) >> 4))
+}
+
+/// A receiver frees the buffer its worker has read: the record cleared, and the next message's
+/// record place in this buffer, so stale payload cannot pass for it.
+fn free_buffer(
+    k: &Kernel,
+    lay: &Layout,
+    ch: usize,
+    c: &Channel,
+    s: &mut State,
+    rec: u64,
+) -> Result<(), TaskError> {
     let bpc = lay.buffers_per_channel;
-    let mut pass = Pass::default();
-    if let Some(rec) = s.waiting_worker {
-        // The worker has read the buffer: free it on the sender.
-        let read_done = k.read_u32(lay.semaphore(ch))? >= 1;
-        if read_done && k.eth_txq_is_busy(0)? {
-            pass.tx_blocked = true;
-        } else if read_done {
-            k.add_u32(lay.semaphore(ch), u32::MAX)?;
-            k.write_bytes(rec, &[0; 16])?;
-            // Stale payload must not pass for the next message's record in this buffer.
-            let reuse = s.done + bpc;
-            k.write_bytes(lay.buffer(ch, reuse % bpc) + c.bytes_of(reuse), &[0; 16])?;
-            k.eth_send_packet(0, rec >> 4, rec >> 4, 1).await?;
-            s.waiting_worker = None;
-            s.done += 1;
-            pass.progressed = true;
-        }
-        return Ok(pass);
-    }
-    let more = if worker_mode { !s.terminated } else { s.next < c.messages };
-    let rec = record(lay, ch, c, s.next);
-    let landed = more && k.read_u32(rec)? != 0;
-    if landed && k.eth_txq_is_busy(0)? {
-        pass.tx_blocked = true;
-    } else if landed {
-        // First-level ack from the fixed source word, then tell the worker.
-        k.eth_send_packet(0, lay.ack_source >> 4, rec >> 4, 1).await?;
-        notify(k, c.workers[(s.next % c.workers.len() as u64) as usize]).await?;
-        s.waiting_worker = Some(rec);
-        s.next += 1;
-        pass.progressed = true;
-    }
-    Ok(pass)
+    k.add_u32(lay.semaphore(ch), u32::MAX)?;
+    k.write_bytes(rec, &[0; 16])?;
+    let reuse = s.done + bpc;
+    k.write_bytes(lay.buffer(ch, reuse % bpc) + c.bytes_of(reuse), &[0; 16])?;
+    s.waiting_worker = None;
+    s.done += 1;
+    Ok(())
 }
 
 /// A tenant whose messages have all gone through (and, on the sender, come back) hands its
