@@ -11,6 +11,8 @@
 
 use crate::op::{Bidir, Topology};
 
+pub mod routed;
+
 /// Which way a flow moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
@@ -33,7 +35,7 @@ impl Dir {
 }
 
 /// Where a chunk of slice `s` lives on a rank.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Loc {
     /// The input, which is the slice itself (all-gather).
     InputSlice,
