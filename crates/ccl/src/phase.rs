@@ -81,7 +81,9 @@ impl Tensors {
             Loc::OutputWhole => (&self.output, true),
             Loc::OutputSlice => (&self.output, false),
             Loc::Scratch => (self.scratch.as_ref().expect("reductions have scratch"), true),
-            Loc::Relay => unreachable!("relay buffers are L1 slots, not tensor pages"),
+            Loc::Relay | Loc::Receive => {
+                unreachable!("neighbour plans keep relays in L1 and have no receive buffer")
+            }
         };
         let map = move |p| if whole { self.slice.page_in_whole(self.dim, self.n, s as u64, p) } else { p };
         (place, (lo..hi).map(map))

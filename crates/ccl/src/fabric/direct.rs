@@ -19,8 +19,10 @@ use super::build::{
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::{Algorithm, CclError, Collective, Topology};
+use crate::op::{Algorithm, CclError, Topology};
 use crate::phase::{Phase, Tensors};
+use crate::plan::routed::{self, Place, Routed, Transfer};
+use crate::plan::{Copy, Dir, Loc};
 use crate::tensor::{Placement, STAGING};
 use crate::transport::{Gate, LowerCx};
 
@@ -48,7 +50,7 @@ pub(super) fn point_to_point(
     let core = cx.take_core(req.comm.chips())?;
     let gate = s.gate(pi, 3 * n);
     let name = pairs.name();
-    let own_copy = req.collective != Collective::SendRecv;
+    let plan = pairs.plan(n, topology_of(fabric, req));
     let sends = Sends {
         core,
         land: t.output,
@@ -57,13 +59,13 @@ pub(super) fn point_to_point(
         ppp,
         max,
         name,
-        pairs,
-        own_copy,
+        plan: &plan,
+        own_copy: true,
     };
     let routers = chunk_senders(cx, pi, p, &sends, &gate);
     let prefix = s.kernel_prefix(p.op);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
-        let expect = (0..n).filter(|&j| pairs.dests(j, n).contains(&k)).count();
+        let expect = plan.arriving(k);
         sync_kernel(
             cx.program(chip),
             core,
@@ -76,7 +78,7 @@ pub(super) fn point_to_point(
 }
 
 /// How a phase's chunk senders send (all-to-all's, and the direct reduce-scatter's).
-struct Sends {
+struct Sends<'p> {
     /// The core, the same on every chip.
     core: CoreRef,
     /// Where chunks land on their destination, at the source's chunk.
@@ -89,10 +91,10 @@ struct Sends {
     max: u64,
     /// The kernels' name.
     name: &'static str,
-    /// Who sends what to whom.
-    pairs: Pairs,
+    /// Who sends what to whom, in what order, from where to where.
+    plan: &'p Routed,
     /// Whether a rank that keeps a chunk (every all-to-all rank, a gather's or scatter's root)
-    /// copies it from its input to its output.
+    /// copies it from its input to its output (a direct reduction's reducers read it instead).
     own_copy: bool,
 }
 
@@ -123,25 +125,21 @@ impl Pairs {
         }
     }
 
-    /// Whether rank `k` keeps a chunk of its own.
-    fn keeps(self, k: usize) -> bool {
+    /// The routed plan of who sends which chunk where on `n` ranks along `topology`.
+    fn plan(self, n: usize, topology: Topology) -> Routed {
         match self {
-            Pairs::AllToAll => true,
-            Pairs::ToRoot(r) | Pairs::FromRoot(r) => k == r,
-            Pairs::Send => false,
+            Pairs::AllToAll => routed::all_to_all(n, topology),
+            Pairs::ToRoot(r) => routed::direct_gather(n, topology, r),
+            Pairs::FromRoot(r) => routed::direct_scatter(n, topology, r),
+            Pairs::Send => routed::direct_send_recv(),
         }
     }
+}
 
-    /// Rank `k`'s destinations among `n` ranks.
-    fn dests(self, k: usize, n: usize) -> Vec<usize> {
-        match self {
-            Pairs::AllToAll => (0..n).filter(|&j| j != k).collect(),
-            Pairs::ToRoot(r) if k != r => vec![r],
-            Pairs::FromRoot(r) if k == r => (0..n).filter(|&j| j != k).collect(),
-            Pairs::Send if k == 0 => vec![1],
-            _ => Vec::new(),
-        }
-    }
+/// The line or ring a phase's routes run along: a ring only when the fabric closes the op's
+/// line (a ring of more than two chips).
+fn topology_of(fabric: &Fabric, req: &crate::request::OpRequest) -> Topology {
+    if line_for(fabric, req).1 { Topology::Ring } else { Topology::Line }
 }
 
 /// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
@@ -155,30 +153,13 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
     let t = p.tensors;
     let n = req.comm.size();
     let (line, closed) = line_for(fabric, req);
-    // (forward, hops) from rank k to rank j: along a line, or the shorter way round a ring.
-    let way = |k: usize, j: usize| -> (bool, u32) {
-        if closed {
-            let f = (j + n - k) % n;
-            if f <= n - f { (true, f as u32) } else { (false, (n - f) as u32) }
-        } else if j > k {
-            (true, (j - k) as u32)
-        } else {
-            (false, (k - j) as u32)
-        }
-    };
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
     for (k, &chip) in req.comm.chips().iter().enumerate() {
         for (d, forward) in [true, false].into_iter().enumerate() {
-            // This direction's destinations, farthest first: (rank, hops).
-            let mut dests: Vec<(usize, u32)> = x
-                .pairs
-                .dests(k, n)
-                .into_iter()
-                .filter(|&j| way(k, j).0 == forward)
-                .map(|j| (j, way(k, j).1))
-                .collect();
-            dests.sort_by_key(|&(_, hops)| std::cmp::Reverse(hops));
+            // This direction's transfers, as the plan orders them (farthest first).
+            let dir = if forward { Dir::Forward } else { Dir::Backward };
+            let dests: Vec<Transfer> = x.plan.sends(k, dir).copied().collect();
             let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
             // Every rank takes part in the entry barrier, whether it sends or not.
             let barrier = barrier_reach(n, k, forward, closed);
@@ -194,9 +175,8 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
                 fabric: fabric.clone(),
                 router,
                 dests,
-                own: forward && x.own_copy && x.pairs.keeps(k),
+                own: x.plan.copies.iter().find(|c| c.rank == k).copied().filter(|_| forward && x.own_copy),
                 barrier,
-                pairs: x.pairs,
                 rank: k,
                 n_ranks: n,
                 t,
@@ -279,12 +259,22 @@ pub(super) fn direct_reduction(
     let gate = s.gate(pi, 2 * n + reducers.len() * owners.len() + fan_outs);
     let prefix = s.kernel_prefix(p.op);
     // The senders' name, and the reducers'.
-    let (pairs, name, reducer) = match root {
-        Some(r) => (Pairs::ToRoot(r), "reduce direct", "reduce direct"),
-        None => (Pairs::AllToAll, "rs direct", "rs direct reduce"),
+    let topology = topology_of(fabric, req);
+    let (plan, name, reducer) = match root {
+        Some(r) => (routed::direct_reduce(n, topology, r), "reduce direct", "reduce direct"),
+        None => (routed::direct_reduce_scatter(n, topology), "rs direct", "rs direct reduce"),
     };
-    let sends =
-        Sends { core: sender, land: recv, signal, per_source: true, ppp, max, name, pairs, own_copy: false };
+    let sends = Sends {
+        core: sender,
+        land: recv,
+        signal,
+        per_source: true,
+        ppp,
+        max,
+        name,
+        plan: &plan,
+        own_copy: false,
+    };
     let routers = chunk_senders(cx, pi, p, &sends, &gate);
     for (&k, &chip) in owners.iter().zip(&owner_chips) {
         if fan_outs > 0 {
@@ -432,12 +422,10 @@ struct A2aCtx {
     phase: usize,
     fabric: Rc<Fabric>,
     router: Option<usize>,
-    /// Destinations, farthest first: (rank, hops).
-    dests: Vec<(usize, u32)>,
-    /// Also copies the rank's own chunk.
-    own: bool,
-    /// Which chunk goes where.
-    pairs: Pairs,
+    /// Its transfers, in order (farthest destination first).
+    dests: Vec<Transfer>,
+    /// The rank's own chunk it copies, if it does.
+    own: Option<Copy>,
     /// How far its entry-barrier increment reaches.
     barrier: u32,
     rank: usize,
@@ -464,16 +452,13 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
     let page = c.t.slice.page_bytes();
     let whole = |chunk: usize, q: u64| c.t.slice.page_in_whole(c.t.dim, c.t.n, chunk as u64, q);
-    // Page q of the chunk for destination j in the input, and where it lands there.
-    let read = |j: usize, q: u64| match c.pairs {
-        Pairs::AllToAll | Pairs::FromRoot(_) => whole(j, q),
-        Pairs::ToRoot(_) | Pairs::Send => q,
-    };
-    let land = |q: u64| match c.pairs {
-        // A direct reduce's receive buffer: a slot of the whole tensor per source.
-        Pairs::ToRoot(_) if c.per_source => c.rank as u64 * c.t.slice.pages() + q,
-        Pairs::AllToAll | Pairs::ToRoot(_) => whole(c.rank, q),
-        Pairs::FromRoot(_) | Pairs::Send => q,
+    // Page q of a chunk where the plan reads or lands it: a whole tensor's chunk, a slice's
+    // own pages, or a receive buffer's slot by source.
+    let at = |place: Place, q: u64| match place.loc {
+        Loc::InputWhole | Loc::OutputWhole | Loc::Scratch => whole(place.slot, q),
+        Loc::InputSlice | Loc::OutputSlice => q,
+        Loc::Receive => place.slot as u64 * c.t.slice.pages() + q,
+        Loc::Relay => unreachable!("point-to-point chunks are not relayed"),
     };
     let buf = |i: usize| c.base + CONNECTION_L1_BYTES + (i % A2A_WINDOW) as u64 * c.max;
     let conn = match c.router {
@@ -484,16 +469,18 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     if let Some(conn) = &conn {
         let packets = super::reduce::packets(c.t.slice.pages(), c.ppp);
         let sem = if c.per_source { source_sem(c.rank) } else { STAGING };
-        for &(j, hops) in &c.dests {
-            let route = Route::unicast(hops);
+        for tr in &c.dests {
+            let route = Route::unicast(tr.hops as u32);
             for wave in packets.chunks(A2A_WINDOW) {
                 k.noc_async_writes_flushed().await;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
-                    issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| read(j, q)), buf(i), page).await?;
+                    issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| at(tr.src, q)), buf(i), page)
+                        .await?;
                 }
                 k.noc_async_read_barrier().await?;
                 for (i, &(lo, pages)) in wave.iter().enumerate() {
-                    let out: Vec<u64> = (lo..lo + pages).map(|q| page_addr(&k, &c.land, land(q))).collect();
+                    let out: Vec<u64> =
+                        (lo..lo + pages).map(|q| page_addr(&k, &c.land, at(tr.to, q))).collect();
                     let cmd = NocCmd::pages(&out, page);
                     conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf(i)).await?;
                 }
@@ -505,12 +492,13 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
         }
         conn.close(&k).await?;
     }
-    if c.own {
+    if let Some(own) = c.own {
         // The rank's own chunk stays: from its place in the input to its place in the output.
+        let (from, to) = (Place { loc: own.from, slot: own.slice }, Place { loc: own.to, slot: own.slice });
         for q in 0..c.t.slice.pages() {
-            k.noc_async_read(page_addr(&k, &c.t.input, read(c.rank, q)), buf(0), page).await?;
+            k.noc_async_read(page_addr(&k, &c.t.input, at(from, q)), buf(0), page).await?;
             k.noc_async_read_barrier().await?;
-            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, land(q)), page).await?;
+            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, at(to, q)), page).await?;
             k.noc_async_writes_flushed().await;
         }
     }

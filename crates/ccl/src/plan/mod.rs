@@ -51,6 +51,9 @@ pub enum Loc {
     /// The relay buffer in L1 of this rank's sender for the flow: a partial result handed from
     /// the receiver to the sender that forwards it, never parked in a tensor.
     Relay,
+    /// Slot `s` of a receive buffer holding one source's whole chunk after another (a direct
+    /// reduce's contributions, by source).
+    Receive,
 }
 
 /// One send of a rank's sender: the pages of `slice` in the flow's range.
@@ -574,6 +577,7 @@ mod tests {
                             Loc::OutputWhole | Loc::OutputSlice => output[k][s.slice],
                             Loc::Scratch => scratch[k][s.slice],
                             Loc::Relay => relay[fi][k][s.slice],
+                            Loc::Receive => unreachable!("neighbour plans use no receive buffer"),
                         }
                         .expect("sent data exists");
                         if s.copy_to.is_some() {

@@ -389,7 +389,7 @@ pub fn direct_reduce_scatter(n: usize, topology: Topology) -> Routed {
 pub fn direct_reduce(n: usize, topology: Topology, root: usize) -> Routed {
     let pairs = (0..n)
         .filter(|&k| k != root)
-        .map(|k| (k, root, Place::new(Loc::InputSlice, 0), Place::new(Loc::Scratch, k)))
+        .map(|k| (k, root, Place::new(Loc::InputSlice, 0), Place::new(Loc::Receive, k)))
         .collect();
     let copies = vec![Copy { rank: root, slice: 0, from: Loc::InputSlice, to: Loc::OutputSlice }];
     point_to_point(n, topology, pairs, true, copies)
