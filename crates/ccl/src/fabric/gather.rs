@@ -21,8 +21,10 @@ use super::build::{
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::{Bidir, CclError};
+use crate::op::{CclError, Topology};
 use crate::phase::Phase;
+use crate::plan::Dir;
+use crate::plan::routed::{self, Part, Transfer};
 use crate::tensor::{Placement, STAGING};
 use crate::transport::Gate;
 
@@ -58,6 +60,12 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
     let sync_core = cx.take_core(req.comm.chips())?;
     let sync_at = noc_of(s.cluster, sync_core);
     let sync_sem = STAGING;
+    // Who multicasts what how far: the broadcast's or the all-gather's routed plan.
+    let topology = if closed { Topology::Ring } else { Topology::Line };
+    let plan = match root {
+        Some(r) => routed::multicast_broadcast(n, topology, p.bidir, r),
+        None => routed::multicast_all_gather(n, topology, !(req.exclude_myself || req.in_place)),
+    };
     // Every (rank, plane, direction) and the chips its final increment reaches.
     let mut expected = vec![0u32; n];
     let mut plans: Vec<(usize, usize, [Direction; 2])> = Vec::new();
@@ -72,25 +80,13 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
                 .map(|x| x.1)
                 .collect();
             let dirs = [true, false].map(|forward| {
-                // A broadcast round a ring: the whole tensor half-way each way (`full`), every
-                // other packet all the way each way (`split`), or all of it one way (`none`).
-                let mine: Vec<(u64, u64)> = match (root.is_some() && closed, p.bidir) {
-                    (true, Bidir::Split) => mine
-                        .iter()
-                        .copied()
-                        .enumerate()
-                        .filter(|(j, _)| (j % 2 == 0) == forward)
-                        .map(|x| x.1)
-                        .collect(),
-                    (true, Bidir::None) if !forward => Vec::new(),
-                    _ => mine.clone(),
-                };
-                let ranges: Vec<u32> = (0..mine.len())
-                    .map(|j| match (root.is_some() && closed, p.bidir) {
-                        (true, Bidir::Split | Bidir::None) => (n - 1) as u32,
-                        _ => range(n, k, forward, closed, j),
-                    })
-                    .collect();
+                let dir = if forward { Dir::Forward } else { Dir::Backward };
+                // The rank's own copy rides with its forward kernel, or with each direction
+                // that carries only part of its packets (a split broadcast's root).
+                let sends: Vec<&Transfer> = plan.sends(k, dir).collect();
+                let partial = matches!(sends[..], [t] if t.part != Part::All);
+                let local_copy = plan.keeps(k) && (forward || partial);
+                let (packets, ranges) = walk(&sends, &mine, local_copy);
                 let reach = ranges.iter().copied().max().unwrap_or(0);
                 let barrier = barrier_reach(n, k, forward, closed);
                 let router = (barrier > 0).then(|| {
@@ -106,12 +102,7 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
                     let j = if forward { (k + h) % n } else { (k + n - h) % n };
                     expected[j] += 1;
                 }
-                // Each direction of a split broadcast copies its own packets at the root; an
-                // all-gather without its own slice, or in place, copies nothing.
-                let skip_own = req.exclude_myself || req.in_place;
-                let local_copy =
-                    (forward && !skip_own) || (root.is_some() && closed && p.bidir == Bidir::Split);
-                Direction { router, ranges, packets: mine, local_copy, barrier }
+                Direction { router, ranges, packets, local_copy, barrier }
             });
             plans.push((k, plane, dirs));
         }
@@ -229,19 +220,34 @@ pub(super) fn all_gather_relay(
     Ok((ppp, routers, workers))
 }
 
-/// The multicast range of packet `j` from rank `k` of `n` going `forward`: to the line's end,
-/// or half-way round a ring (an even ring alternates the two halves packet by packet).
-fn range(n: usize, k: usize, forward: bool, closed: bool, j: usize) -> u32 {
-    if !closed {
-        return if forward { (n - 1 - k) as u32 } else { k as u32 };
-    }
-    let half = (n - 1) / 2;
-    if n % 2 == 1 {
-        return half as u32;
-    }
-    // n even: one side takes n/2, the other n/2 - 1, swapping every packet.
-    let long = (j % 2 == 0) == forward;
-    if long { (n / 2) as u32 } else { (n / 2 - 1) as u32 }
+/// A direction kernel's packets and each one's multicast reach, from the rank's transfers that
+/// way in its plan: one transfer carries its part of the rank's packets `mine` (every other
+/// one, for a split broadcast); two alternating ones share them packet by packet (an even
+/// ring's long and short halves). A kernel without transfers sends nothing: it keeps every
+/// packet, unreached, only to copy them into its own output.
+fn walk(sends: &[&Transfer], mine: &[(u64, u64)], local_copy: bool) -> (Vec<(u64, u64)>, Vec<u32>) {
+    let packets: Vec<(u64, u64)> = match sends {
+        [] if local_copy => mine.to_vec(),
+        [] => Vec::new(),
+        [t] => match t.part {
+            Part::Alternate(x) => {
+                mine.iter().copied().enumerate().filter(|(j, _)| j % 2 == x as usize).map(|p| p.1).collect()
+            }
+            Part::All | Part::Half(_) => mine.to_vec(),
+        },
+        _ => mine.to_vec(),
+    };
+    let ranges = (0..packets.len())
+        .map(|j| match sends {
+            [] => 0,
+            [t] => t.hops as u32,
+            many => many
+                .iter()
+                .find(|t| t.part == Part::All || t.part == Part::Alternate((j % 2) as u8))
+                .map_or(0, |t| t.hops as u32),
+        })
+        .collect();
+    (packets, ranges)
 }
 
 /// What a direction kernel needs.
