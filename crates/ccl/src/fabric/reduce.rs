@@ -27,8 +27,10 @@ use super::build::{
 };
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::{CclError, Reduction};
+use crate::op::{CclError, Reduction, Topology};
 use crate::phase::Phase;
+use crate::plan::Dir;
+use crate::plan::routed::{self, Routed};
 use crate::tensor::{Placement, STAGING, TensorSpec};
 use crate::transport::Gate;
 
@@ -49,31 +51,18 @@ pub(crate) fn workers(bytes: u64, ring: bool) -> usize {
 /// a slice's packets).
 pub const CHUNKS_PER_SYNC: (u64, u64) = (80, 20);
 
-/// The two sides of slice `j` on `n` ranks: how many ranks precede the owner going forward
-/// and going backward.
-pub(crate) fn sides(n: usize, j: usize, closed: bool) -> (usize, usize) {
-    if closed {
-        let fwd = n / 2;
-        (fwd, n - 1 - fwd)
-    } else {
-        (j, n - 1 - j)
-    }
+/// Rank `k`'s place on slice `j`'s side going `dir` in the reduce-scatter's routed plan: its
+/// position from the side's start (0 = the rank that starts the relay), or `None` if it does
+/// not send on that side (the owner only receives).
+pub(crate) fn position(plan: &Routed, k: usize, j: usize, dir: Dir) -> Option<usize> {
+    let chain = plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir)?;
+    routed::relay_position(chain, plan.n, plan.topology, k)
 }
 
-/// Rank `k`'s place in the `forward` side of slice `j`: its position from the side's start
-/// (0 = the rank that starts it), or `None` if it is not on that side.
-pub(crate) fn position(n: usize, k: usize, j: usize, forward: bool, closed: bool) -> Option<usize> {
-    if k == j {
-        return None;
-    }
-    let (f, b) = sides(n, j, closed);
-    // Hops from k to j going the side's way.
-    let d = if forward { (j + n - k) % n } else { (k + n - j) % n };
-    let len = if forward { f } else { b };
-    if !closed && (forward && k > j || !forward && k < j) {
-        return None;
-    }
-    (d >= 1 && d <= len).then(|| len - d)
+/// How many ranks precede owner `j` on each side in the plan: forward and backward.
+fn sides(plan: &Routed, j: usize) -> (usize, usize) {
+    let len = |dir| plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir).map_or(0, |t| t.hops);
+    (len(Dir::Forward), len(Dir::Backward))
 }
 
 /// One direction kernel of a rank: the slices it handles, in order.
@@ -308,12 +297,14 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     let whole = t.slice.pages() * t.n;
     let partial = [cx.scratch(page, whole), cx.scratch(page, whole)];
     let sems = [STAGING, STAGING + 16];
+    // The routed plan: each slice's two relays toward its owner.
+    let plan = routed::reduce_scatter_sides(n, if closed { Topology::Ring } else { Topology::Line });
     // Every rank's slices per direction, in the order it takes them (by position on the side).
     let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
         .map(|k| {
-            [true, false].map(|forward| {
+            [Dir::Forward, Dir::Backward].map(|dir| {
                 let mut v: Vec<(usize, usize)> =
-                    (0..n).filter_map(|j| position(n, k, j, forward, closed).map(|pos| (j, pos))).collect();
+                    (0..n).filter_map(|j| position(&plan, k, j, dir).map(|pos| (j, pos))).collect();
                 v.sort_by_key(|&(_, pos)| pos);
                 v
             })
@@ -381,7 +372,7 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
             }
         }
         for (k, &chip) in req.comm.chips().iter().enumerate() {
-            let (f, b) = sides(n, k, closed);
+            let (f, b) = sides(&plan, k);
             // Each side's partial of this rank's slice: through it, the side has delivered.
             let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
                 .into_iter()
@@ -425,13 +416,14 @@ mod tests {
     fn the_sides_of_every_slice_cover_every_other_rank_once() {
         for closed in [false, true] {
             for n in 2..=9 {
+                let topology = if closed { Topology::Ring } else { Topology::Line };
+                let plan = routed::reduce_scatter_sides(n, topology);
                 for j in 0..n {
                     let mut seen = vec![0; n];
-                    for forward in [true, false] {
-                        let mut pos: Vec<usize> =
-                            (0..n).filter_map(|k| position(n, k, j, forward, closed)).collect();
+                    for (forward, dir) in [(true, Dir::Forward), (false, Dir::Backward)] {
+                        let mut pos: Vec<usize> = (0..n).filter_map(|k| position(&plan, k, j, dir)).collect();
                         for (k, seen) in seen.iter_mut().enumerate() {
-                            if position(n, k, j, forward, closed).is_some() {
+                            if position(&plan, k, j, dir).is_some() {
                                 *seen += 1;
                             }
                         }
