@@ -172,6 +172,7 @@ pub(super) fn all_gather_relay(
     let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
+    let plan = routed::relay_all_gather(n, !(req.exclude_myself || req.in_place));
     // Each (plane, worker) relays every (planes x workers)-th packet of each slice: independent
     // relays over disjoint pages, each with its own core and semaphores; a plane's workers
     // share its routers through a mux.
@@ -195,7 +196,6 @@ pub(super) fn all_gather_relay(
                     router,
                     worker: w,
                     forward,
-                    rank: k,
                     n,
                     slice: t.slice,
                     dim: t.dim,
@@ -203,6 +203,12 @@ pub(super) fn all_gather_relay(
                     output: t.output,
                     own: (!(req.exclude_myself || req.in_place), t.in_place),
                     packets: packets.clone(),
+                    stripes: relay::stripes_of(
+                        &plan,
+                        k,
+                        if forward { Dir::Forward } else { Dir::Backward },
+                        total,
+                    ),
                     sem: (at, sems[d]),
                     base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
                     max,
@@ -212,7 +218,10 @@ pub(super) fn all_gather_relay(
                 let name = format!("{prefix}ag relay {}", if forward { "forward" } else { "backward" });
                 cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| relay::relay(kn, ctx));
             }
-            let want = [relay::received(n, true, total), relay::received(n, false, total)];
+            // What the upstream neighbour each way relays on to this rank, in all.
+            let received =
+                |dir, up| relay::stripes_of(&plan, up, dir, total).iter().map(|s| s.2 as u64).sum::<u64>();
+            let want = [received(Dir::Forward, (k + n - 1) % n), received(Dir::Backward, (k + 1) % n)];
             let waits = sems.into_iter().zip(want.map(|w| w as u32)).collect();
             sync_kernel(cx.program(chip), core, &format!("{prefix}ag sync"), &gate, waits);
         }

@@ -22,6 +22,8 @@ use super::build::{entry_barrier, issue_reads, page_addr};
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
+use crate::plan::Dir;
+use crate::plan::routed::{self, Routed, Transfer};
 use crate::tensor::{Placement, TensorSpec};
 use crate::transport::Gate;
 
@@ -31,20 +33,28 @@ pub(crate) const WINDOW: usize = 8;
 /// Packets between increments of the neighbour's semaphore (tt-metal's all-gather cap).
 pub(crate) const CHUNKS_PER_SYNC: usize = 160;
 
-/// The packets of a direction's stripe `i`: (first packet of the slice, packets). `total` is
-/// the slice's packet count, `stripes` the direction's stripe count.
-pub(crate) fn stripe(n: usize, i: usize, forward: bool, total: usize) -> (usize, usize) {
-    let antipode = n % 2 == 0 && i + 1 == n / 2;
-    if !antipode {
-        return (0, total);
-    }
+/// A relay kernel's stripes, in the order it sends them: for each, the slice and which of its
+/// `total` packets it carries `(slice, first, count)` — the relays of the plan that pass rank
+/// `k` going `dir`, by their position there (stripe 0 the rank's own slice). A stripe that
+/// carries half a slice (an even ring's antipode) has its first half forward, the rest back.
+pub(crate) fn stripes_of(plan: &Routed, k: usize, dir: Dir, total: usize) -> Vec<(usize, usize, usize)> {
     let first = total.div_ceil(2);
-    if forward { (0, first) } else { (first, total - first) }
-}
-
-/// Stripes a direction carries on a ring of `n`.
-pub(crate) fn stripes(n: usize) -> usize {
-    if n % 2 == 0 { n / 2 } else { (n - 1) / 2 }
+    (0..)
+        .map_while(|i| {
+            let here: Vec<&Transfer> = plan
+                .transfers
+                .iter()
+                .filter(|t| t.dir == dir && routed::relay_position(t, plan.n, plan.topology, k) == Some(i))
+                .collect();
+            let slice = here.first()?.to.slot;
+            let halves = here.iter().fold(0, |h, t| h | t.part.halves());
+            Some(match halves {
+                0b01 => (slice, 0, first),
+                0b10 => (slice, first, total - first),
+                _ => (slice, 0, total),
+            })
+        })
+        .collect()
 }
 
 /// What a relay kernel needs.
@@ -56,7 +66,6 @@ pub(crate) struct RelayCtx {
     /// Which of the link's workers it is (its mux client when there are two).
     pub worker: usize,
     pub forward: bool,
-    pub rank: usize,
     pub n: usize,
     pub slice: TensorSpec,
     pub dim: usize,
@@ -67,6 +76,8 @@ pub(crate) struct RelayCtx {
     pub own: (bool, bool),
     /// Every packet of a slice: (first page, pages).
     pub packets: Vec<(u64, u64)>,
+    /// Its stripes in order: (slice, first packet, packets) — see [`stripes_of`].
+    pub stripes: Vec<(usize, usize, usize)>,
     /// The semaphores of this direction on the op's core: (core, address).
     pub sem: (CoreCoord, u64),
     pub base: u64,
@@ -98,18 +109,18 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
     let conn = c.ports.open(&k, c.fabric.clone(), (c.phase, c.router, c.worker), c.base).await?;
     entry_barrier(&k, Some(&conn), c.barrier, c.n).await?;
-    let (n, total) = (c.n, c.packets.len());
+    let n = c.n;
     let page = c.slice.page_bytes();
     let whole = |s: usize, q: u64| c.slice.page_in_whole(c.dim, n as u64, s as u64, q);
     // The packets in sending order, made as they are needed (a long op has millions).
-    let forward = c.forward;
-    let mut items = (0..stripes(n))
-        .flat_map(|i| {
-            let slice = if forward { (c.rank + n - i) % n } else { (c.rank + i) % n };
-            let (first, count) = stripe(n, i, forward, total);
-            let upstream_first = if i == 0 { 0 } else { stripe(n, i - 1, forward, total).0 };
+    let stripes = &c.stripes;
+    let mut items = stripes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(slice, first, count))| {
+            let upstream_first = if i == 0 { 0 } else { stripes[i - 1].1 };
             // Packets of the upstream neighbour's stripes 0..i-1 (its stripes are sized as ours).
-            let before: u64 = (0..i.saturating_sub(1)).map(|j| stripe(n, j, forward, total).1 as u64).sum();
+            let before: u64 = stripes[..i.saturating_sub(1)].iter().map(|s| s.2 as u64).sum();
             c.packets[first..first + count].iter().enumerate().map(move |(x, &(lo, pages))| {
                 // Slice packet `first + x` came as packet `first + x - upstream_first` of the
                 // upstream's stripe i - 1.
@@ -174,32 +185,32 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
     Ok(())
 }
 
-/// Packets this rank receives from upstream in a direction in all: the upstream's stripes.
-pub(crate) fn received(n: usize, forward: bool, total: usize) -> u64 {
-    (0..stripes(n)).map(|i| stripe(n, i, forward, total).1 as u64).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Both directions together deliver every other rank's slice exactly once to each rank:
-    /// a slice travels stripes(n) hops each way, the antipode's halves one each way.
+    /// a slice travels half-way round each way, the antipode's halves one each way; and stripe
+    /// i of a rank is the slice i ranks upstream.
     #[test]
     fn the_stripes_cover_every_slice_once() {
-        for n in 2..=9 {
+        for n in 3..=9 {
             let total = 7;
-            let want: Vec<usize> = (0..n).map(|d| if d == 0 { 0 } else { total }).collect();
-            // Stripe i carries the slice i ranks upstream to the rank i + 1 away from its owner:
-            // distance i + 1 going forward, n - (i + 1) counted forward when going backward.
-            let mut folded = vec![0; n];
-            for forward in [true, false] {
-                for i in 0..stripes(n) {
-                    let d = if forward { i + 1 } else { n - (i + 1) };
-                    folded[d] += stripe(n, i, forward, total).1;
+            let plan = routed::relay_all_gather(n, true);
+            for k in 0..n {
+                // Packets of each slice that reach rank k: what its upstream neighbours' stripes
+                // carry on to it.
+                let mut got = vec![0; n];
+                for (dir, up) in [(Dir::Forward, (k + n - 1) % n), (Dir::Backward, (k + 1) % n)] {
+                    for (i, &(slice, _, count)) in stripes_of(&plan, up, dir, total).iter().enumerate() {
+                        let want = if dir == Dir::Forward { (up + n - i) % n } else { (up + i) % n };
+                        assert_eq!(slice, want, "n {n} rank {up} {dir:?} stripe {i}");
+                        got[slice] += count;
+                    }
                 }
+                let want: Vec<usize> = (0..n).map(|s| if s == k { 0 } else { total }).collect();
+                assert_eq!(got, want, "n {n} rank {k}");
             }
-            assert_eq!(folded, want, "n {n}");
         }
     }
 }
