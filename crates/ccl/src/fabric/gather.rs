@@ -98,9 +98,11 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
                     };
                     fabric.router_facing(line, plane, chip, next).expect("a router toward each neighbour")
                 });
-                for h in 1..=reach as usize {
-                    let j = if forward { (k + h) % n } else { (k + n - h) % n };
-                    expected[j] += 1;
+                // The final increment reaches every rank the farthest packet does.
+                if let Some(far) = sends.iter().find(|t| t.hops as u32 == reach) {
+                    for j in far.route(n, topology) {
+                        expected[j] += 1;
+                    }
                 }
                 Direction { router, ranges, packets, local_copy, barrier }
             });
