@@ -462,18 +462,87 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
     let sync_at = dev0.noc_coord(CoreRef::Worker(SYNC_CORE));
     let sync_sem = dev0.semaphore_addr(CoreRef::Worker(SYNC_CORE), 0);
     let data_sem = dev0.semaphore_addr(CoreRef::Worker(DATA_CORE), 0);
-    let close = m.new_event("fabric benchmark done");
-    let participants = Rc::new(Cell::new(0usize));
-    let starts = Rc::new(RefCell::new(Vec::new()));
-    let end = Rc::new(Cell::new(Time::ZERO));
-    // Per sender core: its own rate, payload bytes over its start to its last data packet rung.
-    let rates = Rc::new(RefCell::new(Vec::new()));
+    let run = Tally::new(m.new_event("fabric benchmark done"));
+    install_syncs(&mut programs, &expected, sync_sem, &run);
+    let at = Targets { data_at, data_sem, sync_at, sync_sem };
+    // Worker cores handed out in turn on each chip.
+    let mut used = vec![0u32; chips];
+    for (r, list) in sender_cores(&fabric, &flows, spec.num_links) {
+        let chip = fabric.routers[r].at.chip.0 as usize;
+        let n = used[chip];
+        used[chip] += 1;
+        install_sender(
+            &mut programs,
+            &fabric,
+            (r, &list, CoreCoord { x: n % 7, y: n / 7 }),
+            &spec,
+            packets,
+            at,
+            &run,
+        );
+    }
+    let close = run.close;
+    // The host closes the fabric once every sender and barrier is done.
+    fabric.install_close(&mut programs, |_| Ok::<_, BenchError>(CLOSE_CORE), Rc::new([close]))?;
+    let stats = m.launch(programs, |_| Time::ZERO)?;
+    let first = run.starts.borrow().iter().copied().min().unwrap_or(Time::ZERO);
+    let c_max = (run.end.get() - first).as_ns_f64();
+    let gbps = (t * packets * size) as f64 / c_max;
+    let row = FabricRow {
+        test: spec.test.golden_name().to_owned(),
+        noc_send: spec.noc_send.golden_name().to_owned(),
+        packet_bytes: size,
+        num_links: spec.num_links,
+        flows_per_link: t,
+        gbps,
+        packets_per_s: (t * packets) as f64 / c_max * 1e9,
+        sender_gbps_min: run.rates.borrow().iter().copied().fold(f64::INFINITY, f64::min),
+        sender_gbps_max: run.rates.borrow().iter().copied().fold(0.0, f64::max),
+    };
+    Ok(Measured::new(row, stats, &mut m))
+}
+
+/// What a fabric benchmark's kernels report as they run: how many are still running (the last
+/// raises `close`), when each sender started, when the last barrier completed, and each
+/// sender's own rate.
+struct Tally {
+    close: meshsim_engine::SignalId,
+    participants: Rc<Cell<usize>>,
+    starts: Rc<RefCell<Vec<Time>>>,
+    end: Rc<Cell<Time>>,
+    rates: Rc<RefCell<Vec<f64>>>,
+}
+
+impl Tally {
+    fn new(close: meshsim_engine::SignalId) -> Tally {
+        Tally {
+            close,
+            participants: Rc::new(Cell::new(0)),
+            starts: Rc::new(RefCell::new(Vec::new())),
+            end: Rc::new(Cell::new(Time::ZERO)),
+            rates: Rc::new(RefCell::new(Vec::new())),
+        }
+    }
+}
+
+/// Where a benchmark's packets and increments land (the same cores on every chip).
+#[derive(Clone, Copy)]
+struct Targets {
+    data_at: CoreCoord,
+    data_sem: u64,
+    sync_at: CoreCoord,
+    sync_sem: u64,
+}
+
+/// A sync kernel on every chip that expects barrier increments: it records when the last one
+/// came.
+fn install_syncs(programs: &mut [Program], expected: &[u32], sync_sem: u64, run: &Tally) {
     for (c, &want) in expected.iter().enumerate() {
         if want == 0 {
             continue;
         }
-        participants.set(participants.get() + 1);
-        let (e, left) = (end.clone(), participants.clone());
+        run.participants.set(run.participants.get() + 1);
+        let (e, left, close) = (run.end.clone(), run.participants.clone(), run.close);
         programs[c].create_kernel(CoreRef::Worker(SYNC_CORE), "sync", 0, vec![], move |k| async move {
             k.wait_until(sync_sem, Cond::Ge(want)).await?;
             e.set(e.get().max(k.now()));
@@ -484,10 +553,14 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
             Ok(())
         });
     }
-    // Sender cores: one per (chip, router), holding its flows.
+}
+
+/// The sender cores: one per (chip, router) that flows start at on any plane, holding its
+/// flows in order.
+fn sender_cores(fabric: &Fabric, flows: &[Flow], planes: usize) -> Vec<(usize, Vec<Flow>)> {
     let mut cores: Vec<(usize, Vec<Flow>)> = Vec::new();
-    for plane in 0..spec.num_links {
-        for f in &flows {
+    for plane in 0..planes {
+        for f in flows {
             let r = fabric
                 .router_facing(f.line, plane, f.src, f.toward)
                 .expect("a router toward the flow's first hop");
@@ -497,76 +570,69 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
             }
         }
     }
-    let mut used = vec![0u32; chips];
-    for (r, list) in cores {
-        let chip = fabric.routers[r].at.chip;
-        let n = used[chip.0 as usize];
-        used[chip.0 as usize] += 1;
-        let core = CoreCoord { x: n % 7, y: n / 7 };
-        let conn = Connection::new(fabric.clone(), r, CONN_BASE);
-        let headers: Vec<Header> =
-            list.iter().map(|f| data_header(f, spec.noc_send, size, data_at, data_sem)).collect();
-        let syncs: Vec<Header> = list
-            .iter()
-            .map(|f| Header {
-                cmd: NocCmd::AtomicInc { sem: k_noc(sync_at, sync_sem), inc: 1, flush: false },
-                payload: 0,
-                route: f.route,
-                src_ch: 0,
-            })
-            .collect();
-        participants.set(participants.get() + 1);
-        let (st, left, rates) = (starts.clone(), participants.clone(), rates.clone());
-        let bytes = packets * size * list.len() as u64;
-        programs[chip.0 as usize].create_kernel(
-            CoreRef::Worker(core),
-            "sender",
-            0,
-            vec![],
-            move |k| async move {
-                conn.open(&k).await?;
-                let began = k.now();
-                st.borrow_mut().push(began);
-                for _ in 0..packets {
-                    for h in &headers {
-                        if conn.next_slot_filled() {
-                            conn.resend(&k).await?;
-                        } else {
-                            conn.send(&k, *h, PAYLOAD_SRC).await?;
-                        }
+    cores
+}
+
+/// A sender kernel on `core` of router `r`'s chip: it
+/// sends `packets` rounds of one packet per flow, resending when its next slot is still
+/// filled, then each flow's barrier increment.
+fn install_sender(
+    programs: &mut [Program],
+    fabric: &Rc<Fabric>,
+    (r, list, core): (usize, &[Flow], CoreCoord),
+    spec: &FabricSpec,
+    packets: u64,
+    at: Targets,
+    run: &Tally,
+) {
+    let chip = fabric.routers[r].at.chip;
+    let size = spec.packet_bytes;
+    let conn = Connection::new(fabric.clone(), r, CONN_BASE);
+    let headers: Vec<Header> =
+        list.iter().map(|f| data_header(f, spec.noc_send, size, at.data_at, at.data_sem)).collect();
+    let syncs: Vec<Header> = list
+        .iter()
+        .map(|f| Header {
+            cmd: NocCmd::AtomicInc { sem: k_noc(at.sync_at, at.sync_sem), inc: 1, flush: false },
+            payload: 0,
+            route: f.route,
+            src_ch: 0,
+        })
+        .collect();
+    run.participants.set(run.participants.get() + 1);
+    let (st, left, rates, close) =
+        (run.starts.clone(), run.participants.clone(), run.rates.clone(), run.close);
+    let bytes = packets * size * list.len() as u64;
+    programs[chip.0 as usize].create_kernel(
+        CoreRef::Worker(core),
+        "sender",
+        0,
+        vec![],
+        move |k| async move {
+            conn.open(&k).await?;
+            let began = k.now();
+            st.borrow_mut().push(began);
+            for _ in 0..packets {
+                for h in &headers {
+                    if conn.next_slot_filled() {
+                        conn.resend(&k).await?;
+                    } else {
+                        conn.send(&k, *h, PAYLOAD_SRC).await?;
                     }
                 }
-                rates.borrow_mut().push(bytes as f64 / (k.now() - began).as_ns_f64());
-                for h in &syncs {
-                    conn.send(&k, *h, PAYLOAD_SRC).await?;
-                }
-                conn.close(&k).await?;
-                left.set(left.get() - 1);
-                if left.get() == 0 {
-                    k.raise_event(close);
-                }
-                Ok(())
-            },
-        );
-    }
-    // The host closes the fabric once every sender and barrier is done.
-    fabric.install_close(&mut programs, |_| Ok::<_, BenchError>(CLOSE_CORE), Rc::new([close]))?;
-    let stats = m.launch(programs, |_| Time::ZERO)?;
-    let first = starts.borrow().iter().copied().min().unwrap_or(Time::ZERO);
-    let c_max = (end.get() - first).as_ns_f64();
-    let gbps = (t * packets * size) as f64 / c_max;
-    let row = FabricRow {
-        test: spec.test.golden_name().to_owned(),
-        noc_send: spec.noc_send.golden_name().to_owned(),
-        packet_bytes: size,
-        num_links: spec.num_links,
-        flows_per_link: t,
-        gbps,
-        packets_per_s: (t * packets) as f64 / c_max * 1e9,
-        sender_gbps_min: rates.borrow().iter().copied().fold(f64::INFINITY, f64::min),
-        sender_gbps_max: rates.borrow().iter().copied().fold(0.0, f64::max),
-    };
-    Ok(Measured::new(row, stats, &mut m))
+            }
+            rates.borrow_mut().push(bytes as f64 / (k.now() - began).as_ns_f64());
+            for h in &syncs {
+                conn.send(&k, *h, PAYLOAD_SRC).await?;
+            }
+            conn.close(&k).await?;
+            left.set(left.get() - 1);
+            if left.get() == 0 {
+                k.raise_event(close);
+            }
+            Ok(())
+        },
+    );
 }
 
 /// The NoC address of `addr` on the core at `at` (of whichever chip the packet lands on).
