@@ -239,129 +239,145 @@ fn lines(setup: &Setup, kind: FabricKind) -> Result<(Vec<Line>, meshsim_topology
 
 /// The flows of a test on `lines` (rows first, then columns, as [`lines`] builds them).
 fn flows(test: FabricTest, grid: &meshsim_topology::Grid, lines: &[Line]) -> Vec<Flow> {
+    match test {
+        FabricTest::MeshMulticast | FabricTest::SingleSenderMeshUnicast => mesh_flows(test, grid, lines),
+        FabricTest::FullRingMulticast | FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => {
+            ring_flows(test, lines)
+        }
+        _ => line_flows(test, grid, lines),
+    }
+}
+
+/// The flow from position `i` of line `line` (`l`): a multicast writing the chips `start` to
+/// `start + range - 1` hops away, or a unicast to the chip `start + range - 1` hops away.
+fn along(l: &Line, line: usize, i: usize, forward: bool, start: u32, range: u32, multicast: bool) -> Flow {
+    let n = l.chips.len();
+    let step = |k: usize| if forward { l.chips[(i + k) % n] } else { l.chips[(i + n * 2 - k) % n] };
+    let route = if multicast { Route::multicast(start, range) } else { Route::unicast(start + range - 1) };
+    let dests = if multicast {
+        (start..start + range).map(|k| step(k as usize)).collect()
+    } else {
+        vec![step((start + range - 1) as usize)]
+    };
+    let edges = (0..route.hops() as usize).map(|k| (step(k), step(k + 1))).collect();
+    Flow { src: l.chips[i], line, toward: step(1), route, dests, edges }
+}
+
+/// The 2D tests' flows: every chip multicasting along its row and down N/S trunks, or chip 0
+/// unicasting to every other chip.
+fn mesh_flows(test: FabricTest, grid: &meshsim_topology::Grid, lines: &[Line]) -> Vec<Flow> {
+    let mut out = Vec::new();
+    let (rows, cols) = (grid.rows as i32, grid.cols as i32);
+    for r in 0..rows {
+        for c in 0..cols {
+            let mut routes: Vec<(Dir, Route)> = Vec::new();
+            if test == FabricTest::MeshMulticast {
+                let (east, west) = ((cols - 1 - c) as u8, c as u8);
+                if east > 0 {
+                    routes.push((Dir::E, Route::mesh_multicast(Dir::E, east, 0, 0)));
+                }
+                if west > 0 {
+                    routes.push((Dir::W, Route::mesh_multicast(Dir::W, west, 0, 0)));
+                }
+                if r < rows - 1 {
+                    routes.push((Dir::S, Route::mesh_multicast(Dir::S, (rows - 1 - r) as u8, east, west)));
+                }
+                if r > 0 {
+                    routes.push((Dir::N, Route::mesh_multicast(Dir::N, r as u8, east, west)));
+                }
+            } else if (r, c) == (0, 0) {
+                for (y, x) in (0..rows).flat_map(|y| (0..cols).map(move |x| (y, x))).skip(1) {
+                    routes.push(Route::mesh_unicast(y, x));
+                }
+            }
+            for (dir, route) in routes {
+                out.push(mesh_flow(grid, lines, (r, c), dir, route));
+            }
+        }
+    }
+    out
+}
+
+/// The ring tests' flows: every chip multicasting (or unicasting) round the ring both ways, or
+/// half-way each way.
+fn ring_flows(test: FabricTest, lines: &[Line]) -> Vec<Flow> {
+    let mut out = Vec::new();
+    let n = lines[0].chips.len();
+    for i in 0..n {
+        let (fwd, bwd) = match test {
+            FabricTest::HalfRingMulticast if i % 2 == 0 => (n / 2, n - 1 - n / 2),
+            FabricTest::HalfRingMulticast => (n - 1 - n / 2, n / 2),
+            _ => (n - 1, n - 1),
+        };
+        let multicast = test != FabricTest::FullRingUnicast;
+        for (forward, range) in [(true, fwd), (false, bwd)] {
+            if range == 0 {
+                continue;
+            }
+            if multicast {
+                out.push(along(&lines[0], 0, i, forward, 1, range as u32, true));
+            } else {
+                out.push(along(&lines[0], 0, i, forward, range as u32, 1, false));
+            }
+        }
+    }
+    out
+}
+
+/// The 1D tests' flows along every row and column: neighbour exchange, linear multicasts, or
+/// chip 0's unicasts.
+fn line_flows(test: FabricTest, grid: &meshsim_topology::Grid, lines: &[Line]) -> Vec<Flow> {
     let mut out = Vec::new();
     let line_of = |chips: &[ChipIdx]| lines.iter().position(|l| l.chips == chips).expect("a line");
-    let mut along = |line: usize, i: usize, forward: bool, start: u32, range: u32, multicast: bool| {
-        let l = &lines[line];
-        let n = l.chips.len();
-        let step = |k: usize| if forward { l.chips[(i + k) % n] } else { l.chips[(i + n * 2 - k) % n] };
-        let route =
-            if multicast { Route::multicast(start, range) } else { Route::unicast(start + range - 1) };
-        let dests = if multicast {
-            (start..start + range).map(|k| step(k as usize)).collect()
-        } else {
-            vec![step((start + range - 1) as usize)]
-        };
-        let edges = (0..route.hops() as usize).map(|k| (step(k), step(k + 1))).collect();
-        out.push(Flow { src: l.chips[i], line, toward: step(1), route, dests, edges });
-    };
-    match test {
-        FabricTest::MeshMulticast | FabricTest::SingleSenderMeshUnicast => {
-            let (rows, cols) = (grid.rows as i32, grid.cols as i32);
-            for r in 0..rows {
-                for c in 0..cols {
-                    let mut routes: Vec<(Dir, Route)> = Vec::new();
-                    if test == FabricTest::MeshMulticast {
-                        let (east, west) = ((cols - 1 - c) as u8, c as u8);
-                        if east > 0 {
-                            routes.push((Dir::E, Route::mesh_multicast(Dir::E, east, 0, 0)));
-                        }
-                        if west > 0 {
-                            routes.push((Dir::W, Route::mesh_multicast(Dir::W, west, 0, 0)));
-                        }
-                        if r < rows - 1 {
-                            routes.push((
-                                Dir::S,
-                                Route::mesh_multicast(Dir::S, (rows - 1 - r) as u8, east, west),
-                            ));
-                        }
-                        if r > 0 {
-                            routes.push((Dir::N, Route::mesh_multicast(Dir::N, r as u8, east, west)));
-                        }
-                    } else if (r, c) == (0, 0) {
-                        for (y, x) in (0..rows).flat_map(|y| (0..cols).map(move |x| (y, x))).skip(1) {
-                            routes.push(Route::mesh_unicast(y, x));
-                        }
-                    }
-                    for (dir, route) in routes {
-                        out.push(mesh_flow(grid, lines, (r, c), dir, route));
-                    }
-                }
+    let rows: Vec<Vec<ChipIdx>> =
+        (0..grid.rows).map(|r| (0..grid.cols).map(|c| grid.chip(r, c)).collect()).collect();
+    let cols: Vec<Vec<ChipIdx>> =
+        (0..grid.cols).map(|c| (0..grid.rows).map(|r| grid.chip(r, c)).collect()).collect();
+    for (r, row) in rows.iter().enumerate() {
+        for (c, col) in cols.iter().enumerate() {
+            let chip_id = r * grid.cols + c;
+            // (line, position on it, length) for the row and the column.
+            let mut dims = Vec::new();
+            if grid.cols > 1 {
+                dims.push((line_of(row), c, grid.cols, 0));
             }
-        }
-        FabricTest::FullRingMulticast | FabricTest::FullRingUnicast | FabricTest::HalfRingMulticast => {
-            let n = lines[0].chips.len();
-            for i in 0..n {
-                let (fwd, bwd) = match test {
-                    FabricTest::HalfRingMulticast if i % 2 == 0 => (n / 2, n - 1 - n / 2),
-                    FabricTest::HalfRingMulticast => (n - 1 - n / 2, n / 2),
-                    _ => (n - 1, n - 1),
-                };
-                let multicast = test != FabricTest::FullRingUnicast;
-                for (forward, range) in [(true, fwd), (false, bwd)] {
-                    if range == 0 {
-                        continue;
-                    }
-                    if multicast {
-                        along(0, i, forward, 1, range as u32, true);
-                    } else {
-                        along(0, i, forward, range as u32, 1, false);
-                    }
-                }
+            if grid.rows > 1 {
+                dims.push((line_of(col), r, grid.rows, 1));
             }
-        }
-        _ => {
-            let rows: Vec<Vec<ChipIdx>> =
-                (0..grid.rows).map(|r| (0..grid.cols).map(|c| grid.chip(r, c)).collect()).collect();
-            let cols: Vec<Vec<ChipIdx>> =
-                (0..grid.cols).map(|c| (0..grid.rows).map(|r| grid.chip(r, c)).collect()).collect();
-            for (r, row) in rows.iter().enumerate() {
-                for (c, col) in cols.iter().enumerate() {
-                    let chip_id = r * grid.cols + c;
-                    // (line, position on it, length) for the row and the column.
-                    let mut dims = Vec::new();
-                    if grid.cols > 1 {
-                        dims.push((line_of(row), c, grid.cols, 0));
-                    }
-                    if grid.rows > 1 {
-                        dims.push((line_of(col), r, grid.rows, 1));
-                    }
-                    for (line, pos, len, dim) in dims {
-                        let ahead = (len - 1 - pos) as u32;
-                        let behind = pos as u32;
-                        match test {
-                            FabricTest::NeighborExchange | FabricTest::NeighborExchangeLinear => {
-                                if ahead > 0 {
-                                    along(line, pos, true, 1, 1, false);
-                                }
-                                if behind > 0 {
-                                    along(line, pos, false, 1, 1, false);
-                                }
-                            }
-                            FabricTest::LinearMulticast => {
-                                if ahead > 0 {
-                                    along(line, pos, true, 1, ahead, true);
-                                }
-                                if behind > 0 {
-                                    along(line, pos, false, 1, behind, true);
-                                }
-                            }
-                            FabricTest::UnidirLinearMulticast => {
-                                if pos < len / 2 {
-                                    along(line, pos, true, 1, ahead, true);
-                                } else {
-                                    along(line, pos, false, 1, behind, true);
-                                }
-                            }
-                            FabricTest::SingleSenderLinearUnicast if chip_id == 0 => {
-                                let far = if dim == 0 { ahead } else { 1.min(ahead) };
-                                for d in 1..=far {
-                                    along(line, pos, true, d, 1, false);
-                                }
-                            }
-                            _ => {}
+            for (line, pos, len, dim) in dims {
+                let ahead = (len - 1 - pos) as u32;
+                let behind = pos as u32;
+                match test {
+                    FabricTest::NeighborExchange | FabricTest::NeighborExchangeLinear => {
+                        if ahead > 0 {
+                            out.push(along(&lines[line], line, pos, true, 1, 1, false));
+                        }
+                        if behind > 0 {
+                            out.push(along(&lines[line], line, pos, false, 1, 1, false));
                         }
                     }
+                    FabricTest::LinearMulticast => {
+                        if ahead > 0 {
+                            out.push(along(&lines[line], line, pos, true, 1, ahead, true));
+                        }
+                        if behind > 0 {
+                            out.push(along(&lines[line], line, pos, false, 1, behind, true));
+                        }
+                    }
+                    FabricTest::UnidirLinearMulticast => {
+                        if pos < len / 2 {
+                            out.push(along(&lines[line], line, pos, true, 1, ahead, true));
+                        } else {
+                            out.push(along(&lines[line], line, pos, false, 1, behind, true));
+                        }
+                    }
+                    FabricTest::SingleSenderLinearUnicast if chip_id == 0 => {
+                        let far = if dim == 0 { ahead } else { 1.min(ahead) };
+                        for d in 1..=far {
+                            out.push(along(&lines[line], line, pos, true, d, 1, false));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
