@@ -22,7 +22,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use meshsim_engine::{Cond, Time};
+use meshsim_engine::{Cond, TaskResult, Time};
 use meshsim_hw::{CoreRef, Program};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
@@ -110,78 +110,21 @@ pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<Measured<Bandwidt
     };
     let mut programs = vec![Program::new(a), Program::new(b)];
     let prog = |c: ChipIdx| if c == a { 0 } else { 1 };
+    let lane = Rc::new(Lane { lay, slots, size, rx_off, acks, ack_src, packets: spec.packets });
     for (dir, &(src, src_chan, dst, dst_chan)) in directions.iter().enumerate() {
-        let packets = spec.packets;
         let starts = Rc::new(RefCell::new(Time::ZERO));
-        let (l, st) = (lay.clone(), starts.clone());
-        programs[prog(src)].create_kernel(CoreRef::Eth(src_chan), "sender", 0, vec![], move |k| async move {
-            k.eth_setup_handshake(l.handshake, dir == 0).await?;
-            *st.borrow_mut() = k.now();
-            for n in 0..packets {
-                let slot = n % slots;
-                if n >= slots {
-                    k.wait_until(acks + 16 * slot, Cond::Ge((n / slots) as u32)).await?;
-                }
-                let (from, to) = (l.slot(slot), l.slot(slot) + rx_off);
-                k.write_u32(l.sync(slot), n as u32 + 1)?;
-                k.eth_send_packet(0, from >> 4, to >> 4, (size + 16) >> 4).await?;
-            }
-            Ok(())
+        let (l, st) = (lane.clone(), starts.clone());
+        programs[prog(src)].create_kernel(CoreRef::Eth(src_chan), "sender", 0, vec![], move |k| {
+            bw_sender(k, l, dir == 0, st)
         });
-        let worker = spec.to_worker.then(|| {
-            let core = CoreRef::Worker(CoreCoord { x: 0, y: 0 });
-            (m.device(dst).noc_coord(core), core)
-        });
-        let (l, sp) = (lay.clone(), spans.clone());
+        let worker =
+            spec.to_worker.then(|| m.device(dst).noc_coord(CoreRef::Worker(CoreCoord { x: 0, y: 0 })));
+        let (l, sp) = (lane.clone(), spans.clone());
         // One handshake per link: with one direction the receiver answers the sender's.
         let answers_handshake = !spec.bidir;
-        programs[prog(dst)].create_kernel(
-            CoreRef::Eth(dst_chan),
-            "receiver",
-            0,
-            vec![],
-            move |k| async move {
-                if answers_handshake {
-                    k.eth_setup_handshake(l.handshake, false).await?;
-                }
-                // Slots received and not yet acknowledged (forwarding only), oldest first.
-                let mut unacked = std::collections::VecDeque::new();
-                let ack = |n: u64| send_ack(&k, n, slots, ack_src, acks);
-                for n in 0..packets {
-                    let slot = n % slots;
-                    let buf = l.slot(slot) + rx_off;
-                    // The sender needs slot n - slots back before it can send packet n.
-                    if let Some(&oldest) = unacked.front()
-                        && oldest + slots <= n
-                    {
-                        k.noc_async_write_flushed_with_trid((oldest % FORWARD_TRIDS) as usize).await;
-                        unacked.pop_front();
-                        ack(oldest).await?;
-                    }
-                    k.wait_until(l.sync(slot) + rx_off, Cond::Eq(n as u32 + 1)).await?;
-                    let Some((at, _)) = worker else {
-                        ack(n).await?;
-                        continue;
-                    };
-                    let dst = k.get_noc_addr(at.x, at.y, WORKER_BUF + slot * size);
-                    k.noc_async_write_with_trid(buf, dst, size, (n % FORWARD_TRIDS) as usize).await?;
-                    unacked.push_back(n);
-                    while let Some(&oldest) = unacked.front()
-                        && k.noc_write_trid_flushed((oldest % FORWARD_TRIDS) as usize)
-                    {
-                        unacked.pop_front();
-                        ack(oldest).await?;
-                    }
-                }
-                while let Some(oldest) = unacked.pop_front() {
-                    k.noc_async_write_flushed_with_trid((oldest % FORWARD_TRIDS) as usize).await;
-                    ack(oldest).await?;
-                }
-                k.noc_async_write_barrier().await?;
-                sp.borrow_mut().push((*starts.borrow(), k.now()));
-                Ok(())
-            },
-        );
+        programs[prog(dst)].create_kernel(CoreRef::Eth(dst_chan), "receiver", 0, vec![], move |k| {
+            bw_receiver(k, l, (answers_handshake, worker), starts, sp)
+        });
     }
     let stats = m.launch(programs, |_| Time::ZERO)?;
     let gbps: f64 = spans
@@ -193,6 +136,88 @@ pub fn bandwidth(setup: &Setup, spec: BandwidthSpec) -> Result<Measured<Bandwidt
     let row =
         BandwidthRow { size_bytes: size, slots, directions: n, gbps, gbps_per_direction: gbps / n as f64 };
     Ok(Measured::new(row, stats, &mut m))
+}
+
+/// What a direction's sender and receiver share: the slots' layout and count, the packet
+/// size, where received slots sit (`rx_off` above the sent ones when both directions run), the
+/// ack words and their sources, and the packets to send.
+struct Lane {
+    lay: Rc<Layout>,
+    slots: u64,
+    size: u64,
+    rx_off: u64,
+    acks: u64,
+    ack_src: u64,
+    packets: u64,
+}
+
+/// A direction's sender: every packet into the next slot once the receiver has acknowledged
+/// that slot's previous packet.
+async fn bw_sender(k: meshsim_hw::Kernel, c: Rc<Lane>, leads: bool, starts: Rc<RefCell<Time>>) -> TaskResult {
+    let (l, slots) = (&c.lay, c.slots);
+    k.eth_setup_handshake(l.handshake, leads).await?;
+    *starts.borrow_mut() = k.now();
+    for n in 0..c.packets {
+        let slot = n % slots;
+        if n >= slots {
+            k.wait_until(c.acks + 16 * slot, Cond::Ge((n / slots) as u32)).await?;
+        }
+        let (from, to) = (l.slot(slot), l.slot(slot) + c.rx_off);
+        k.write_u32(l.sync(slot), n as u32 + 1)?;
+        k.eth_send_packet(0, from >> 4, to >> 4, (c.size + 16) >> 4).await?;
+    }
+    Ok(())
+}
+
+/// A direction's receiver: acknowledges each packet as it lands, or — forwarding to a worker —
+/// once its NoC write (tagged with a transaction id) has left L1; records the direction's span.
+async fn bw_receiver(
+    k: meshsim_hw::Kernel,
+    c: Rc<Lane>,
+    (answers_handshake, worker): (bool, Option<CoreCoord>),
+    starts: Rc<RefCell<Time>>,
+    spans: Rc<RefCell<Vec<(Time, Time)>>>,
+) -> TaskResult {
+    let (l, slots) = (&c.lay, c.slots);
+    if answers_handshake {
+        k.eth_setup_handshake(l.handshake, false).await?;
+    }
+    // Slots received and not yet acknowledged (forwarding only), oldest first.
+    let mut unacked = std::collections::VecDeque::new();
+    let ack = |n: u64| send_ack(&k, n, slots, c.ack_src, c.acks);
+    for n in 0..c.packets {
+        let slot = n % slots;
+        let buf = l.slot(slot) + c.rx_off;
+        // The sender needs slot n - slots back before it can send packet n.
+        if let Some(&oldest) = unacked.front()
+            && oldest + slots <= n
+        {
+            k.noc_async_write_flushed_with_trid((oldest % FORWARD_TRIDS) as usize).await;
+            unacked.pop_front();
+            ack(oldest).await?;
+        }
+        k.wait_until(l.sync(slot) + c.rx_off, Cond::Eq(n as u32 + 1)).await?;
+        let Some(at) = worker else {
+            ack(n).await?;
+            continue;
+        };
+        let dst = k.get_noc_addr(at.x, at.y, WORKER_BUF + slot * c.size);
+        k.noc_async_write_with_trid(buf, dst, c.size, (n % FORWARD_TRIDS) as usize).await?;
+        unacked.push_back(n);
+        while let Some(&oldest) = unacked.front()
+            && k.noc_write_trid_flushed((oldest % FORWARD_TRIDS) as usize)
+        {
+            unacked.pop_front();
+            ack(oldest).await?;
+        }
+    }
+    while let Some(oldest) = unacked.pop_front() {
+        k.noc_async_write_flushed_with_trid((oldest % FORWARD_TRIDS) as usize).await;
+        ack(oldest).await?;
+    }
+    k.noc_async_write_barrier().await?;
+    spans.borrow_mut().push((*starts.borrow(), k.now()));
+    Ok(())
 }
 
 /// Acknowledges packet `n`: its slot's ack word becomes its round + 1 in the sender's L1.

@@ -18,8 +18,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use meshsim_engine::{Cond, Time};
-use meshsim_hw::{CoreRef, Program};
+use meshsim_engine::{Cond, TaskResult, Time};
+use meshsim_hw::{CoreRef, Kernel, Program};
+use meshsim_topology::soc::CoreCoord;
 use meshsim_topology::{ChipIdx, Cluster, LinkId};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -154,7 +155,6 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchErr
     crate::common::check_count(("sample", "samples"), spec.samples, crate::common::MAX_SAMPLES)?;
     let p = &setup.params;
     let lay = Rc::new(Layout::new(p, spec.size_bytes, 1, 32)?);
-    let (buf, sync, sem, done) = (lay.slot(0), lay.sync(0), lay.end(), lay.end() + 16);
     let size = spec.size_bytes;
     let (trips, unmerged) = (spec.samples + 1, spec.unmerged);
     let mut m = setup.machine();
@@ -169,82 +169,19 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchErr
         let inc = setup.cluster.link(prev.link).ends_from(this.chip).expect("walk link").0;
         let dev = m.device(this.chip);
         let sender_at = dev.noc_coord(CoreRef::Eth(out.chan));
-        let master = i == 0;
+        let hop = Rc::new(Hop { lay: lay.clone(), size, trips, unmerged, master: i == 0, sender_at });
         // Receiver of the previous hop's link: forwards to this chip's sender.
-        let (l, t) = (lay.clone(), times.clone());
+        let (h, t) = (hop.clone(), times.clone());
         programs[this.chip.0 as usize].create_kernel(
             CoreRef::Eth(inc.chan),
             "receiver",
             0,
             vec![],
-            move |k| async move {
-                k.eth_setup_handshake(l.handshake, false).await?;
-                let to_sender = k.get_noc_addr(sender_at.x, sender_at.y, buf);
-                let sender_sem = k.get_noc_addr(sender_at.x, sender_at.y, sem);
-                for trip in 1..=trips as u32 {
-                    let t0 = k.now();
-                    if master {
-                        k.noc_async_write(buf, to_sender, size).await?;
-                        k.noc_semaphore_inc(sender_sem, 1).await?;
-                    }
-                    if unmerged {
-                        k.eth_wait_for_bytes_on_channel(0).await?;
-                    } else {
-                        k.wait_until(sync, Cond::Eq(trip)).await?;
-                    }
-                    if master {
-                        if trip > 1 {
-                            t.borrow_mut().push(k.now() - t0);
-                        }
-                    } else {
-                        k.noc_async_write(buf, to_sender, size).await?;
-                        k.noc_semaphore_inc(sender_sem, 1).await?;
-                    }
-                    if unmerged {
-                        // Acknowledge as soon as possible, then free the channel once forwarded.
-                        k.eth_receiver_channel_ack(0, done + 16).await?;
-                        k.noc_async_write_barrier().await?;
-                        k.eth_receiver_channel_done(0).await?;
-                    } else {
-                        // Tell the upstream sender its buffer here is free again.
-                        k.write_u32(done + 16, trip)?;
-                        k.eth_send_packet(0, (done + 16) >> 4, done >> 4, 1).await?;
-                        k.noc_async_write_barrier().await?;
-                    }
-                }
-                Ok(())
-            },
+            move |k| ring_receiver(k, h, t),
         );
         // Sender of this hop's link.
-        let l = lay.clone();
-        programs[this.chip.0 as usize].create_kernel(
-            CoreRef::Eth(out.chan),
-            "sender",
-            0,
-            vec![],
-            move |k| async move {
-                k.eth_setup_handshake(l.handshake, true).await?;
-                for trip in 1..=trips as u32 {
-                    if unmerged {
-                        k.noc_semaphore_wait(sem, 1).await?;
-                        k.noc_semaphore_set(sem, 0)?;
-                        k.eth_send_bytes_over_channel(buf, buf, size, 0).await?;
-                        k.eth_wait_receiver_channel_done(0).await?;
-                        continue;
-                    }
-                    k.noc_semaphore_wait_min(sem, trip).await?;
-                    if trip > 1 {
-                        k.wait_until(done, Cond::Ge(trip - 1)).await?;
-                    }
-                    k.write_u32(sync, trip)?;
-                    k.eth_send_packet(0, buf >> 4, buf >> 4, (size + 16) >> 4).await?;
-                }
-                if !unmerged {
-                    k.wait_until(done, Cond::Ge(trips as u32)).await?;
-                }
-                Ok(())
-            },
-        );
+        programs[this.chip.0 as usize]
+            .create_kernel(CoreRef::Eth(out.chan), "sender", 0, vec![], move |k| ring_sender(k, hop));
     }
     let skew = spec.start_skew_ns;
     let last = programs.len().saturating_sub(1) as u64;
@@ -261,6 +198,87 @@ pub fn ring(setup: &Setup, spec: RingSpec) -> Result<Measured<RingRow>, BenchErr
     let row =
         RingRow { size_bytes: size, hops: hops as u64, round_trip_ns: rtt, ns_per_hop: rtt / hops as f64 };
     Ok(Measured::new(row, stats, &mut m))
+}
+
+/// What a hop's two kernels share: the layout, the ping's size, the trips, the protocol, and
+/// whether this hop's receiver times the trips (the first hop's).
+struct Hop {
+    lay: Rc<Layout>,
+    size: u64,
+    trips: u64,
+    unmerged: bool,
+    master: bool,
+    /// This chip's sender core, which the receiver forwards to.
+    sender_at: CoreCoord,
+}
+
+/// The receiver of the previous hop's link: forwards each ping to this chip's sender (the
+/// first hop's starts each trip and times it when the ping is back), then frees its buffer.
+async fn ring_receiver(k: Kernel, h: Rc<Hop>, times: Rc<RefCell<Vec<Time>>>) -> TaskResult {
+    let l = &h.lay;
+    let (buf, sync, sem, done) = (l.slot(0), l.sync(0), l.end(), l.end() + 16);
+    k.eth_setup_handshake(l.handshake, false).await?;
+    let to_sender = k.get_noc_addr(h.sender_at.x, h.sender_at.y, buf);
+    let sender_sem = k.get_noc_addr(h.sender_at.x, h.sender_at.y, sem);
+    for trip in 1..=h.trips as u32 {
+        let t0 = k.now();
+        if h.master {
+            k.noc_async_write(buf, to_sender, h.size).await?;
+            k.noc_semaphore_inc(sender_sem, 1).await?;
+        }
+        if h.unmerged {
+            k.eth_wait_for_bytes_on_channel(0).await?;
+        } else {
+            k.wait_until(sync, Cond::Eq(trip)).await?;
+        }
+        if h.master {
+            if trip > 1 {
+                times.borrow_mut().push(k.now() - t0);
+            }
+        } else {
+            k.noc_async_write(buf, to_sender, h.size).await?;
+            k.noc_semaphore_inc(sender_sem, 1).await?;
+        }
+        if h.unmerged {
+            // Acknowledge as soon as possible, then free the channel once forwarded.
+            k.eth_receiver_channel_ack(0, done + 16).await?;
+            k.noc_async_write_barrier().await?;
+            k.eth_receiver_channel_done(0).await?;
+        } else {
+            // Tell the upstream sender its buffer here is free again.
+            k.write_u32(done + 16, trip)?;
+            k.eth_send_packet(0, (done + 16) >> 4, done >> 4, 1).await?;
+            k.noc_async_write_barrier().await?;
+        }
+    }
+    Ok(())
+}
+
+/// The sender of this hop's link: sends each ping on once the receiver has handed it over and
+/// the next chip's buffer is free.
+async fn ring_sender(k: Kernel, h: Rc<Hop>) -> TaskResult {
+    let l = &h.lay;
+    let (buf, sync, sem, done) = (l.slot(0), l.sync(0), l.end(), l.end() + 16);
+    k.eth_setup_handshake(l.handshake, true).await?;
+    for trip in 1..=h.trips as u32 {
+        if h.unmerged {
+            k.noc_semaphore_wait(sem, 1).await?;
+            k.noc_semaphore_set(sem, 0)?;
+            k.eth_send_bytes_over_channel(buf, buf, h.size, 0).await?;
+            k.eth_wait_receiver_channel_done(0).await?;
+            continue;
+        }
+        k.noc_semaphore_wait_min(sem, trip).await?;
+        if trip > 1 {
+            k.wait_until(done, Cond::Ge(trip - 1)).await?;
+        }
+        k.write_u32(sync, trip)?;
+        k.eth_send_packet(0, buf >> 4, buf >> 4, (h.size + 16) >> 4).await?;
+    }
+    if !h.unmerged {
+        k.wait_until(done, Cond::Ge(h.trips as u32)).await?;
+    }
+    Ok(())
 }
 
 /// Runs a sweep over payload sizes in parallel; rows come back in input order.
