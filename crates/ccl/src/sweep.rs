@@ -165,12 +165,6 @@ pub fn sweep_points(
     stop: &AtomicBool,
     done: &(dyn Fn(&SweepRow) + Sync),
 ) -> Result<Vec<SweepRow>, CclError> {
-    let SweepSpec { op, ref comms, links, workers, dtype, stack, ref faults, ref select, in_place } = *spec;
-    let n = spec.ranks();
-    let collective = op.collective();
-    let redop = collective.redop().map_or("none".to_owned(), |r| r.to_string());
-    let bidir = op.bidir;
-    let root = collective.root().map_or(-1, |r| r as i64);
     // The largest points go first, one per task, so two cores share the big ones instead of
     // one core getting the whole top half.
     let mut tiles = tiles.to_vec();
@@ -180,83 +174,92 @@ pub fn sweep_points(
         .with_max_len(1)
         .filter(|_| !stop.load(Ordering::SeqCst))
         .map(|&tiles| {
-            let shape = [1, 1, 32, 32 * tiles];
-            let tensor = TensorSpec::new(shape, dtype, Layout::Tile).map_err(|e| CclError::Invalid(e.0))?;
-            // The point's session, out of place or in place.
-            let session = |in_place: bool| -> Result<Session, CclError> {
-                let mut s = Session::new(cluster, params);
-                s.set_stack(stack);
-                if let Some(tree) = select {
-                    s.set_select(tree.clone());
-                }
-                for &f in faults {
-                    s.add_fault(f)?;
-                }
-                for (i, comm) in comms.iter().enumerate() {
-                    let mut req = OpRequest::new(
-                        &format!("{}[{i}]", collective.name()),
-                        comm.clone(),
-                        collective,
-                        tensor,
-                        3,
-                    );
-                    req.knobs = Knobs { links, workers, bidir, ..Knobs::default() };
-                    req.in_place = in_place;
-                    s.submit(req)?;
-                }
-                Ok(s)
-            };
-            let s = session(false)?;
-            let bytes = tensor.bytes();
-            let row = SweepRow {
-                size_bytes: bytes,
-                count: tensor.shape.iter().product(),
-                dtype: dtype.to_string(),
-                redop: redop.clone(),
-                root,
-                time_us: 0.0,
-                algbw_gbps: 0.0,
-                busbw_gbps: 0.0,
-                error: None,
-                in_place: None,
-            };
-            // A point whose simulation fails is reported as such; the sweep goes on.
-            let row = match s.run() {
-                Ok(run) => {
-                    let algbw = bytes as f64 / run.makespan.as_ns_f64();
-                    SweepRow {
-                        time_us: run.makespan.as_us_f64(),
-                        algbw_gbps: algbw,
-                        busbw_gbps: algbw * collective.busbw_factor(n),
-                        ..row
-                    }
-                }
-                Err(e) if !e.is_bad_input() => SweepRow { error: Some(e.to_string()), ..row },
-                Err(e) => return Err(e),
-            };
-            let row = match in_place.then(|| session(true)).transpose()?.map(Session::run) {
-                Some(Ok(run)) => {
-                    let algbw = bytes as f64 / run.makespan.as_ns_f64();
-                    let busbw = algbw * collective.busbw_factor(n);
-                    let ip = InPlace {
-                        in_place_time_us: run.makespan.as_us_f64(),
-                        in_place_algbw_gbps: algbw,
-                        in_place_busbw_gbps: busbw,
-                    };
-                    SweepRow { in_place: Some(ip), ..row }
-                }
-                Some(Err(e)) if !e.is_bad_input() => {
-                    SweepRow { error: Some(format!("in place: {e}")), ..row }
-                }
-                Some(Err(e)) => return Err(e),
-                None => row,
-            };
+            let row = point(cluster, params, spec, tiles)?;
             done(&row);
             Ok(row)
         })
         .collect::<Result<Vec<SweepRow>, CclError>>()?;
     rows.sort_by_key(|r| r.size_bytes);
     Ok(rows)
+}
+
+/// One point of a sweep: `[1, 1, 32, 32 x tiles]` per chip, out of place and, if asked, in
+/// place. A point whose simulation fails is a row with its error; the sweep goes on.
+fn point(cluster: &Cluster, params: &Params, spec: &SweepSpec, tiles: u64) -> Result<SweepRow, CclError> {
+    let collective = spec.op.collective();
+    let n = spec.ranks();
+    let tensor = TensorSpec::new([1, 1, 32, 32 * tiles], spec.dtype, Layout::Tile)
+        .map_err(|e| CclError::Invalid(e.0))?;
+    let bytes = tensor.bytes();
+    let row = SweepRow {
+        size_bytes: bytes,
+        count: tensor.shape.iter().product(),
+        dtype: spec.dtype.to_string(),
+        redop: collective.redop().map_or("none".to_owned(), |r| r.to_string()),
+        root: collective.root().map_or(-1, |r| r as i64),
+        time_us: 0.0,
+        algbw_gbps: 0.0,
+        busbw_gbps: 0.0,
+        error: None,
+        in_place: None,
+    };
+    let row = match point_session(cluster, params, spec, tensor, false)?.run() {
+        Ok(run) => {
+            let algbw = bytes as f64 / run.makespan.as_ns_f64();
+            SweepRow {
+                time_us: run.makespan.as_us_f64(),
+                algbw_gbps: algbw,
+                busbw_gbps: algbw * collective.busbw_factor(n),
+                ..row
+            }
+        }
+        Err(e) if !e.is_bad_input() => SweepRow { error: Some(e.to_string()), ..row },
+        Err(e) => return Err(e),
+    };
+    if !spec.in_place {
+        return Ok(row);
+    }
+    Ok(match point_session(cluster, params, spec, tensor, true)?.run() {
+        Ok(run) => {
+            let algbw = bytes as f64 / run.makespan.as_ns_f64();
+            let ip = InPlace {
+                in_place_time_us: run.makespan.as_us_f64(),
+                in_place_algbw_gbps: algbw,
+                in_place_busbw_gbps: algbw * collective.busbw_factor(n),
+            };
+            SweepRow { in_place: Some(ip), ..row }
+        }
+        Err(e) if !e.is_bad_input() => SweepRow { error: Some(format!("in place: {e}")), ..row },
+        Err(e) => return Err(e),
+    })
+}
+
+/// A point's session: the op on every communicator of the spec, out of place or in place.
+fn point_session<'c>(
+    cluster: &'c Cluster,
+    params: &Params,
+    spec: &SweepSpec,
+    tensor: TensorSpec,
+    in_place: bool,
+) -> Result<Session<'c>, CclError> {
+    let collective = spec.op.collective();
+    let mut s = Session::new(cluster, params);
+    s.set_stack(spec.stack);
+    if let Some(tree) = &spec.select {
+        s.set_select(tree.clone());
+    }
+    for &f in &spec.faults {
+        s.add_fault(f)?;
+    }
+    for (i, comm) in spec.comms.iter().enumerate() {
+        let mut req =
+            OpRequest::new(&format!("{}[{i}]", collective.name()), comm.clone(), collective, tensor, 3);
+        req.knobs =
+            Knobs { links: spec.links, workers: spec.workers, bidir: spec.op.bidir, ..Knobs::default() };
+        req.in_place = in_place;
+        s.submit(req)?;
+    }
+    Ok(s)
 }
 
 #[cfg(test)]
