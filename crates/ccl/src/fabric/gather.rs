@@ -24,7 +24,7 @@ use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
 use crate::plan::Dir;
-use crate::plan::routed::{self, Part, Transfer};
+use crate::plan::routed::{self, Part, Routed, Transfer};
 use crate::tensor::{Placement, STAGING};
 use crate::transport::Gate;
 
@@ -79,33 +79,8 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
                 .filter(|(j, _)| j % planes == plane && root.is_none_or(|r| r == k))
                 .map(|x| x.1)
                 .collect();
-            let dirs = [true, false].map(|forward| {
-                let dir = if forward { Dir::Forward } else { Dir::Backward };
-                // The rank's own copy rides with its forward kernel, or with each direction
-                // that carries only part of its packets (a split broadcast's root).
-                let sends: Vec<&Transfer> = plan.sends(k, dir).collect();
-                let partial = matches!(sends[..], [t] if t.part != Part::All);
-                let local_copy = plan.keeps(k) && (forward || partial);
-                let (packets, ranges) = walk(&sends, &mine, local_copy);
-                let reach = ranges.iter().copied().max().unwrap_or(0);
-                let barrier = barrier_reach(n, k, forward, closed);
-                let router = (barrier > 0).then(|| {
-                    let chip = req.comm.chips()[k];
-                    let next = if forward {
-                        req.comm.chips()[(k + 1) % n]
-                    } else {
-                        req.comm.chips()[(k + n - 1) % n]
-                    };
-                    fabric.router_facing(line, plane, chip, next).expect("a router toward each neighbour")
-                });
-                // The final increment reaches every rank the farthest packet does.
-                if let Some(far) = sends.iter().find(|t| t.hops as u32 == reach) {
-                    for j in far.route(n, topology) {
-                        expected[j] += 1;
-                    }
-                }
-                Direction { router, ranges, packets, local_copy, barrier }
-            });
+            let at = Kernels { plan: &plan, fabric, req, line, plane };
+            let dirs = [true, false].map(|forward| at.direction(k, forward, &mine, &mut expected));
             plans.push((k, plane, dirs));
         }
     }
@@ -229,6 +204,48 @@ pub(super) fn all_gather_relay(
         }
     }
     Ok((ppp, routers, workers))
+}
+
+/// What a multicast phase's direction kernels are built from: its routed plan, the fabric,
+/// the op and its line, and the routing plane.
+struct Kernels<'a> {
+    plan: &'a Routed,
+    fabric: &'a Fabric,
+    req: &'a crate::request::OpRequest,
+    line: usize,
+    plane: usize,
+}
+
+impl Kernels<'_> {
+    /// Rank `k`'s direction kernel going `forward`, sending its packets `mine` of this plane
+    /// as its transfers that way say; counts in `expected` the final increment each rank will
+    /// get from it.
+    fn direction(&self, k: usize, forward: bool, mine: &[(u64, u64)], expected: &mut [u32]) -> Direction {
+        let (plan, n) = (self.plan, self.plan.n);
+        let dir = if forward { Dir::Forward } else { Dir::Backward };
+        // The rank's own copy rides with its forward kernel, or with each direction that
+        // carries only part of its packets (a split broadcast's root).
+        let sends: Vec<&Transfer> = plan.sends(k, dir).collect();
+        let partial = matches!(sends[..], [t] if t.part != Part::All);
+        let local_copy = plan.keeps(k) && (forward || partial);
+        let (packets, ranges) = walk(&sends, mine, local_copy);
+        let reach = ranges.iter().copied().max().unwrap_or(0);
+        let barrier = barrier_reach(n, k, forward, plan.topology == Topology::Ring);
+        let router = (barrier > 0).then(|| {
+            let chips = self.req.comm.chips();
+            let next = if forward { chips[(k + 1) % n] } else { chips[(k + n - 1) % n] };
+            self.fabric
+                .router_facing(self.line, self.plane, chips[k], next)
+                .expect("a router toward each neighbour")
+        });
+        // The final increment reaches every rank the farthest packet does.
+        if let Some(far) = sends.iter().find(|t| t.hops as u32 == reach) {
+            for j in far.route(n, plan.topology) {
+                expected[j] += 1;
+            }
+        }
+        Direction { router, ranges, packets, local_copy, barrier }
+    }
 }
 
 /// A direction kernel's packets and each one's multicast reach, from the rank's transfers that
