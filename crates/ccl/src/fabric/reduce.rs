@@ -19,6 +19,7 @@ use std::rc::Rc;
 
 use meshsim_engine::{Cond, TaskResult, Time};
 use meshsim_hw::Kernel;
+use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
@@ -276,6 +277,75 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     Ok(())
 }
 
+/// Every rank's slices per direction, in the order it takes them (by position on the side).
+fn order(plan: &Routed) -> Vec<[Vec<(usize, usize)>; 2]> {
+    let n = plan.n;
+    (0..n)
+        .map(|k| {
+            [Dir::Forward, Dir::Backward].map(|dir| {
+                let mut v: Vec<(usize, usize)> =
+                    (0..n).filter_map(|j| position(plan, k, j, dir).map(|pos| (j, pos))).collect();
+                v.sort_by_key(|&(_, pos)| pos);
+                v
+            })
+        })
+        .collect()
+}
+
+/// What a plane's (and worker's) owner kernels share.
+struct Owners<'a> {
+    plan: &'a Routed,
+    tensors: crate::phase::Tensors,
+    red: &'a Reduction,
+    ppp: u64,
+    plane: (usize, usize),
+    base: u64,
+    max: u64,
+    gate: &'a Gate,
+    name: String,
+    /// Each direction's partial buffer and semaphore.
+    partial: [Placement; 2],
+    sems: [u64; 2],
+    slice_packets: u64,
+}
+
+/// Every rank's owner kernel on `core`: it waits for each side's partial of its slice —
+/// through it, the side has delivered `before(k, d, k)` packets and then the slice's — and
+/// reduces them with its own pages into its output.
+fn install_owners(
+    cx: &mut Lowering,
+    chips: &[ChipIdx],
+    core: meshsim_hw::CoreRef,
+    o: &Owners,
+    before: &dyn Fn(usize, usize, usize) -> u64,
+) {
+    let t = o.tensors;
+    for (k, &chip) in chips.iter().enumerate() {
+        let (f, b) = sides(o.plan, k);
+        let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
+            .into_iter()
+            .filter(|&(len, _)| len > 0)
+            .map(|(_, d)| (o.partial[d], o.sems[d], before(k, d, k) + o.slice_packets))
+            .collect();
+        let ctx = Rc::new(OwnerCtx {
+            rank: k,
+            n: t.n,
+            dim: t.dim,
+            slice: t.slice,
+            input: t.input,
+            output: t.output,
+            sides,
+            red: o.red.clone(),
+            ppp: o.ppp,
+            plane: o.plane,
+            base: o.base,
+            max: o.max,
+            gate: o.gate.clone(),
+        });
+        cx.program(chip).create_kernel(core, &o.name, 0, vec![], move |kn| owner(kn, ctx));
+    }
+}
+
 /// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
 pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec<Inject>, usize), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
@@ -299,17 +369,7 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     let sems = [STAGING, STAGING + 16];
     // The routed plan: each slice's two relays toward its owner.
     let plan = routed::reduce_scatter_sides(n, if closed { Topology::Ring } else { Topology::Line });
-    // Every rank's slices per direction, in the order it takes them (by position on the side).
-    let order: Vec<[Vec<(usize, usize)>; 2]> = (0..n)
-        .map(|k| {
-            [Dir::Forward, Dir::Backward].map(|dir| {
-                let mut v: Vec<(usize, usize)> =
-                    (0..n).filter_map(|j| position(&plan, k, j, dir).map(|pos| (j, pos))).collect();
-                v.sort_by_key(|&(_, pos)| pos);
-                v
-            })
-        })
-        .collect();
+    let order = order(&plan);
     let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
     // Two direction kernels and the owner per rank, plane and worker.
     let gate = s.gate(pi, 3 * n * planes * workers);
@@ -371,37 +431,21 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
                 cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| side(kn, ctx));
             }
         }
-        for (k, &chip) in req.comm.chips().iter().enumerate() {
-            let (f, b) = sides(&plan, k);
-            // Each side's partial of this rank's slice: through it, the side has delivered.
-            let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
-                .into_iter()
-                .filter(|&(len, _)| len > 0)
-                .map(|(_, d)| (partial[d], sems[d], before(k, d, k) + slice_packets))
-                .collect();
-            let ctx = Rc::new(OwnerCtx {
-                rank: k,
-                n: t.n,
-                dim: t.dim,
-                slice: t.slice,
-                input: t.input,
-                output: t.output,
-                sides,
-                red: red.clone(),
-                ppp,
-                plane: on,
-                base: STAGING + 0x100 + 2 * stride,
-                max,
-                gate: gate.clone(),
-            });
-            cx.program(chip).create_kernel(
-                core,
-                &format!("{prefix}rs owner{suffix}"),
-                0,
-                vec![],
-                move |kn| owner(kn, ctx),
-            );
-        }
+        let owners = Owners {
+            plan: &plan,
+            tensors: t,
+            red: &red,
+            ppp,
+            plane: on,
+            base: STAGING + 0x100 + 2 * stride,
+            max,
+            gate: &gate,
+            name: format!("{prefix}rs owner{suffix}"),
+            partial,
+            sems,
+            slice_packets,
+        };
+        install_owners(cx, req.comm.chips(), core, &owners, &before);
     }
     Ok((ppp, routers, workers))
 }
