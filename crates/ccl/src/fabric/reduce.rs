@@ -277,8 +277,11 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     Ok(())
 }
 
+/// Each rank's slices per direction: `(slice, position)` in the order it takes them.
+type Order = Vec<[Vec<(usize, usize)>; 2]>;
+
 /// Every rank's slices per direction, in the order it takes them (by position on the side).
-fn order(plan: &Routed) -> Vec<[Vec<(usize, usize)>; 2]> {
+fn order(plan: &Routed) -> Order {
     let n = plan.n;
     (0..n)
         .map(|k| {
@@ -346,6 +349,80 @@ fn install_owners(
     }
 }
 
+/// What a plane's (and worker's) direction kernels share beyond the phase.
+struct Sides {
+    pi: usize,
+    line: usize,
+    plane: usize,
+    worker: usize,
+    /// The packets this plane and worker carry: its index among all of them, and their count.
+    on: (usize, usize),
+    core: meshsim_hw::CoreRef,
+    per_sync: u64,
+    /// The first kernel's buffer, and the stride between the two directions'.
+    base: u64,
+    stride: u64,
+    name: String,
+    suffix: String,
+}
+
+/// Every rank's two direction kernels on this plane and worker: each takes its slices on its
+/// side in `order`, having received `before(k, d, j)` packets of partials before slice j's,
+/// and injects into the router toward its next rank. Returns the routers, with the worker.
+fn install_sides(
+    cx: &mut Lowering,
+    p: &Phase,
+    (plan, order): (&Routed, &Order),
+    o: &Sides,
+    (partial, sems, ppp, max, gate): (&[Placement; 2], &[u64; 2], u64, u64, &Gate),
+    before: &dyn Fn(usize, usize, usize) -> u64,
+) -> Vec<Inject> {
+    let (s, fabric) = (cx.s, cx.fabric);
+    let req = &s.ops[p.op];
+    let (t, n) = (p.tensors, plan.n);
+    let red = req.reduction().expect("a reduction");
+    let closed = plan.topology == Topology::Ring;
+    let mut routers = Vec::new();
+    for (k, mine) in order.iter().enumerate() {
+        for (d, forward) in [true, false].into_iter().enumerate() {
+            let slices = mine[d].clone();
+            let received_before =
+                slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
+            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+            let router = (!slices.is_empty()).then(|| {
+                fabric
+                    .router_facing(o.line, o.plane, req.comm.chips()[k], req.comm.chips()[next])
+                    .expect("a router toward each neighbour")
+            });
+            routers.extend(router.map(|r| (r, o.worker)));
+            let ctx = Rc::new(RsCtx {
+                ports: cx.ports.clone(),
+                phase: o.pi,
+                worker: o.worker,
+                barrier: barrier_reach(n, k, forward, closed),
+                fabric: fabric.clone(),
+                side: Side { router, slices, received_before },
+                n: t.n,
+                dim: t.dim,
+                slice: t.slice,
+                input: t.input,
+                partial: partial[d],
+                red: red.clone(),
+                ppp,
+                per_sync: o.per_sync,
+                plane: o.on,
+                sync: (noc_of(s.cluster, o.core), sems[d]),
+                base: o.base + d as u64 * o.stride,
+                max,
+                gate: gate.clone(),
+            });
+            let name = format!("{} {}{}", o.name, if forward { "forward" } else { "backward" }, o.suffix);
+            cx.program(req.comm.chips()[k]).create_kernel(o.core, &name, d, vec![], move |kn| side(kn, ctx));
+        }
+    }
+    routers
+}
+
 /// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
 pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec<Inject>, usize), CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
@@ -393,44 +470,27 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
         if workers > 1 {
             suffix += &format!(" worker{w}");
         }
-        for (k, mine) in order.iter().enumerate() {
-            for (d, forward) in [true, false].into_iter().enumerate() {
-                let slices = mine[d].clone();
-                let received_before =
-                    slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
-                let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
-                let router = (!slices.is_empty()).then(|| {
-                    fabric
-                        .router_facing(line, plane, req.comm.chips()[k], req.comm.chips()[next])
-                        .expect("a router toward each neighbour")
-                });
-                routers.extend(router.map(|r| (r, w)));
-                let chip = req.comm.chips()[k];
-                let ctx = Rc::new(RsCtx {
-                    ports: cx.ports.clone(),
-                    phase: pi,
-                    worker: w,
-                    barrier: barrier_reach(n, k, forward, closed),
-                    fabric: fabric.clone(),
-                    side: Side { router, slices, received_before },
-                    n: t.n,
-                    dim: t.dim,
-                    slice: t.slice,
-                    input: t.input,
-                    partial: partial[d],
-                    red: red.clone(),
-                    ppp,
-                    per_sync,
-                    plane: on,
-                    sync: (noc_of(s.cluster, core), sems[d]),
-                    base: STAGING + 0x100 + d as u64 * stride,
-                    max,
-                    gate: gate.clone(),
-                });
-                let name = format!("{prefix}rs {}{suffix}", if forward { "forward" } else { "backward" });
-                cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| side(kn, ctx));
-            }
-        }
+        let sides = Sides {
+            pi,
+            line,
+            plane,
+            worker: w,
+            on,
+            core,
+            per_sync,
+            base: STAGING + 0x100,
+            stride,
+            name: format!("{prefix}rs"),
+            suffix: suffix.clone(),
+        };
+        routers.extend(install_sides(
+            cx,
+            p,
+            (&plan, &order),
+            &sides,
+            (&partial, &sems, ppp, max, &gate),
+            &before,
+        ));
         let owners = Owners {
             plan: &plan,
             tensors: t,
