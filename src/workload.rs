@@ -40,7 +40,7 @@ struct WorkloadFile {
     cluster: String,
     params: Option<PathBuf>,
     /// `fabric` (the default) or `edm`: one stack per machine.
-    stack: Option<String>,
+    stack: Option<Stack>,
     /// Faults injected into the run (`--fault`'s specs).
     #[serde(default)]
     faults: Vec<String>,
@@ -143,60 +143,8 @@ impl Workload {
         if file.ops.is_empty() {
             return Err(format!("{here}: the workload has no ops"));
         }
-        // An op on a stream starts after the op before it on that stream (in file order).
-        let mut last_on: BTreeMap<String, String> = BTreeMap::new();
-        for o in &mut file.ops {
-            if let Some(st) = &o.stream {
-                if let Some(prev) = last_on.insert(st.clone(), o.name.clone())
-                    && !o.after.contains(&prev)
-                {
-                    o.after.push(prev);
-                }
-            }
-        }
-        let index: BTreeMap<&str, usize> =
-            file.ops.iter().enumerate().map(|(i, o)| (o.name.as_str(), i)).collect();
-        for (i, o) in file.ops.iter().enumerate() {
-            if o.name.is_empty() || o.name.contains(char::is_whitespace) {
-                return Err(format!("{here}: op name '{}' must be one word", o.name));
-            }
-            if index[o.name.as_str()] != i {
-                return Err(format!("{here}: two ops are named '{}'", o.name));
-            }
-            if let Some(dep) = o.after.iter().find(|d| !index.contains_key(d.as_str())) {
-                return Err(format!(
-                    "{here}: op '{}': after names '{dep}', which is not an op of this workload",
-                    o.name
-                ));
-            }
-        }
-        // Kahn's algorithm, taking ready ops in file order; what is left is in a cycle.
-        let mut order: Vec<usize> = Vec::new();
-        let mut placed = vec![false; file.ops.len()];
-        while order.len() < file.ops.len() {
-            let ready = (0..file.ops.len())
-                .find(|&i| !placed[i] && file.ops[i].after.iter().all(|d| placed[index[d.as_str()]]));
-            match ready {
-                Some(i) => {
-                    placed[i] = true;
-                    order.push(i);
-                }
-                None => {
-                    let cycle: Vec<&str> = (0..file.ops.len())
-                        .filter(|&i| !placed[i])
-                        .map(|i| file.ops[i].name.as_str())
-                        .collect();
-                    return Err(format!(
-                        "{here}: ops {} wait for each other (cyclic after)",
-                        cycle.join(", ")
-                    ));
-                }
-            }
-        }
-        let stack: Stack = match file.stack.as_deref() {
-            Some(s) => s.parse().map_err(|e| format!("{here}: {e}"))?,
-            None => Stack::DEFAULT,
-        };
+        let order = dependency_order(&mut file.ops).map_err(|e| format!("{here}: {e}"))?;
+        let stack = file.stack.unwrap_or(Stack::DEFAULT);
         let ops = order.into_iter().map(|i| file.ops[i].clone()).collect();
         let faults = FaultKnobs {
             faults: file.faults,
@@ -290,6 +238,54 @@ impl Workload {
             other => other,
         })
     }
+}
+
+/// Checks a workload's ops — one-word names, no name twice, every `after` naming an op — adds
+/// each stream's order to `after`, and returns an order in which every op comes after its
+/// dependencies (Kahn's algorithm, ready ops in file order); what is left is in a cycle.
+fn dependency_order(ops: &mut [WorkloadOp]) -> Result<Vec<usize>, String> {
+    // An op on a stream starts after the op before it on that stream (in file order).
+    let mut last_on: BTreeMap<String, String> = BTreeMap::new();
+    for o in ops.iter_mut() {
+        if let Some(st) = &o.stream {
+            if let Some(prev) = last_on.insert(st.clone(), o.name.clone())
+                && !o.after.contains(&prev)
+            {
+                o.after.push(prev);
+            }
+        }
+    }
+    let index: BTreeMap<&str, usize> = ops.iter().enumerate().map(|(i, o)| (o.name.as_str(), i)).collect();
+    for (i, o) in ops.iter().enumerate() {
+        if o.name.is_empty() || o.name.contains(char::is_whitespace) {
+            return Err(format!("op name '{}' must be one word", o.name));
+        }
+        if index[o.name.as_str()] != i {
+            return Err(format!("two ops are named '{}'", o.name));
+        }
+        if let Some(dep) = o.after.iter().find(|d| !index.contains_key(d.as_str())) {
+            return Err(format!("op '{}': after names '{dep}', which is not an op of this workload", o.name));
+        }
+    }
+    // Kahn's algorithm, taking ready ops in file order; what is left is in a cycle.
+    let mut order: Vec<usize> = Vec::new();
+    let mut placed = vec![false; ops.len()];
+    while order.len() < ops.len() {
+        let ready =
+            (0..ops.len()).find(|&i| !placed[i] && ops[i].after.iter().all(|d| placed[index[d.as_str()]]));
+        match ready {
+            Some(i) => {
+                placed[i] = true;
+                order.push(i);
+            }
+            None => {
+                let cycle: Vec<&str> =
+                    (0..ops.len()).filter(|&i| !placed[i]).map(|i| ops[i].name.as_str()).collect();
+                return Err(format!("ops {} wait for each other (cyclic after)", cycle.join(", ")));
+            }
+        }
+    }
+    Ok(order)
 }
 
 impl WorkloadOp {
