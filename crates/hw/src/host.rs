@@ -345,50 +345,9 @@ impl Machine {
         for prog in programs {
             let start = skew(prog.chip);
             let chip_id = ctx.world().cluster.chip(prog.chip).id;
-            for (cores, index, initial) in &prog.semaphores {
-                for &core in cores {
-                    ctx.with(|hw, s| {
-                        let addr = semaphore_area(&hw.params, kind_of(core)).0 + 4 * index;
-                        let mem = hw.core(prog.chip, noc_coord(&hw.soc, core)).expect("core exists").mem;
-                        s.write_u32(mem, addr, *initial).expect("semaphore area lies in L1");
-                    });
-                }
-            }
+            init_semaphores(&ctx, &prog);
             for spec in prog.kernels {
-                let (k, name, core_name) = ctx.with(|hw, _| {
-                    let at = noc_coord(&hw.soc, spec.core);
-                    let slot = hw.core(prog.chip, at).expect("core exists");
-                    let core_name = match slot.kind {
-                        CoreKind::Eth(c) => format!("eth{c}"),
-                        _ => format!("worker{at}"),
-                    };
-                    let name = format!("chip{chip_id}/{core_name}/{}", spec.name);
-                    let k = Kernel {
-                        ctx: ctx.clone(),
-                        chip: prog.chip,
-                        at,
-                        kind: slot.kind,
-                        mem: slot.mem,
-                        regs: slot.regs.expect("kernels run on cores with registers"),
-                        noc: spec.noc,
-                        args: spec.args.into(),
-                        name: name.clone().into(),
-                        local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
-                        flushed: Default::default(),
-                        tagged: Default::default(),
-                        atomics_acked: Default::default(),
-                        issue_cycles: Default::default(),
-                        stalls: match slot.kind {
-                            CoreKind::Eth(c) => hw.erisc_stalls
-                                [prog.chip.0 as usize * ETH_CHANNELS as usize + c as usize]
-                                .clone()
-                                .into(),
-                            _ => Rc::from([]),
-                        },
-                        traced: hw.counter_log.is_some(),
-                    };
-                    (k, name, core_name)
-                });
+                let (k, name, core_name) = kernel_for(&ctx, prog.chip, chip_id, &spec);
                 let body = (spec.body)(k);
                 let erisc =
                     match ctx.world().core(prog.chip, noc_coord(&ctx.world().soc, spec.core)).map(|c| c.kind)
@@ -437,4 +396,55 @@ impl Machine {
     pub fn negative_semaphores(&self) -> Vec<crate::world::NegativeSemaphore> {
         self.sim.ctx().world().negative_semaphores().to_vec()
     }
+}
+
+/// Writes a program's semaphores' initial values into their cores' semaphore areas.
+fn init_semaphores(ctx: &Ctx<Hw>, prog: &Program) {
+    for (cores, index, initial) in &prog.semaphores {
+        for &core in cores {
+            ctx.with(|hw, s| {
+                let addr = semaphore_area(&hw.params, kind_of(core)).0 + 4 * index;
+                let mem = hw.core(prog.chip, noc_coord(&hw.soc, core)).expect("core exists").mem;
+                s.write_u32(mem, addr, *initial).expect("semaphore area lies in L1");
+            });
+        }
+    }
+}
+
+/// The device handle a kernel of `spec` runs with on `chip` (file id `chip_id`), its task name
+/// (`chip0/eth8/edm`) and its core's name.
+fn kernel_for(ctx: &Ctx<Hw>, chip: ChipIdx, chip_id: u64, spec: &KernelSpec) -> (Kernel, String, String) {
+    ctx.with(|hw, _| {
+        let at = noc_coord(&hw.soc, spec.core);
+        let slot = hw.core(chip, at).expect("core exists");
+        let core_name = match slot.kind {
+            CoreKind::Eth(c) => format!("eth{c}"),
+            _ => format!("worker{at}"),
+        };
+        let name = format!("chip{chip_id}/{core_name}/{}", spec.name);
+        let k = Kernel {
+            ctx: ctx.clone(),
+            chip,
+            at,
+            kind: slot.kind,
+            mem: slot.mem,
+            regs: slot.regs.expect("kernels run on cores with registers"),
+            noc: spec.noc,
+            args: spec.args.clone().into(),
+            name: name.clone().into(),
+            local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
+            flushed: Default::default(),
+            tagged: Default::default(),
+            atomics_acked: Default::default(),
+            issue_cycles: Default::default(),
+            stalls: match slot.kind {
+                CoreKind::Eth(c) => {
+                    hw.erisc_stalls[chip.0 as usize * ETH_CHANNELS as usize + c as usize].clone().into()
+                }
+                _ => Rc::from([]),
+            },
+            traced: hw.counter_log.is_some(),
+        };
+        (k, name, core_name)
+    })
 }
