@@ -18,87 +18,110 @@ pub(crate) fn place(
     ops: &[OpRequest],
     phases: &[Phase<()>],
 ) -> Result<Vec<Tensors>, CclError> {
+    let mut heap = Heap { soc, params, next: BTreeMap::new() };
     let mut out = Vec::with_capacity(phases.len());
-    let mut next: BTreeMap<bool, u64> = BTreeMap::new();
-    let mut alloc = |memory: Memory, page: u64, pages: u64| -> Placement {
-        let first = Placement::first(memory, page, soc, params);
-        let base = *next.get(&(memory == Memory::L1)).unwrap_or(&first.base);
-        let p = Placement { base, ..first };
-        next.insert(memory == Memory::L1, p.after(pages).base);
-        p
-    };
     let mut i = 0;
     while i < phases.len() {
-        let req = &ops[phases[i].op];
-        let (slice, mem) = (phases[i].slice, req.knobs.memory);
-        // The chunks the phase cuts the op's tensor into.
-        let n = req.tensor.pages() / slice.pages();
-        let (page, whole) = (slice.page_bytes(), slice.pages() * n);
-        let fits = |p: &Placement, pages: u64, what: &str| -> Result<(), CclError> {
-            if p.base + p.bank_bytes(pages) > p.capacity(params) {
-                return Err(CclError::Invalid(format!(
-                    "op '{}': {what} do not fit in {mem} ({} B per bank free of {} B)",
-                    req.name,
-                    p.capacity(params).saturating_sub(p.base),
-                    p.capacity(params)
-                )));
-            }
-            Ok(())
-        };
-        let t = |input, output, scratch| Tensors {
-            input,
-            output,
-            scratch,
-            slice,
-            dim: req.dim,
-            n,
-            in_place: false,
-        };
-        match req.collective {
-            Collective::AllToAll | Collective::Broadcast { .. } | Collective::SendRecv => {
-                let (input, output) = (alloc(mem, page, whole), alloc(mem, page, whole));
-                fits(&output, whole, &format!("input and output ({} B per chip)", 2 * req.tensor.bytes()))?;
-                out.push(t(input, output, None));
-            }
-            Collective::AllGather if req.in_place => {
-                let output = alloc(mem, page, whole);
-                fits(&output, whole, &format!("the output ({} B per chip)", n * slice.bytes()))?;
-                out.push(Tensors { in_place: true, ..t(output, output, None) });
-            }
-            Collective::AllGather | Collective::Gather { .. } => {
-                let (input, output) = (alloc(mem, page, slice.pages()), alloc(mem, page, whole));
-                fits(&output, whole, &format!("input and output ({} B per chip)", (n + 1) * slice.bytes()))?;
-                out.push(t(input, output, None));
-            }
-            Collective::Scatter { .. } => {
-                let (input, output) = (alloc(mem, page, whole), alloc(mem, page, slice.pages()));
-                fits(
-                    &output,
-                    slice.pages(),
-                    &format!("input and output ({} B per chip)", (n + 1) * slice.bytes()),
-                )?;
-                out.push(t(input, output, None));
-            }
-            Collective::ReduceScatter(_) | Collective::AllReduce(_) | Collective::Reduce { .. } => {
-                // Partials travel through the senders' relay buffers; only a line parks one
-                // per rank (the side that arrives first), in scratch.
-                let input = alloc(mem, page, whole);
-                let scratch = phases[i].plan.has_joins().then(|| alloc(mem, page, whole));
-                let output = alloc(mem, page, slice.pages());
-                let what = format!("input, scratch and output ({} B per chip)", 2 * req.tensor.bytes());
-                fits(&output, slice.pages(), &what)?;
-                out.push(t(input, output, scratch));
-                // A second phase (an all-reduce's all-gather, a reduce's gather) takes the
-                // reduced slice to its whole result.
-                if phases.get(i + 1).is_some_and(|q| q.op == phases[i].op) {
-                    let result = alloc(mem, page, whole);
-                    fits(&result, whole, "input, scratch, reduced slice and output")?;
-                    out.push(t(output, result, None));
-                    i += 1;
-                }
-            }
-        }
-        i += 1;
+        i += place_phase(&mut heap, &ops[phases[i].op], phases, i, &mut out)?;
     }
     Ok(out)
+}
+
+/// Where the next tensor goes in DRAM and in L1: each after the last.
+struct Heap<'a> {
+    soc: &'a SocDescriptor,
+    params: &'a Params,
+    /// The next free base, by whether it is L1.
+    next: BTreeMap<bool, u64>,
+}
+
+impl Heap<'_> {
+    /// A tensor of `pages` pages of `page` bytes in `memory`, after the last one there.
+    fn alloc(&mut self, memory: Memory, page: u64, pages: u64) -> Placement {
+        let first = Placement::first(memory, page, self.soc, self.params);
+        let base = *self.next.get(&(memory == Memory::L1)).unwrap_or(&first.base);
+        let p = Placement { base, ..first };
+        self.next.insert(memory == Memory::L1, p.after(pages).base);
+        p
+    }
+
+    /// Refuses, naming the op and `what`, a tensor `p` of `pages` pages that ends past its
+    /// banks.
+    fn fits(&self, req: &OpRequest, p: &Placement, pages: u64, what: &str) -> Result<(), CclError> {
+        let capacity = p.capacity(self.params);
+        if p.base + p.bank_bytes(pages) > capacity {
+            return Err(CclError::Invalid(format!(
+                "op '{}': {what} do not fit in {} ({} B per bank free of {capacity} B)",
+                req.name,
+                req.knobs.memory,
+                capacity.saturating_sub(p.base)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Places phase `i` (of `req`) — and, for a reduction, the phase after it that takes the
+/// reduced slice to its result — pushing their tensors; returns how many phases it placed.
+fn place_phase(
+    heap: &mut Heap,
+    req: &OpRequest,
+    phases: &[Phase<()>],
+    i: usize,
+    out: &mut Vec<Tensors>,
+) -> Result<usize, CclError> {
+    let (slice, mem) = (phases[i].slice, req.knobs.memory);
+    // The chunks the phase cuts the op's tensor into.
+    let n = req.tensor.pages() / slice.pages();
+    let (page, whole) = (slice.page_bytes(), slice.pages() * n);
+    let t =
+        |input, output, scratch| Tensors { input, output, scratch, slice, dim: req.dim, n, in_place: false };
+    match req.collective {
+        Collective::AllToAll | Collective::Broadcast { .. } | Collective::SendRecv => {
+            let (input, output) = (heap.alloc(mem, page, whole), heap.alloc(mem, page, whole));
+            heap.fits(
+                req,
+                &output,
+                whole,
+                &format!("input and output ({} B per chip)", 2 * req.tensor.bytes()),
+            )?;
+            out.push(t(input, output, None));
+        }
+        Collective::AllGather if req.in_place => {
+            let output = heap.alloc(mem, page, whole);
+            heap.fits(req, &output, whole, &format!("the output ({} B per chip)", n * slice.bytes()))?;
+            out.push(Tensors { in_place: true, ..t(output, output, None) });
+        }
+        Collective::AllGather | Collective::Gather { .. } => {
+            let (input, output) = (heap.alloc(mem, page, slice.pages()), heap.alloc(mem, page, whole));
+            let what = format!("input and output ({} B per chip)", (n + 1) * slice.bytes());
+            heap.fits(req, &output, whole, &what)?;
+            out.push(t(input, output, None));
+        }
+        Collective::Scatter { .. } => {
+            let (input, output) = (heap.alloc(mem, page, whole), heap.alloc(mem, page, slice.pages()));
+            let what = format!("input and output ({} B per chip)", (n + 1) * slice.bytes());
+            heap.fits(req, &output, slice.pages(), &what)?;
+            out.push(t(input, output, None));
+        }
+        Collective::ReduceScatter(_) | Collective::AllReduce(_) | Collective::Reduce { .. } => {
+            // Partials travel through the senders' relay buffers; only a line parks one per
+            // rank (the side that arrives first), in scratch.
+            let input = heap.alloc(mem, page, whole);
+            let scratch = phases[i].plan.has_joins().then(|| heap.alloc(mem, page, whole));
+            let output = heap.alloc(mem, page, slice.pages());
+            let what = format!("input, scratch and output ({} B per chip)", 2 * req.tensor.bytes());
+            heap.fits(req, &output, slice.pages(), &what)?;
+            out.push(t(input, output, scratch));
+            // A second phase (an all-reduce's all-gather, a reduce's gather) takes the reduced
+            // slice to its whole result.
+            if phases.get(i + 1).is_some_and(|q| q.op == phases[i].op) {
+                let result = heap.alloc(mem, page, whole);
+                heap.fits(req, &result, whole, "input, scratch, reduced slice and output")?;
+                out.push(t(output, result, None));
+                return Ok(2);
+            }
+        }
+    }
+    Ok(1)
 }
