@@ -590,27 +590,7 @@ pub(crate) fn validate(cluster: &Cluster, req: &OpRequest) -> Result<TensorSpec,
     if k.workers.is_some_and(|w| w == 0 || w > MAX_WORKERS) {
         return Err(OpError(format!("workers per link must be 1..{MAX_WORKERS}")));
     }
-    let chips = req.comm.chips();
-    let hops = n - usize::from(req.comm.topology() == Topology::Line);
-    for h in 0..hops {
-        let (a, b) = (chips[h], chips[(h + 1) % n]);
-        let have = cluster.usable_links_between(a, b).len();
-        let id = |c: ChipIdx| cluster.chip(c).id;
-        if have == 0 {
-            return Err(OpError(format!(
-                "chips {} and {} are not linked (reserved links excluded)",
-                id(a),
-                id(b)
-            )));
-        }
-        if let Some(links) = k.links.filter(|&l| l > have) {
-            return Err(OpError(format!(
-                "{links} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
-                id(a),
-                id(b)
-            )));
-        }
-    }
+    check_hops(cluster, req)?;
     if k.bidir.is_some_and(|b| b != Bidir::None) {
         if !matches!(
             req.collective,
@@ -627,4 +607,32 @@ pub(crate) fn validate(cluster: &Cluster, req: &OpRequest) -> Result<TensorSpec,
         }
     }
     Ok(slice)
+}
+
+/// Refuses a communicator with a hop that has no usable link, or fewer than the links asked
+/// for.
+fn check_hops(cluster: &Cluster, req: &OpRequest) -> Result<(), OpError> {
+    let n = req.comm.size();
+    let chips = req.comm.chips();
+    let hops = n - usize::from(req.comm.topology() == Topology::Line);
+    for h in 0..hops {
+        let (a, b) = (chips[h], chips[(h + 1) % n]);
+        let have = cluster.usable_links_between(a, b).len();
+        let id = |c: ChipIdx| cluster.chip(c).id;
+        if have == 0 {
+            return Err(OpError(format!(
+                "chips {} and {} are not linked (reserved links excluded)",
+                id(a),
+                id(b)
+            )));
+        }
+        if let Some(links) = req.knobs.links.filter(|&l| l > have) {
+            return Err(OpError(format!(
+                "{links} links requested, but the hop from chip {} to chip {} has {have} usable (reserved links excluded)",
+                id(a),
+                id(b)
+            )));
+        }
+    }
+    Ok(())
 }
