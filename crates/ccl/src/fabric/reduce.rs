@@ -447,7 +447,6 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     // The routed plan: each slice's two relays toward its owner.
     let plan = routed::reduce_scatter_sides(n, if closed { Topology::Ring } else { Topology::Line });
     let order = order(&plan);
-    let upstream = |k: usize, forward: bool| if forward { (k + n - 1) % n } else { (k + 1) % n };
     // Two direction kernels and the owner per rank, plane and worker.
     let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
@@ -462,14 +461,14 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
         // Packets of partials rank k has received from direction d before slice j's: its
         // upstream sends them in its own order.
         let before = |k: usize, d: usize, j: usize| -> u64 {
-            let u = upstream(k, d == 0);
+            let u = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
             let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
             i as u64 * slice_packets
         };
-        let mut suffix = if planes > 1 { format!(" plane{plane}") } else { String::new() };
-        if workers > 1 {
-            suffix += &format!(" worker{w}");
-        }
+        let suffix = [(planes > 1, format!(" plane{plane}")), (workers > 1, format!(" worker{w}"))]
+            .into_iter()
+            .filter_map(|(named, part)| named.then_some(part))
+            .collect::<String>();
         let sides = Sides {
             pi,
             line,
@@ -483,14 +482,8 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
             name: format!("{prefix}rs"),
             suffix: suffix.clone(),
         };
-        routers.extend(install_sides(
-            cx,
-            p,
-            (&plan, &order),
-            &sides,
-            (&partial, &sems, ppp, max, &gate),
-            &before,
-        ));
+        let shared = (&partial, &sems, ppp, max, &gate);
+        routers.extend(install_sides(cx, p, (&plan, &order), &sides, shared, &before));
         let owners = Owners {
             plan: &plan,
             tensors: t,
