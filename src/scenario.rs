@@ -426,7 +426,7 @@ impl Scenario {
             buffers: self.buffers.is_some(),
             packet_size: self.packet_size.is_some(),
         };
-        stack.check_given(collective, &given).map_err(bad)?;
+        meshsim_ccl::stacks::check_given(stack, collective, &given).map_err(bad)?;
         let all_run = session.run().map_err(ccl_error)?;
         Ok(outcome(cluster, all_run, &comms, tensor))
     }

@@ -331,7 +331,7 @@ fn sweep_op(k: &SweepKnobs, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp
         return Err(format!("--in-place applies to all_gather, not {}", k.op_name()));
     }
     let given = Given { workers, bidir: k.bidir.is_some(), ..Given::default() };
-    k.stack.check_given(collective, &given)?;
+    meshsim_ccl::stacks::check_given(k.stack, collective, &given)?;
     Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()) })
 }
 

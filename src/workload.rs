@@ -215,7 +215,7 @@ impl Workload {
             let named =
                 |m: String| CclError::Invalid(format!("{}: op '{}': {m}", self.path.display(), o.name));
             let (collective, tensor, dim, knobs) = o.request(cluster).map_err(named)?;
-            self.stack.check_given(collective, &o.given()).map_err(named)?;
+            meshsim_ccl::stacks::check_given(self.stack, collective, &o.given()).map_err(named)?;
             let comms = o.comm.communicators(cluster).map_err(named)?;
             let after: Vec<OpHandle> = o.after.iter().flat_map(|d| handles[d.as_str()].clone()).collect();
             let many = comms.len() > 1;

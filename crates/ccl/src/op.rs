@@ -37,32 +37,10 @@ named!(Stack, "stack", Edm => "edm", Fabric => "fabric");
 impl Stack {
     /// The stack tt-metal runs today, and meshsim's default: the fabric.
     pub const DEFAULT: Stack = Stack::Fabric;
-
-    /// Refuses knobs of the other stack, as the caller gave them (before any default or
-    /// selection): the one rule the CLI, suites and workloads apply.
-    pub fn check_given(self, collective: Collective, given: &Given) -> Result<(), String> {
-        let other = match self {
-            Stack::Fabric => [
-                (given.workers && collective.redop().is_none(), "workers"),
-                (given.bidir && !matches!(collective, Collective::Broadcast { .. }), "bidir"),
-                (given.pages_per_packet, "pages_per_packet"),
-                (given.buffers, "buffers"),
-            ]
-            .into_iter()
-            .find(|k| k.0)
-            .map(|(_, k)| {
-                format!("{k} applies to the edm stack, not the fabric (add --stack edm, or stack: edm)")
-            }),
-            Stack::Edm => given.packet_size.then(|| {
-                "packet_size applies to the fabric stack (the edm's is pages_per_packet)".to_owned()
-            }),
-        };
-        other.map_or(Ok(()), Err)
-    }
 }
 
-/// Which stack-specific knobs a caller gave (flags, suite keys or workload keys), for
-/// [`Stack::check_given`].
+/// Which stack-specific knobs a caller gave (flags, suite keys, workload keys, or a request's
+/// knobs as submitted), for [`crate::transport::Transport::refuses`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Given {
     /// `workers`.
@@ -75,6 +53,20 @@ pub struct Given {
     pub buffers: bool,
     /// `packet_size`.
     pub packet_size: bool,
+}
+
+impl Given {
+    /// What a request's knobs give as submitted, before any default or selection (buffers
+    /// per channel: when not the default).
+    pub fn of(knobs: &Knobs) -> Given {
+        Given {
+            workers: knobs.workers.is_some(),
+            bidir: knobs.bidir.is_some(),
+            pages_per_packet: knobs.pages_per_packet.is_some(),
+            buffers: knobs.buffers_per_channel != Knobs::default().buffers_per_channel,
+            packet_size: knobs.packet_bytes.is_some(),
+        }
+    }
 }
 
 /// An algorithm a caller or a selection tree names ([`crate::select`]); which ones a

@@ -29,7 +29,7 @@ pub use crate::request::{Limits, OpHandle, OpRequest, OpResult, SessionRun, Stre
 pub use crate::stacks::{MAX_WORKERS, default_links};
 pub use crate::verify::{gather_page, reduce_page};
 
-use crate::op::{Bidir, CclError, Collective, Hazard, Knobs, OpError, Stack, Topology};
+use crate::op::{Bidir, CclError, Collective, Given, Hazard, Knobs, OpError, Stack, Topology};
 use crate::phase::Phase;
 use crate::plan::{self, Plan};
 use crate::select::{Algorithm, Select};
@@ -369,6 +369,11 @@ impl<'c> Session<'c> {
 
     fn run_inner(mut self) -> Result<SessionRun, CclError> {
         self.given = self.ops.iter().map(|o| o.knobs).collect();
+        for req in &self.ops {
+            if let Some(m) = self.transport.refuses(req.collective, &Given::of(&req.knobs)) {
+                return Err(CclError::Invalid(format!("op '{}': {m}", req.name)));
+            }
+        }
         self.apply_selection();
         let defaults = self.transport.default_links(self.cluster, &self.ops)?;
         for (req, links) in self.ops.iter_mut().zip(defaults) {

@@ -4,7 +4,7 @@
 use meshsim_topology::Cluster;
 
 use crate::comm::Communicator;
-use crate::op::{Collective, Stack, Topology};
+use crate::op::{Collective, Given, Stack, Topology};
 use crate::transport::Transport;
 
 /// The transport of `stack`.
@@ -13,6 +13,13 @@ pub fn transport(stack: Stack) -> Box<dyn Transport> {
         Stack::Edm => Box::new(crate::edm::EdmTransport),
         Stack::Fabric => Box::new(crate::fabric::FabricTransport),
     }
+}
+
+/// Refuses, in one line naming the first, the knobs of another stack among those a caller gave
+/// for `collective` on `stack`: the stack's own rule ([`Transport::refuses`]), as the session
+/// applies it to every request.
+pub fn check_given(stack: Stack, collective: Collective, given: &Given) -> Result<(), String> {
+    transport(stack).refuses(collective, given).map_or(Ok(()), Err)
 }
 
 /// Most workers per link and direction an op may ask for: tt-metal's fabric reduce-scatter

@@ -18,7 +18,7 @@ use meshsim_hw::{Kernel, Machine, Params, Program};
 use meshsim_topology::{ChipIdx, Cluster};
 
 use crate::fabric::RouterUse;
-use crate::op::{Algorithm, CclError, Collective, Knobs};
+use crate::op::{Algorithm, CclError, Collective, Given, Knobs};
 use crate::phase::Phase;
 use crate::request::OpRequest;
 
@@ -30,8 +30,17 @@ pub trait Transport {
     /// The algorithms it runs `collective` with, [`Algorithm::Auto`] (its own rule) first.
     fn algorithms(&self, collective: Collective) -> &'static [Algorithm];
 
-    /// Refuses an op it cannot run — a collective it does not carry, a knob of another stack —
-    /// in one line naming the op.
+    /// The knobs of another stack among those a caller gave (before any default or selection),
+    /// as one line naming the first: the one rule of what this stack takes, applied alike by
+    /// the session to every request and by the CLI, suites and workloads to what they read
+    /// (`stacks::check_given`). `None`: it takes them all.
+    fn refuses(&self, collective: Collective, given: &Given) -> Option<String> {
+        let _ = (collective, given);
+        None
+    }
+
+    /// Refuses an op it cannot run once its knobs are resolved — a collective it does not
+    /// carry, resources that do not fit — in one line naming the op.
     fn accepts(&self, req: &OpRequest, params: &Params) -> Result<(), CclError>;
 
     /// Links per hop of every op of a session, for ops whose caller left them unset (the

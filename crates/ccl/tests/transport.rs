@@ -120,3 +120,48 @@ fn the_session_names_no_stack_only_the_registry_does() {
         registry.contains("crate::edm::EdmTransport") && registry.contains("crate::fabric::FabricTransport")
     );
 }
+
+/// Which knobs a stack takes is one rule: the session refuses a request's knobs of another
+/// stack with the very line the CLI, suites and workloads get from `stacks::check_given`.
+#[test]
+fn a_stack_refuses_another_stacks_knobs_by_one_rule_everywhere() {
+    use meshsim_ccl::op::{Given, Knobs, RedOp, Stack};
+    let t = builtin::cluster("t3000").unwrap();
+    let comm = Communicator::world(&t, Topology::Ring, None).unwrap();
+    let tensor = TensorSpec::new([1, 1, 64, 1024], DType::Bf16, Layout::Tile).unwrap();
+    let cases = [
+        (
+            Stack::Fabric,
+            Knobs { workers: Some(2), ..Knobs::default() },
+            Given { workers: true, ..Given::default() },
+        ),
+        (
+            Stack::Fabric,
+            Knobs { pages_per_packet: Some(1), ..Knobs::default() },
+            Given { pages_per_packet: true, ..Given::default() },
+        ),
+        (
+            Stack::Edm,
+            Knobs { packet_bytes: Some(2048), ..Knobs::default() },
+            Given { packet_size: true, ..Given::default() },
+        ),
+    ];
+    for (stack, knobs, given) in cases {
+        let want = meshsim_ccl::stacks::check_given(stack, Collective::AllGather, &given).unwrap_err();
+        let mut s = Session::new(&t, &Params::default());
+        s.set_stack(stack);
+        let mut req = OpRequest::new("ag", comm.clone(), Collective::AllGather, tensor, 3);
+        req.knobs = knobs;
+        s.submit(req).unwrap();
+        match s.run() {
+            Err(CclError::Invalid(m)) => assert_eq!(m, format!("op 'ag': {want}"), "{stack}"),
+            other => panic!("{stack}: expected the knob refused, got {other:?}"),
+        }
+    }
+    // A reduction takes the fabric's workers.
+    let reduce = Given { workers: true, ..Given::default() };
+    assert!(
+        meshsim_ccl::stacks::check_given(Stack::Fabric, Collective::ReduceScatter(RedOp::Sum), &reduce)
+            .is_ok()
+    );
+}

@@ -21,7 +21,7 @@ use super::lane::{
 use super::{ChannelInterface, EdmConfig, EdmLink, MAX_CHANNELS, Termination, WorkerSlot};
 use crate::build::{read_pages, write_pages};
 use crate::op::Algorithm;
-use crate::op::{CclError, Collective, DEFAULT_WORKERS, OpError, Topology};
+use crate::op::{CclError, Collective, DEFAULT_WORKERS, Given, OpError, Topology};
 use crate::phase::{Phase, after_matrix};
 use crate::plan;
 use crate::request::OpRequest;
@@ -41,6 +41,13 @@ impl Transport for EdmTransport {
     /// topology: it has no algorithm to choose.
     fn algorithms(&self, _collective: Collective) -> &'static [Algorithm] {
         &[Algorithm::Auto]
+    }
+
+    /// The fabric's knob: its packet size.
+    fn refuses(&self, _collective: Collective, given: &Given) -> Option<String> {
+        given
+            .packet_size
+            .then(|| "packet_size applies to the fabric stack (the edm's is pages_per_packet)".to_owned())
     }
 
     fn accepts(&self, req: &OpRequest, params: &Params) -> Result<(), CclError> {

@@ -25,7 +25,7 @@ use super::gather::{RELAY_PAGES, all_gather, all_gather_relay};
 use super::mux::{Mux, Ports};
 use super::worker::Target;
 use super::{Fabric, FabricConfig, FabricKind, Line};
-use crate::op::{Algorithm, CclError, Collective, Topology};
+use crate::op::{Algorithm, CclError, Collective, Given, Topology};
 use crate::phase::Phase;
 use crate::request::OpRequest;
 use crate::tensor::{Memory, STAGING};
@@ -56,14 +56,23 @@ impl Transport for FabricTransport {
         }
     }
 
-    fn accepts(&self, req: &OpRequest, _params: &Params) -> Result<(), CclError> {
-        if req.knobs.workers.is_some() && req.collective.redop().is_none() {
-            return Err(CclError::Invalid(format!(
-                "op '{}': workers applies to reduce-scatter and all-reduce on the fabric stack, not {}",
-                req.name,
-                req.collective.name()
-            )));
-        }
+    /// The EDM's knobs: workers but on a reduction (the fabric's reduce-scatter workers), a
+    /// bidirectional mode but on a broadcast, pages per packet, buffers per channel.
+    fn refuses(&self, collective: Collective, given: &Given) -> Option<String> {
+        [
+            (given.workers && collective.redop().is_none(), "workers"),
+            (given.bidir && !matches!(collective, Collective::Broadcast { .. }), "bidir"),
+            (given.pages_per_packet, "pages_per_packet"),
+            (given.buffers, "buffers"),
+        ]
+        .into_iter()
+        .find(|k| k.0)
+        .map(|(_, k)| {
+            format!("{k} applies to the edm stack, not the fabric (add --stack edm, or stack: edm)")
+        })
+    }
+
+    fn accepts(&self, _req: &OpRequest, _params: &Params) -> Result<(), CclError> {
         Ok(())
     }
 
