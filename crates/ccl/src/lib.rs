@@ -36,6 +36,7 @@ mod place;
 pub mod plan;
 pub mod reducescatter;
 pub mod request;
+pub mod routers;
 pub mod select;
 pub mod session;
 pub mod stacks;

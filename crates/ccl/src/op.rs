@@ -509,7 +509,7 @@ pub struct OpRun {
     /// The busiest NoC link or port and DRAM bank.
     pub resources: meshsim_hw::trace::ResourceUse,
     /// Every fabric router's statistics (fabric stack; empty on the EDM stack).
-    pub routers: Vec<crate::fabric::RouterUse>,
+    pub routers: Vec<crate::routers::RouterUse>,
     /// The full trace, when asked for.
     pub trace: Option<meshsim_hw::TraceData>,
 }

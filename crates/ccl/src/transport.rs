@@ -17,10 +17,10 @@ use meshsim_engine::{SignalId, Time};
 use meshsim_hw::{Kernel, Machine, Params, Program};
 use meshsim_topology::{ChipIdx, Cluster};
 
-use crate::fabric::RouterUse;
 use crate::op::{Algorithm, CclError, Collective, Given, Knobs};
 use crate::phase::Phase;
 use crate::request::OpRequest;
+use crate::routers::RouterUse;
 
 /// A stack that carries collectives: the EDM, the fabric, or one of a caller's own.
 pub trait Transport {

@@ -4,10 +4,10 @@
 //! either built-in stack knowing of it.
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::fabric::RouterUse;
 use meshsim_ccl::op::Algorithm;
 use meshsim_ccl::op::{CclError, Collective, Topology};
 use meshsim_ccl::request::OpRequest;
+use meshsim_ccl::routers::RouterUse;
 use meshsim_ccl::session::{OpHandle, Session};
 use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
 use meshsim_ccl::transport::{LowerCx, Lowered, PhaseRun, Transport};

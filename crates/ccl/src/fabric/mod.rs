@@ -34,6 +34,7 @@ pub use lower::FabricTransport;
 pub(crate) use lower::{line_planes, on_link_zero};
 pub mod mux;
 mod packet;
+pub use crate::routers::{RouterStats, RouterUse, SENDER_CHANNELS};
 pub use packet::{Header, MeshRoute, NocCmd, Route, Step, Turn};
 pub(crate) mod reduce;
 pub(crate) mod relay;
@@ -43,7 +44,6 @@ pub mod worker;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use meshsim_engine::Time;
 use meshsim_hw::Params;
 use meshsim_hw::params::FABRIC_CONFIG_BYTES;
 use meshsim_topology::soc::CoreCoord;
@@ -67,10 +67,6 @@ pub const RECEIVER_TRIDS: (u64, u64) = (4, 8);
 /// Free remote slots an injection channel needs on a ring (bubble flow control).
 pub const BUBBLE_SLOTS: u64 = 2;
 
-/// Sender channels of a 1D router: 0 for the local worker, 1 for packets forwarded from the
-/// chip's opposite-facing router. Router statistics keep these two: a mesh router's forwarded
-/// channels are summed into 1.
-pub const SENDER_CHANNELS: usize = 2;
 /// Sender channels of a 2D mesh router: 0 for the local worker, 1-3 for packets forwarded from
 /// each of the chip's other three routers (in [`Dir`] order).
 pub const MESH_SENDER_CHANNELS: usize = 4;
@@ -401,40 +397,6 @@ pub struct Fabric {
     pub(crate) headers: RefCell<Vec<Vec<Option<Header>>>>,
     /// Per router: what it did, written as it runs.
     pub(crate) stats: RefCell<Vec<RouterStats>>,
-}
-
-/// What one router did in a run: its channels' traffic, how full they got, how long a packet
-/// waited for a free slot at the peer (credits), and how long its ERISC was busy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RouterStats {
-    /// Packets sent from sender channel 0 (local workers) and 1 (forwarded traffic).
-    pub sent: [u64; SENDER_CHANNELS],
-    /// Packets its receiver channel took.
-    pub received: u64,
-    /// Of those, packets forwarded to the next router and written on this chip.
-    pub forwarded: u64,
-    /// Packets written on this chip.
-    pub written: u64,
-    /// Most slots of each sender channel holding packets at once (not yet returned to the
-    /// channel's producer).
-    pub peak_slots: [u64; SENDER_CHANNELS],
-    /// Most receiver slots holding packets at once (landed, not yet completed).
-    pub peak_rx_slots: u64,
-    /// Time a sender channel had a packet to send but the peer's receiver had no free slot.
-    pub credit_wait: Time,
-    /// Time its main loop spent on passes that moved something.
-    pub busy: Time,
-}
-
-/// A router's statistics with where it runs, as the link report prints them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouterUse {
-    /// Its Ethernet core.
-    pub at: meshsim_topology::Endpoint,
-    /// Its routing plane.
-    pub plane: usize,
-    /// What it did.
-    pub stats: RouterStats,
 }
 
 impl Fabric {
