@@ -71,6 +71,10 @@ pub struct Params {
     pub fabric_max_payload_bytes: u64,
     /// The router payload tt-metal configures by default, bytes.
     pub fabric_default_payload_bytes: u64,
+    /// Pages per device from which a ring all-gather takes tt-metal's unicast (relay) factory.
+    pub fabric_relay_pages: u64,
+    /// The same for pages of 4 KiB or more.
+    pub fabric_relay_pages_4k: u64,
     /// Tensix L1 size, bytes.
     pub worker_l1_bytes: u64,
     /// Workers whose L1 holds an L1-interleaved tensor's pages (the first, row-major).
@@ -123,6 +127,8 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
     ("fabric_max_payload_bytes", "largest payload of a fabric router's packet on this architecture, bytes"),
     ("fabric_default_payload_bytes", "the router payload tt-metal configures by default, bytes"),
+    ("fabric_relay_pages", "pages per device from which a ring all-gather takes the unicast (relay) factory"),
+    ("fabric_relay_pages_4k", "the same for pages of 4 KiB or more"),
     ("worker_l1_bytes", "Tensix L1 size, bytes"),
     ("l1_tensor_banks", "workers whose L1 holds an L1-interleaved tensor's pages (the first, row-major)"),
     ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),

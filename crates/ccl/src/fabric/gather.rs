@@ -121,10 +121,6 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
     Ok((ppp, routers.into_iter().map(|r| (r, 0)).collect()))
 }
 
-/// Pages per device from which a Wormhole ring all-gather takes the unicast factory: (pages
-/// under 4 KiB, pages of 4 KiB or more) — `shared/fabric.md` §7.
-pub const RELAY_PAGES: (u64, u64) = (64, 20);
-
 /// Lowers a ring all-gather by the unicast (relay) factory ([`super::relay`]): per rank one
 /// core, the same on every chip, with a relay kernel per direction and a sync kernel that
 /// waits for every stripe from both neighbours.

@@ -21,7 +21,7 @@ use meshsim_topology::{ChipIdx, Cluster, LinkId};
 
 use super::build::{Inject, Lowering, line_for, noc_of};
 use super::direct::{Pairs, direct_path, direct_reduction, point_to_point};
-use super::gather::{RELAY_PAGES, all_gather, all_gather_relay};
+use super::gather::{all_gather, all_gather_relay};
 use super::mux::{Mux, Ports};
 use super::worker::Target;
 use super::{Fabric, FabricConfig, FabricKind, Line};
@@ -183,10 +183,11 @@ fn choose(s: &LowerCx, fabric: &Fabric, p: &Phase) -> Result<Algo, CclError> {
         Collective::AllReduce(_) => unreachable!("an all-reduce is planned as two phases"),
         Collective::AllGather => {
             let closed = line_for(fabric, req).1;
-            // Wormhole rings switch to the unicast (relay) factory from 64 pages per device (20
-            // for pages of 4 KiB or more), on every plane.
+            // Rings switch to the unicast (relay) factory from a number of pages per device
+            // (the architecture's: on Wormhole 64, 20 for pages of 4 KiB or more), on every plane.
             let page = p.tensors.slice.page_bytes();
-            let relay_from = if page >= 4096 { RELAY_PAGES.1 } else { RELAY_PAGES.0 };
+            let relay_from =
+                if page >= 4096 { s.params.fabric_relay_pages_4k } else { s.params.fabric_relay_pages };
             let relay = match req.knobs.algorithm {
                 Some(Algorithm::Relay) if !closed => {
                     return Err(CclError::Invalid(format!(

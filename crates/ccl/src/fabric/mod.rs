@@ -29,7 +29,6 @@ mod gather;
 pub(crate) mod lower;
 pub use build::ENTRY_BARRIER;
 pub use direct::{DIRECT_MAX_BYTES, DIRECT_REDUCERS};
-pub use gather::RELAY_PAGES;
 pub use lower::FabricTransport;
 pub(crate) use lower::{line_planes, on_link_zero};
 pub mod mux;
