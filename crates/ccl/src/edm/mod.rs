@@ -542,6 +542,7 @@ async fn edm_kernel(k: Kernel, spec: Rc<EdmSpec>) -> TaskResult {
 /// Whether channel `ch` has something to send: a sender a filled buffer with a free remote
 /// one; a receiver a buffer its worker has read (to free on the sender), or else a landed one
 /// (to acknowledge, first level, from the fixed source word, and hand to its worker).
+#[inline(always)]
 fn wants_to_send(
     k: &Kernel,
     lay: &Layout,
@@ -561,6 +562,7 @@ fn wants_to_send(
 }
 
 /// Whether every channel has served its last tenant.
+#[inline(always)]
 fn all_done(spec: &EdmSpec, cur: &[Channel], st: &[State], multi: &[bool], worker_mode: bool) -> bool {
     let teardown = spec.config.teardown;
     cur.iter().zip(st).enumerate().all(|(ch, (c, s))| {
@@ -649,6 +651,7 @@ enum Tx {
 }
 
 /// `Go` when `want` and the tx queue is free, `Blocked` when it is busy.
+#[inline(always)]
 fn ready(k: &Kernel, want: bool) -> Result<Tx, TaskError> {
     Ok(match want {
         false => Tx::Idle,
@@ -659,6 +662,7 @@ fn ready(k: &Kernel, want: bool) -> Result<Tx, TaskError> {
 
 /// The workers said stop (worker-initiated termination): a sender stops once nothing more is
 /// posted, a receiver once its worker has read the last buffer. Whether it stopped now.
+#[inline(always)]
 fn terminate(
     k: &Kernel,
     lay: &Layout,
@@ -676,6 +680,7 @@ fn terminate(
 }
 
 /// Where message `m` of channel `ch` puts its sync record.
+#[inline(always)]
 fn record(lay: &Layout, ch: usize, c: &Channel, m: u64) -> u64 {
     lay.buffer(ch, m % lay.buffers_per_channel) + c.bytes_of(m)
 }
@@ -683,6 +688,7 @@ fn record(lay: &Layout, ch: usize, c: &Channel, m: u64) -> u64 {
 /// A sender's acknowledgements: first level (the payload landed, so the local buffer may be
 /// refilled by a worker while the remote one is still being read), then second level (the
 /// receiver's worker has read the buffer; it may be sent into). Whether any came.
+#[inline(always)]
 fn acks(k: &Kernel, lay: &Layout, ch: usize, c: &Channel, s: &mut State) -> Result<bool, TaskError> {
     let mut progressed = false;
     while s.acked < s.next {
@@ -707,6 +713,7 @@ fn acks(k: &Kernel, lay: &Layout, ch: usize, c: &Channel, s: &mut State) -> Resu
 /// The worker to offer the next buffer to, if it may be offered: after the first-level ack of
 /// the buffer's previous message, unless the new payload would cover that message's record (a
 /// longer message), in which case after its second level.
+#[inline(always)]
 fn next_offer(c: &Channel, s: &State, bpc: u64, worker_mode: bool) -> Option<WorkerSlot> {
     if !(worker_mode || s.offered < c.messages) {
         return None;
@@ -717,6 +724,7 @@ fn next_offer(c: &Channel, s: &State, bpc: u64, worker_mode: bool) -> Option<Wor
 }
 
 /// Whether a sender has a buffer its worker filled and a free remote buffer to send it into.
+#[inline(always)]
 fn sender_ready(
     k: &Kernel,
     lay: &Layout,
@@ -731,6 +739,7 @@ fn sender_ready(
 
 /// Takes the filled buffer (its record written, in flight); returns the address and 16-byte
 /// words to send.
+#[inline(always)]
 fn start_send(
     k: &Kernel,
     lay: &Layout,
@@ -749,6 +758,7 @@ fn start_send(
 
 /// A receiver frees the buffer its worker has read: the record cleared, and the next message's
 /// record place in this buffer, so stale payload cannot pass for it.
+#[inline(always)]
 fn free_buffer(
     k: &Kernel,
     lay: &Layout,

@@ -786,7 +786,33 @@ impl<W: World> Sim<W> {
                 if t > self.time_limit {
                     return Err(SimError::TimeLimit { limit: self.time_limit, running: s.live_tasks });
                 }
-                begin(s, t, seq, &action);
+                s.now = t;
+                s.cur_seq = seq;
+                s.stats.events += 1;
+                match &action {
+                    Action::Wake(task) => {
+                        s.stats.wakes += 1;
+                        s.log(t, seq, 0, task.0);
+                        let was = s.tasks[task.0 as usize].waiting.take();
+                        if s.trace.is_some() {
+                            match was {
+                                Some(Wait::Start) => s.trace_task(*task, TaskEventKind::Start),
+                                Some(Wait::Delay) | None => {}
+                                Some(_) => s.trace_task(*task, TaskEventKind::WaitEnd),
+                            }
+                        }
+                        s.current = Some(*task);
+                    }
+                    Action::World(e) => {
+                        s.stats.world_events += 1;
+                        s.log(t, seq, 1, e);
+                    }
+                    &Action::Settle { space, addr } => {
+                        s.stats.world_events += 1;
+                        s.log(t, seq, 2, (space.0, addr));
+                        s.settle(space, addr);
+                    }
+                }
                 action
             };
             match action {
@@ -837,7 +863,7 @@ impl<W: World> Sim<W> {
 /// have. They move the clock, and a watcher they wake means the run goes on (back to the
 /// queue). Listed once, in order: until something is queued, settling one only removes adds
 /// from the list. Whether the run goes on (`false`: nothing was pending).
-#[inline]
+#[cold]
 fn settle_pending<E: Hash + fmt::Debug + 'static>(
     s: &mut Scheduler<E>,
     limit: Time,
@@ -864,37 +890,4 @@ fn settle_pending<E: Hash + fmt::Debug + 'static>(
         }
     }
     Ok(true)
-}
-
-/// Moves the clock to an event, counts and logs it, and does the scheduler's part of it: a
-/// woken task's wait ends (traced), a settle applies its deferred adds.
-#[inline]
-fn begin<E: Hash + fmt::Debug + 'static>(s: &mut Scheduler<E>, t: Time, seq: u64, action: &Action<E>) {
-    s.now = t;
-    s.cur_seq = seq;
-    s.stats.events += 1;
-    match action {
-        Action::Wake(task) => {
-            s.stats.wakes += 1;
-            s.log(t, seq, 0, task.0);
-            let was = s.tasks[task.0 as usize].waiting.take();
-            if s.trace.is_some() {
-                match was {
-                    Some(Wait::Start) => s.trace_task(*task, TaskEventKind::Start),
-                    Some(Wait::Delay) | None => {}
-                    Some(_) => s.trace_task(*task, TaskEventKind::WaitEnd),
-                }
-            }
-            s.current = Some(*task);
-        }
-        Action::World(e) => {
-            s.stats.world_events += 1;
-            s.log(t, seq, 1, e);
-        }
-        &Action::Settle { space, addr } => {
-            s.stats.world_events += 1;
-            s.log(t, seq, 2, (space.0, addr));
-            s.settle(space, addr);
-        }
-    }
 }
