@@ -30,6 +30,40 @@ impl ParamsFile {
     }
 }
 
+/// The knobs of how an op's data moves that every command running ops takes alike (`op`,
+/// `sweep`), declared once.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub(crate) struct OpKnobs {
+    /// The fabric routers' packet payload in bytes [default: the architecture's, 4352 on
+    /// Wormhole, tt-metal's] (fabric stack; at most 7616 on Wormhole).
+    #[arg(long, value_parser = parse_size, value_name = "B")]
+    pub(crate) packet_size: Option<u64>,
+    /// Pages per EDM packet [default: as many as the EDM buffer holds] (edm stack).
+    #[arg(long)]
+    pub(crate) pages_per_packet: Option<u64>,
+    /// EDM buffers per channel [default: 2] (edm stack).
+    #[arg(long)]
+    pub(crate) buffers: Option<u64>,
+    /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1).
+    #[arg(long, default_value = "dram")]
+    pub(crate) memory: Memory,
+    /// Program start skew: the k-th chip starts k x this many ns after the first.
+    #[arg(long, default_value_t = 0, value_name = "NS")]
+    pub(crate) skew_ns: u64,
+}
+
+impl OpKnobs {
+    /// The stack-specific knobs among these that were given.
+    pub(crate) fn given(&self) -> meshsim_ccl::op::Given {
+        meshsim_ccl::op::Given {
+            pages_per_packet: self.pages_per_packet.is_some(),
+            buffers: self.buffers.is_some(),
+            packet_size: self.packet_size.is_some(),
+            ..Default::default()
+        }
+    }
+}
+
 /// `--format`: how a table is printed.
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub(crate) struct Output {
@@ -428,6 +462,8 @@ pub(crate) struct SweepArgs {
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub(crate) shard: Option<(usize, usize)>,
     #[command(flatten)]
+    pub(crate) knobs: OpKnobs,
+    #[command(flatten)]
     pub(crate) faults: FaultArgs,
 }
 
@@ -494,15 +530,8 @@ pub(crate) struct OpArgs {
     /// chips) of the mesh at once, as ttnn's cluster_axis.
     #[arg(long, conflicts_with_all = ["chips", "chip_ids"], value_parser = clap::value_parser!(u8).range(0..=1))]
     pub(crate) axis: Option<u8>,
-    /// Pages per EDM packet [default: as many as the EDM buffer holds].
-    #[arg(long)]
-    pub(crate) pages_per_packet: Option<u64>,
-    /// EDM buffers per channel [default: 2] (edm stack).
-    #[arg(long)]
-    pub(crate) buffers: Option<u64>,
-    /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1).
-    #[arg(long, default_value = "dram")]
-    pub(crate) memory: Memory,
+    #[command(flatten)]
+    pub(crate) knobs: OpKnobs,
     /// Move real bytes and check every chip's output (exit 1 on a mismatch).
     #[arg(long)]
     pub(crate) verify: bool,
@@ -510,13 +539,6 @@ pub(crate) struct OpArgs {
     /// ERISC Data Mover launched per op) [default: fabric].
     #[arg(long)]
     pub(crate) stack: Option<Stack>,
-    /// The fabric routers' packet payload in bytes [default: 4352, tt-metal's] (fabric stack;
-    /// at most 7616 on Wormhole).
-    #[arg(long, value_parser = parse_size, value_name = "B")]
-    pub(crate) packet_size: Option<u64>,
-    /// Program start skew: the k-th chip starts k x this many ns after the first.
-    #[arg(long, default_value_t = 0, value_name = "NS")]
-    pub(crate) skew_ns: u64,
     #[command(flatten)]
     pub(crate) faults: FaultArgs,
     #[command(flatten)]

@@ -11,7 +11,7 @@ use meshsim_ccl::sweep::SweepRow;
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
-use crate::cli::{Format, Output, SweepArgs};
+use crate::cli::{Format, OpKnobs, Output, SweepArgs};
 use crate::out::out;
 use crate::spec::OpKind;
 use crate::{BadInput, load_cluster, progress};
@@ -40,6 +40,8 @@ pub(crate) struct SweepKnobs {
     pub(crate) factor: u64,
     /// Faults injected into every point.
     pub(crate) faults: crate::scenario::FaultKnobs,
+    /// How every point's data moves: packet size, pages per packet, buffers, memory, skew.
+    pub(crate) knobs: OpKnobs,
 }
 
 impl SweepKnobs {
@@ -252,6 +254,7 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         max: a.max,
         factor: a.factor,
         faults: a.faults.knobs(),
+        knobs: a.knobs,
     };
     let p = a.model.load()?;
     let workers: Vec<Option<usize>> = match a.workers {
@@ -330,7 +333,7 @@ fn sweep_op(k: &SweepKnobs, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp
     if k.in_place && kind != OpKind::AllGather {
         return Err(format!("--in-place applies to all_gather, not {}", k.op_name()));
     }
-    let given = Given { workers, bidir: k.bidir.is_some(), ..Given::default() };
+    let given = Given { workers, bidir: k.bidir.is_some(), ..k.knobs.given() };
     meshsim_ccl::stacks::check_given(k.stack, collective, &given)?;
     Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()) })
 }
@@ -464,6 +467,17 @@ fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -
                 faults: faults.clone(),
                 select: k.select.clone(),
                 in_place: k.in_place,
+                knobs: meshsim_ccl::op::Knobs {
+                    packet_bytes: k.knobs.packet_size,
+                    pages_per_packet: k.knobs.pages_per_packet,
+                    buffers_per_channel: k
+                        .knobs
+                        .buffers
+                        .unwrap_or(meshsim_ccl::op::Knobs::default().buffers_per_channel),
+                    memory: k.knobs.memory,
+                    ..meshsim_ccl::op::Knobs::default()
+                },
+                skew_ns: k.knobs.skew_ns,
             };
             let mut label: Vec<String> = [
                 (clusters.len() > 1, name.clone()),
@@ -763,6 +777,13 @@ mod tests {
             max: 16384,
             factor: 4,
             faults: Default::default(),
+            knobs: OpKnobs {
+                packet_size: None,
+                pages_per_packet: None,
+                buffers: None,
+                memory: meshsim_ccl::tensor::Memory::Dram,
+                skew_ns: 0,
+            },
         }
     }
 

@@ -916,3 +916,47 @@ mod select {
         assert_eq!(run(&["--select", tree.to_str().unwrap()]), ("ring".to_owned(), 2));
     }
 }
+
+/// Every command that runs ops takes the knobs of how an op's data moves (`OpKnobs`, declared
+/// once): a sweep point with `--packet-size` is the op with the same flag, and the flag counts.
+mod op_knobs_everywhere {
+    use super::*;
+
+    fn sweep_time(extra: &[&str]) -> f64 {
+        let mut args = vec!["sweep", "all-gather", "-b", "256K", "-e", "256K", "--num-links", "1"];
+        args.extend_from_slice(&[
+            "--dtype",
+            "bf16",
+            "--topology",
+            "line",
+            "--chips",
+            "2",
+            "--format",
+            "json",
+        ]);
+        args.extend_from_slice(extra);
+        let (code, out, err) = meshsim(&args);
+        assert_eq!(code, 0, "{err}");
+        json(&out)[0]["time_us"].as_f64().unwrap()
+    }
+
+    #[test]
+    fn a_sweep_takes_the_packet_size_skew_and_memory_an_op_takes() {
+        let op = |extra: &[&str]| {
+            let mut args =
+                vec!["op", "all-gather", "--shape", "1,1,32,4096", "--num-links", "1", "--dtype", "bf16"];
+            args.extend_from_slice(&["--topology", "line", "--chips", "2", "--format", "json"]);
+            args.extend_from_slice(extra);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            json(&out)["time_us"].as_f64().unwrap()
+        };
+        for extra in [&["--packet-size", "6144"][..], &["--skew-ns", "500"], &["--memory", "l1"]] {
+            assert_eq!(sweep_time(extra), op(extra), "{extra:?}");
+        }
+        assert_ne!(sweep_time(&["--packet-size", "6144"]), sweep_time(&[]));
+        // The stack's one rule refuses another stack's knob in a sweep as in an op.
+        let err = robustness_bad(&["sweep", "all-gather", "-e", "64K", "--pages-per-packet", "2"]);
+        assert!(err.contains("pages_per_packet applies to the edm stack"), "{err}");
+    }
+}

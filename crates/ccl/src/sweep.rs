@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use meshsim_hw::Params;
-use meshsim_topology::Cluster;
+use meshsim_topology::{ChipIdx, Cluster};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +111,12 @@ pub struct SweepSpec {
     pub select: Option<crate::select::Select>,
     /// Also run every point in place (all-gather), for nccl-tests' in-place columns.
     pub in_place: bool,
+    /// The knobs every point's op takes beyond its links, workers and bidirectional mode:
+    /// packet size, pages per packet, buffers per channel, memory.
+    pub knobs: Knobs,
+    /// Program start skew: the k-th chip of the communicators starts k x this many ns after
+    /// the first.
+    pub skew_ns: u64,
 }
 
 impl SweepSpec {
@@ -251,11 +257,14 @@ fn point_session<'c>(
     for &f in &spec.faults {
         s.add_fault(f)?;
     }
+    if spec.skew_ns > 0 {
+        let chips: Vec<ChipIdx> = spec.comms.iter().flat_map(|c| c.chips().iter().copied()).collect();
+        s.set_skew(chips, spec.skew_ns)?;
+    }
     for (i, comm) in spec.comms.iter().enumerate() {
         let mut req =
             OpRequest::new(&format!("{}[{i}]", collective.name()), comm.clone(), collective, tensor, 3);
-        req.knobs =
-            Knobs { links: spec.links, workers: spec.workers, bidir: spec.op.bidir, ..Knobs::default() };
+        req.knobs = Knobs { links: spec.links, workers: spec.workers, bidir: spec.op.bidir, ..spec.knobs };
         req.in_place = in_place;
         s.submit(req)?;
     }
