@@ -208,7 +208,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
                 }
                 1 => {
                     moved |= receive_step(&k, &fabric, me, &wiring, trids, ring, &mut st, &mut waits).await?;
-                    moved |= complete_step(&k, &fabric, &mut st, &mut waits).await?;
+                    moved |= complete_step(&k, &fabric, ring, &mut st, &mut waits).await?;
                 }
                 _ => {
                     for ch in 1..wiring.channels {
@@ -521,12 +521,21 @@ async fn local_write(
 async fn complete_step(
     k: &Kernel,
     fabric: &Fabric,
+    ring: bool,
     st: &mut State,
     waits: &mut Waits,
 ) -> Result<bool, StepError> {
     let Some(&(trid, src)) = st.pending.front() else {
         return Ok(false);
     };
+    // On a ring a slot's completion never passes its first-level ack: the receiver's pointers
+    // stay in order (completed <= acked), as the firmware's do. Completing first would let the
+    // upstream reuse the slot, and the late ack would read the next packet's source channel and
+    // credit the wrong channel. The ack waits only for the tx queue, which the receiver step
+    // already waits on.
+    if ring && st.completed.iter().sum::<u64>() >= st.acks_sent {
+        return Ok(false);
+    }
     if !k.noc_write_trid_flushed(trid) {
         waits.0.push(Wake::Flushed(trid));
         return Ok(false);
