@@ -49,14 +49,15 @@ pub struct TunePoint {
 
 /// Workers per link a fabric reduction may take (its mux's clients).
 const FABRIC_WORKERS: [usize; 4] = [1, 2, 4, 8];
-/// Router payloads tried: a page, tt-metal's default, Wormhole's largest.
-const PACKET_SIZES: [u64; 3] = [2048, 4352, 7616];
+/// The smallest router payload tried: one bf16 page.
+const SMALLEST_PACKET: u64 = 2048;
 
 /// The candidates for `collective` on `comm` over `stack`: every algorithm it runs, links per
 /// hop up to what every hop has, workers where they apply, packet sizes on the fabric and
 /// bidirectional modes where they apply.
 pub fn candidates(
     cluster: &Cluster,
+    params: &Params,
     stack: Stack,
     collective: Collective,
     comm: &Communicator,
@@ -79,7 +80,13 @@ pub fn candidates(
         Stack::Edm => (1..=crate::edm::MAX_CHANNELS / 2).map(Some).collect(),
     };
     let packets: Vec<Option<u64>> = match stack {
-        Stack::Fabric => PACKET_SIZES.iter().copied().map(Some).collect(),
+        // A page, tt-metal's default and the architecture's largest payload.
+        Stack::Fabric => {
+            [SMALLEST_PACKET, params.fabric_default_payload_bytes, params.fabric_max_payload_bytes]
+                .into_iter()
+                .map(Some)
+                .collect()
+        }
         Stack::Edm => vec![None],
     };
     let bidirectional = comm.topology() == Topology::Ring
@@ -152,7 +159,7 @@ pub fn tune(
 ) -> Result<(Select, Vec<TunePoint>), CclError> {
     let n = spec.comm.size();
     let topo = spec.comm.topology();
-    let cands = candidates(cluster, spec.stack, spec.collective, &spec.comm);
+    let cands = candidates(cluster, params, spec.stack, spec.collective, &spec.comm);
     let mut tiles = spec.tiles.clone();
     tiles.sort_unstable();
     let jobs: Vec<(usize, Option<usize>)> = (0..tiles.len())
