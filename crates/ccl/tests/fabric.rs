@@ -859,3 +859,61 @@ fn every_collective_on_every_t3000_topology_and_packet_size_runs_clean() {
         }
     }
 }
+
+/// At fixed knobs and a fixed algorithm, an op never gets faster when only its byte count
+/// grows: every fabric algorithm of every collective on the T3000 ring and lines of 4 and 2
+/// (the fidelity issue's monotonicity, for the byte count; a default run may still switch
+/// algorithm at a size threshold, as tt-metal's host does).
+#[test]
+fn a_fixed_algorithm_never_gets_faster_with_more_bytes() {
+    use meshsim_ccl::op::Algorithm;
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let comms = [
+        Communicator::world(&t3000, Topology::Ring, None).unwrap(),
+        Communicator::choose(&t3000, Topology::Line, Some(4), None).unwrap(),
+        Communicator::choose(&t3000, Topology::Line, Some(2), None).unwrap(),
+    ];
+    let red = RedOp::Sum;
+    let collectives = [
+        Collective::AllGather,
+        Collective::ReduceScatter(red),
+        Collective::AllReduce(red),
+        Collective::AllToAll,
+        Collective::Broadcast { root: 0 },
+        Collective::Reduce { red, root: 0 },
+        Collective::Gather { root: 0 },
+        Collective::Scatter { root: 0 },
+    ];
+    let transport = meshsim_ccl::stacks::transport(Stack::Fabric);
+    let mut ran = 0;
+    for comm in &comms {
+        for c in collectives {
+            for &alg in transport.algorithms(c).iter().filter(|&&a| a != Algorithm::Auto) {
+                let mut last: Option<(u64, Time)> = None;
+                for tiles in [8, 32, 128, 512] {
+                    let tensor = TensorSpec::new([1, 1, 32, 32 * tiles], DType::Bf16, Layout::Tile).unwrap();
+                    let mut req = OpRequest::new("op", comm.clone(), c, tensor, 3);
+                    req.knobs = Knobs { algorithm: Some(alg), ..Knobs::default() };
+                    let what =
+                        format!("{} {alg:?} on {} chips ({:?})", c.name(), comm.size(), comm.topology());
+                    let run = match fabric_run(&t3000, false, vec![req]) {
+                        Ok(run) => run,
+                        // An algorithm this communicator does not take (relay on a line).
+                        Err(CclError::Invalid(_)) => break,
+                        Err(e) => panic!("{what}: {e}"),
+                    };
+                    if let Some((t0, before)) = last {
+                        assert!(
+                            run.makespan >= before,
+                            "{what}: {tiles} tiles in {} < {t0} tiles in {before}",
+                            run.makespan
+                        );
+                    }
+                    last = Some((tiles, run.makespan));
+                    ran += 1;
+                }
+            }
+        }
+    }
+    assert!(ran >= 80, "only {ran} runs: most algorithms were refused");
+}
