@@ -31,7 +31,7 @@ impl ParamsFile {
 }
 
 /// The knobs of how an op's data moves that every command running ops takes alike (`op`,
-/// `sweep`), declared once.
+/// `sweep`, `run`, where they override every workload op's), declared once.
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub(crate) struct OpKnobs {
     /// The fabric routers' packet payload in bytes [default: the architecture's, 4352 on
@@ -44,9 +44,10 @@ pub(crate) struct OpKnobs {
     /// EDM buffers per channel [default: 2] (edm stack).
     #[arg(long)]
     pub(crate) buffers: Option<u64>,
-    /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1).
-    #[arg(long, default_value = "dram")]
-    pub(crate) memory: Memory,
+    /// Where tensors are interleaved: dram (the chip's banks) or l1 (the workers' L1)
+    /// [default: dram].
+    #[arg(long)]
+    pub(crate) memory: Option<Memory>,
     /// Program start skew: the k-th chip starts k x this many ns after the first.
     #[arg(long, default_value_t = 0, value_name = "NS")]
     pub(crate) skew_ns: u64,
@@ -149,6 +150,8 @@ pub(crate) enum Command {
         select: Option<PathBuf>,
         #[command(flatten)]
         faults: FaultArgs,
+        #[command(flatten)]
+        knobs: OpKnobs,
     },
     /// Run the op-timing regression suites and compare every scenario's simulated time with its
     /// committed baseline; exit 1 when one moved beyond its tolerance, has no baseline, or a

@@ -163,7 +163,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Op(args) => return run_op(args),
         Command::Sweep(args) => return sweep_cmd::run(args),
         Command::Merge { files, output, plot } => return sweep_cmd::merge(&files, output, plot.as_deref()),
-        Command::Run { workload, output, link_report, trace, verify, model, select, faults } => {
+        Command::Run { workload, output, link_report, trace, verify, model, select, faults, knobs } => {
             return run_cmd::run_workload(
                 &workload,
                 output.format,
@@ -171,7 +171,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 trace.as_deref(),
                 verify,
                 (model.params, select),
-                faults,
+                (faults, knobs),
             );
         }
         Command::Regress {

@@ -67,7 +67,7 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         workload: None,
         pages_per_packet: a.knobs.pages_per_packet,
         buffers: a.knobs.buffers,
-        memory: Some(a.knobs.memory),
+        memory: Some(a.knobs.memory.unwrap_or(meshsim_ccl::tensor::Memory::Dram)),
         skew_ns: Some(a.knobs.skew_ns),
         faults: a.faults.knobs(),
         verify: Some(a.verify),

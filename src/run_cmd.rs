@@ -19,10 +19,12 @@ pub(crate) fn run_workload(
     trace: Option<&Path>,
     verify: bool,
     (params, select): (Option<PathBuf>, Option<PathBuf>),
-    faults: crate::cli::FaultArgs,
+    (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
     let mut w = Workload::load(path).map_err(BadInput)?;
+    // The command line's op knobs override every op's.
+    w.override_knobs(&knobs);
     // The command line's faults join the file's; its random draw replaces the file's.
     let extra = faults.knobs();
     w.faults.faults.extend(extra.faults);

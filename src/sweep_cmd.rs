@@ -474,7 +474,7 @@ fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -
                         .knobs
                         .buffers
                         .unwrap_or(meshsim_ccl::op::Knobs::default().buffers_per_channel),
-                    memory: k.knobs.memory,
+                    memory: k.knobs.memory.unwrap_or(meshsim_ccl::tensor::Memory::Dram),
                     ..meshsim_ccl::op::Knobs::default()
                 },
                 skew_ns: k.knobs.skew_ns,
@@ -781,7 +781,7 @@ mod tests {
                 packet_size: None,
                 pages_per_packet: None,
                 buffers: None,
-                memory: meshsim_ccl::tensor::Memory::Dram,
+                memory: None,
                 skew_ns: 0,
             },
         }

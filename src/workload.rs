@@ -120,6 +120,8 @@ pub struct Workload {
     limits: meshsim_ccl::session::Limits,
     /// The file's `select:` key, relative to the file.
     select_file: Option<PathBuf>,
+    /// Program start skew: the k-th chip of the cluster starts k x this many ns after the first.
+    pub skew_ns: u64,
     /// The selection tree the run uses (`None`: the embedded one).
     pub select: Option<meshsim_ccl::select::Select>,
     ops: Vec<WorkloadOp>,
@@ -167,8 +169,21 @@ impl Workload {
             limits,
             select_file: file.select,
             select: None,
+            skew_ns: 0,
             ops,
         })
+    }
+
+    /// The command line's op knobs, each given one replacing every op's: packet size, pages
+    /// per packet, buffers, memory; and the start skew over the cluster's chips.
+    pub fn override_knobs(&mut self, k: &crate::cli::OpKnobs) {
+        for o in &mut self.ops {
+            o.packet_size = k.packet_size.or(o.packet_size);
+            o.pages_per_packet = k.pages_per_packet.or(o.pages_per_packet);
+            o.buffers = k.buffers.or(o.buffers);
+            o.memory = k.memory.or(o.memory);
+        }
+        self.skew_ns = k.skew_ns;
     }
 
     /// The cluster as `load_cluster` takes it: a built-in name, or a path relative to the file.
@@ -206,6 +221,10 @@ impl Workload {
         s.set_stack(self.stack);
         s.set_verify(verify);
         s.set_trace(trace);
+        if self.skew_ns > 0 {
+            let chips = (0..cluster.chips().len() as u32).map(meshsim_topology::ChipIdx).collect();
+            s.set_skew(chips, self.skew_ns)?;
+        }
         let here = |m: String| CclError::Invalid(format!("{}: {m}", self.path.display()));
         for f in self.faults.list(cluster).map_err(here)? {
             s.add_fault(f).map_err(|e| here(e.to_string()))?;

@@ -941,7 +941,7 @@ mod op_knobs_everywhere {
     }
 
     #[test]
-    fn a_sweep_takes_the_packet_size_skew_and_memory_an_op_takes() {
+    fn a_sweep_and_a_run_take_the_packet_size_skew_and_memory_an_op_takes() {
         let op = |extra: &[&str]| {
             let mut args =
                 vec!["op", "all-gather", "--shape", "1,1,32,4096", "--num-links", "1", "--dtype", "bf16"];
@@ -955,6 +955,24 @@ mod op_knobs_everywhere {
             assert_eq!(sweep_time(extra), op(extra), "{extra:?}");
         }
         assert_ne!(sweep_time(&["--packet-size", "6144"]), sweep_time(&[]));
+        // A workload run takes them too, overriding every op's.
+        let workload = |extra: &str| {
+            format!(
+                "cluster: t3000\nops:\n  - name: ag\n    op: all-gather\n    comm: {{chips: [0, 1], topology: line}}\n    shape: [1, 1, 32, 4096]\n    dtype: bf16\n    num_links: 1\n{extra}"
+            )
+        };
+        let run = |path: &PathBuf, extra: &[&str]| {
+            let mut args = vec!["run", path.to_str().unwrap(), "--format", "json"];
+            args.extend_from_slice(extra);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            json(&out)["makespan_us"].as_f64().unwrap()
+        };
+        let (plain, sized) = (workload(""), workload("    packet_size: 6144\n"));
+        let (plain, sized) =
+            (file("knobs-plain.yaml", plain.as_bytes()), file("knobs-sized.yaml", sized.as_bytes()));
+        assert_eq!(run(&plain, &["--packet-size", "6144"]), run(&sized, &[]));
+        assert_ne!(run(&plain, &[]), run(&sized, &[]));
         // The stack's one rule refuses another stack's knob in a sweep as in an op.
         let err = robustness_bad(&["sweep", "all-gather", "-e", "64K", "--pages-per-packet", "2"]);
         assert!(err.contains("pages_per_packet applies to the edm stack"), "{err}");
