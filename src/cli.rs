@@ -31,7 +31,7 @@ impl ParamsFile {
 }
 
 /// The knobs of how an op's data moves that every command running ops takes alike (`op`,
-/// `sweep`, `run`, where they override every workload op's), declared once.
+/// `sweep`, `tune`, and `run`, where they override every workload op's), declared once.
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub(crate) struct OpKnobs {
     /// The fabric routers' packet payload in bytes [default: the architecture's, 4352 on
@@ -54,6 +54,18 @@ pub(crate) struct OpKnobs {
 }
 
 impl OpKnobs {
+    /// As the library's knobs (the others at their defaults).
+    pub(crate) fn knobs(&self) -> meshsim_ccl::op::Knobs {
+        let d = meshsim_ccl::op::Knobs::default();
+        meshsim_ccl::op::Knobs {
+            packet_bytes: self.packet_size,
+            pages_per_packet: self.pages_per_packet,
+            buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
+            memory: self.memory.unwrap_or(d.memory),
+            ..d
+        }
+    }
+
     /// The stack-specific knobs among these that were given.
     pub(crate) fn given(&self) -> meshsim_ccl::op::Given {
         meshsim_ccl::op::Given {
@@ -607,6 +619,8 @@ pub(crate) struct TuneArgs {
     /// goes to stdout and the measurements to stderr.
     #[arg(long, value_name = "FILE")]
     pub(crate) out: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) knobs: OpKnobs,
     #[command(flatten)]
     pub(crate) model: ParamsFile,
     /// The measurements' format.

@@ -467,16 +467,7 @@ fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -
                 faults: faults.clone(),
                 select: k.select.clone(),
                 in_place: k.in_place,
-                knobs: meshsim_ccl::op::Knobs {
-                    packet_bytes: k.knobs.packet_size,
-                    pages_per_packet: k.knobs.pages_per_packet,
-                    buffers_per_channel: k
-                        .knobs
-                        .buffers
-                        .unwrap_or(meshsim_ccl::op::Knobs::default().buffers_per_channel),
-                    memory: k.knobs.memory.unwrap_or(meshsim_ccl::tensor::Memory::Dram),
-                    ..meshsim_ccl::op::Knobs::default()
-                },
+                knobs: k.knobs.knobs(),
                 skew_ns: k.knobs.skew_ns,
             };
             let mut label: Vec<String> = [

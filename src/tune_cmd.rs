@@ -42,7 +42,9 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let sizes = meshsim_ccl::sweep::sizes(a.min, a.max, a.factor).map_err(|e| bad(e.0))?;
     let chunks = collective.sweep_chunks(comm.size()) as usize;
     let tiles = meshsim_ccl::sweep::points(&sizes, chunks, dtype);
-    let spec = TuneSpec { collective, comm, dtype, stack, tiles, base };
+    meshsim_ccl::stacks::check_given(stack, collective, &a.knobs.given()).map_err(bad)?;
+    let knobs = a.knobs.knobs();
+    let spec = TuneSpec { collective, comm, dtype, stack, tiles, base, knobs, skew_ns: a.knobs.skew_ns };
     let (tree, points) = tune::tune(&cluster, &params, &spec)
         .map_err(|e| if e.is_bad_input() { bad(e.to_string()) } else { anyhow::anyhow!("{e}") })?;
     #[derive(serde::Serialize)]

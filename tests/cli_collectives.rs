@@ -941,7 +941,7 @@ mod op_knobs_everywhere {
     }
 
     #[test]
-    fn a_sweep_and_a_run_take_the_packet_size_skew_and_memory_an_op_takes() {
+    fn sweep_run_and_tune_take_the_packet_size_skew_and_memory_an_op_takes() {
         let op = |extra: &[&str]| {
             let mut args =
                 vec!["op", "all-gather", "--shape", "1,1,32,4096", "--num-links", "1", "--dtype", "bf16"];
@@ -973,6 +973,17 @@ mod op_knobs_everywhere {
             (file("knobs-plain.yaml", plain.as_bytes()), file("knobs-sized.yaml", sized.as_bytes()));
         assert_eq!(run(&plain, &["--packet-size", "6144"]), run(&sized, &[]));
         assert_ne!(run(&plain, &[]), run(&sized, &[]));
+        // tune too: a given packet size is the only one its candidates try.
+        let candidates = |extra: &[&str]| {
+            let mut args = vec!["tune", "all-gather", "-b", "16K", "-e", "16K", "--chips", "4", "--topology"];
+            args.extend_from_slice(&["line", "--format", "json"]);
+            args.extend_from_slice(extra);
+            let (code, _, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            // The measurements go to stderr when the tree goes to stdout.
+            json(&err)[0]["candidates"].as_u64().unwrap()
+        };
+        assert_eq!((candidates(&[]), candidates(&["--packet-size", "6144"])), (9, 3));
         // The stack's one rule refuses another stack's knob in a sweep as in an op.
         let err = robustness_bad(&["sweep", "all-gather", "-e", "64K", "--pages-per-packet", "2"]);
         assert!(err.contains("pages_per_packet applies to the edm stack"), "{err}");

@@ -12,7 +12,7 @@ use meshsim_topology::Cluster;
 use rayon::prelude::*;
 
 use crate::comm::Communicator;
-use crate::op::{Bidir, CclError, Collective, Stack, Topology};
+use crate::op::{Bidir, CclError, Collective, Knobs, Stack, Topology};
 use crate::select::{Algorithm, Choice, Select};
 use crate::session::{OpRequest, Session};
 use crate::tensor::{DType, Layout, TensorSpec};
@@ -32,6 +32,12 @@ pub struct TuneSpec {
     pub tiles: Vec<u64>,
     /// The tree tuned from (its choices are candidates, and other collectives keep it).
     pub base: Select,
+    /// The knobs every run takes as given (packet size, pages per packet, buffers, memory): a
+    /// given packet size is the only one tried.
+    pub knobs: Knobs,
+    /// Program start skew: the k-th chip of the communicator starts k x this many ns after
+    /// the first.
+    pub skew_ns: u64,
 }
 
 /// One point: the base tree's time, and the fastest candidate's.
@@ -146,7 +152,12 @@ fn time_of(
     let mut s = Session::new(cluster, params);
     s.set_stack(spec.stack);
     s.set_select(tree);
-    s.submit(OpRequest::new(spec.collective.name(), spec.comm.clone(), spec.collective, tensor, 3))?;
+    if spec.skew_ns > 0 {
+        s.set_skew(spec.comm.chips().to_vec(), spec.skew_ns)?;
+    }
+    let mut req = OpRequest::new(spec.collective.name(), spec.comm.clone(), spec.collective, tensor, 3);
+    req.knobs = spec.knobs;
+    s.submit(req)?;
     Ok(s.run().ok().map(|r| r.ops[0].time))
 }
 
@@ -159,7 +170,21 @@ pub fn tune(
 ) -> Result<(Select, Vec<TunePoint>), CclError> {
     let n = spec.comm.size();
     let topo = spec.comm.topology();
-    let cands = candidates(cluster, params, spec.stack, spec.collective, &spec.comm);
+    let mut cands = candidates(cluster, params, spec.stack, spec.collective, &spec.comm);
+    if let Some(given) = spec.knobs.packet_bytes {
+        // A given packet size is the one every run takes: candidates that differed only in it
+        // are one.
+        let mut seen: Vec<Choice> = Vec::new();
+        for c in &mut cands {
+            c.packet_bytes = c.packet_bytes.map(|_| given);
+        }
+        cands.retain(|c| {
+            !seen.contains(c) && {
+                seen.push(*c);
+                true
+            }
+        });
+    }
     let mut tiles = spec.tiles.clone();
     tiles.sort_unstable();
     let jobs: Vec<(usize, Option<usize>)> = (0..tiles.len())
