@@ -822,29 +822,40 @@ fn a_ring_all_to_all_with_large_packets_keeps_its_credits() {
     }
 }
 
+/// The T3000's topologies the fidelity issue's grid runs on: the 8-chip ring, and lines of 4
+/// and 2.
+fn t3000_topologies(t3000: &Cluster) -> [Communicator; 3] {
+    [
+        Communicator::world(t3000, Topology::Ring, None).unwrap(),
+        Communicator::choose(t3000, Topology::Line, Some(4), None).unwrap(),
+        Communicator::choose(t3000, Topology::Line, Some(2), None).unwrap(),
+    ]
+}
+
+/// Every collective, rooted ones at `root`, reductions summing.
+fn every_collective(root: usize) -> [Collective; 9] {
+    let red = RedOp::Sum;
+    [
+        Collective::AllGather,
+        Collective::ReduceScatter(red),
+        Collective::AllReduce(red),
+        Collective::AllToAll,
+        Collective::Broadcast { root },
+        Collective::Reduce { red, root },
+        Collective::Gather { root },
+        Collective::Scatter { root },
+        Collective::SendRecv,
+    ]
+}
+
 /// Every collective on every T3000 topology (the 8-chip ring, lines of 4 and 2) at tt-metal's
 /// three router payloads runs without a protocol hazard and verifies: a small grid of the
 /// fidelity issue's "no protocol breakage".
 #[test]
 fn every_collective_on_every_t3000_topology_and_packet_size_runs_clean() {
     let t3000 = builtin::cluster("t3000").unwrap();
-    let comms = [
-        Communicator::world(&t3000, Topology::Ring, None).unwrap(),
-        Communicator::choose(&t3000, Topology::Line, Some(4), None).unwrap(),
-        Communicator::choose(&t3000, Topology::Line, Some(2), None).unwrap(),
-    ];
-    let red = RedOp::Sum;
-    let collectives = [
-        Collective::AllGather,
-        Collective::ReduceScatter(red),
-        Collective::AllReduce(red),
-        Collective::AllToAll,
-        Collective::Broadcast { root: 1 },
-        Collective::Reduce { red, root: 1 },
-        Collective::Gather { root: 1 },
-        Collective::Scatter { root: 1 },
-        Collective::SendRecv,
-    ];
+    let comms = t3000_topologies(&t3000);
+    let collectives = every_collective(1);
     let tensor = TensorSpec::new([1, 1, 64, 2048], DType::Bf16, Layout::Tile).unwrap();
     for comm in &comms {
         for &c in collectives.iter().filter(|&&c| c != Collective::SendRecv || comm.size() == 2) {
@@ -868,26 +879,12 @@ fn every_collective_on_every_t3000_topology_and_packet_size_runs_clean() {
 fn a_fixed_algorithm_never_gets_faster_with_more_bytes() {
     use meshsim_ccl::op::Algorithm;
     let t3000 = builtin::cluster("t3000").unwrap();
-    let comms = [
-        Communicator::world(&t3000, Topology::Ring, None).unwrap(),
-        Communicator::choose(&t3000, Topology::Line, Some(4), None).unwrap(),
-        Communicator::choose(&t3000, Topology::Line, Some(2), None).unwrap(),
-    ];
-    let red = RedOp::Sum;
-    let collectives = [
-        Collective::AllGather,
-        Collective::ReduceScatter(red),
-        Collective::AllReduce(red),
-        Collective::AllToAll,
-        Collective::Broadcast { root: 0 },
-        Collective::Reduce { red, root: 0 },
-        Collective::Gather { root: 0 },
-        Collective::Scatter { root: 0 },
-    ];
+    let comms = t3000_topologies(&t3000);
+    let collectives = every_collective(0);
     let transport = meshsim_ccl::stacks::transport(Stack::Fabric);
     let mut ran = 0;
     for comm in &comms {
-        for c in collectives {
+        for c in collectives.into_iter().filter(|&c| c != Collective::SendRecv) {
             for &alg in transport.algorithms(c).iter().filter(|&&a| a != Algorithm::Auto) {
                 let mut last: Option<(u64, Time)> = None;
                 for tiles in [8, 32, 128, 512] {

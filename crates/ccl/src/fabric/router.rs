@@ -533,7 +533,8 @@ async fn complete_step(
     // upstream reuse the slot, and the late ack would read the next packet's source channel and
     // credit the wrong channel. The ack waits only for the tx queue, which the receiver step
     // already waits on.
-    if ring && st.completed.iter().sum::<u64>() >= st.acks_sent {
+    // Slots completed so far: every taken slot waits in `pending` until it completes.
+    if ring && st.taken - st.pending.len() as u64 >= st.acks_sent {
         return Ok(false);
     }
     if !k.noc_write_trid_flushed(trid) {
