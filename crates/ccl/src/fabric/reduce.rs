@@ -230,8 +230,12 @@ pub(crate) struct OwnerCtx {
     pub slice: TensorSpec,
     pub input: Placement,
     pub output: Placement,
-    /// (partial buffer, semaphore, packets expected) per side that has ranks.
+    /// (partial buffer, semaphore, packets of earlier slices its side delivers first) per side
+    /// that has ranks.
     pub sides: Vec<(Placement, u64, u64)>,
+    /// Packets of the slice each side delivers, and how many each of its increments counts.
+    pub slice_packets: u64,
+    pub per_sync: u64,
     pub red: Reduction,
     pub ppp: u64,
     /// The routing plane whose packets this owner reduces, of how many.
@@ -241,36 +245,74 @@ pub(crate) struct OwnerCtx {
     pub gate: Gate,
 }
 
-/// The owner: waits for both sides, adds their partials to its own pages, writes its slice.
+/// The owner: adds both sides' partials to its own pages as they arrive, a sync group at a
+/// time (each side's increment after every `per_sync` packets says the group has landed), and
+/// writes its slice. Its reads run a packet ahead of its sums, as tt-metal's reader kernel
+/// fills the compute kernel's circular buffers while the compute adds: two buffers, packet
+/// i + 1's pages on their way (once its group has landed) while packet i is reduced.
 pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
-    for &(_, sem, want) in &c.sides {
-        k.wait_until(sem, Cond::Ge(want as u32)).await?;
-    }
     let page = c.slice.page_bytes();
     let reduce = k.cycles(k.params().tile_reduce_cycles);
     let whole = |q: u64| c.slice.page_in_whole(c.dim, c.n, c.rank as u64, q);
-    let acc = c.base;
-    for (lo, pages) in plane_packets(c.slice.pages(), c.ppp, c.plane) {
-        issue_reads(&k, &c.input, (lo..lo + pages).map(whole), acc, page).await?;
-        for (i, (partial, _, _)) in c.sides.iter().enumerate() {
-            let at = acc + (i as u64 + 1) * c.max;
-            issue_reads(&k, partial, (lo..lo + pages).map(whole), at, page).await?;
+    let packets = plane_packets(c.slice.pages(), c.ppp, c.plane);
+    let operands = 1 + c.sides.len() as u64;
+    let acc = |i: usize| c.base + (i % 2) as u64 * operands * c.max;
+    // Whether packet i's partials have landed on every side.
+    let landed = |i: usize| -> Result<Vec<(u64, u32)>, meshsim_engine::TaskError> {
+        let group = ((i as u64 / c.per_sync + 1) * c.per_sync).min(c.slice_packets);
+        let mut short = Vec::new();
+        for &(_, sem, before) in &c.sides {
+            if (k.read_u32(sem)? as u64) < before + group {
+                short.push((sem, (before + group) as u32));
+            }
+        }
+        Ok(short)
+    };
+    let issue = |i: usize| {
+        let (k, c) = (k.clone(), c.clone());
+        let (lo, pages) = packets[i];
+        let at = acc(i);
+        async move {
+            issue_reads(&k, &c.input, (lo..lo + pages).map(whole), at, page).await?;
+            for (s, (partial, _, _)) in c.sides.iter().enumerate() {
+                let to = at + (s as u64 + 1) * c.max;
+                issue_reads(&k, partial, (lo..lo + pages).map(whole), to, page).await?;
+            }
+            Ok::<(), meshsim_engine::TaskError>(())
+        }
+    };
+    let mut issued = 0;
+    for (i, &(lo, pages)) in packets.iter().enumerate() {
+        if issued == i {
+            for (sem, want) in landed(i)? {
+                k.wait_until(sem, Cond::Ge(want)).await?;
+            }
+            k.noc_async_writes_flushed().await;
+            issue(i).await?;
+            issued += 1;
         }
         k.noc_async_read_barrier().await?;
+        // The next packet's reads go out now if its partials are here: its buffer is packet
+        // i - 1's, whose writes must have left.
+        if i + 1 < packets.len() && landed(i + 1)?.is_empty() {
+            k.noc_async_writes_flushed().await;
+            issue(i + 1).await?;
+            issued += 1;
+        }
+        let at = acc(i);
         if k.is_functional() {
             let bytes = pages * page;
-            let mut a = k.read_bytes(acc, bytes)?;
-            for i in 0..c.sides.len() {
-                c.red.reduce_words(&mut a, &k.read_bytes(acc + (i as u64 + 1) * c.max, bytes)?);
+            let mut a = k.read_bytes(at, bytes)?;
+            for s in 0..c.sides.len() {
+                c.red.reduce_words(&mut a, &k.read_bytes(at + (s as u64 + 1) * c.max, bytes)?);
             }
-            k.write_bytes(acc, &a)?;
+            k.write_bytes(at, &a)?;
         }
         k.delay(Time(reduce.0 * pages * c.sides.len() as u64)).await;
         for (x, q) in (lo..lo + pages).enumerate() {
-            k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.output, q), page).await?;
+            k.noc_async_write(at + x as u64 * page, page_addr(&k, &c.output, q), page).await?;
         }
-        k.noc_async_writes_flushed().await;
     }
     k.noc_async_write_barrier().await?;
     c.gate.leave(&k, start);
@@ -280,7 +322,11 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
 /// Each rank's slices per direction: `(slice, position)` in the order it takes them.
 type Order = Vec<[Vec<(usize, usize)>; 2]>;
 
-/// Every rank's slices per direction, in the order it takes them (by position on the side).
+/// Every rank's slices per direction, in the order it takes them: by position on the side,
+/// and among slices at the same position the farthest owner first. Every rank on a side then
+/// takes its slices in its upstream neighbour's order, so a partial it needs next is the one
+/// its upstream sends next: a line's ranks pipeline rather than wait out each other's nearer
+/// slices (on a ring every side is as long, and position alone gives the same order).
 fn order(plan: &Routed) -> Order {
     let n = plan.n;
     (0..n)
@@ -288,7 +334,8 @@ fn order(plan: &Routed) -> Order {
             [Dir::Forward, Dir::Backward].map(|dir| {
                 let mut v: Vec<(usize, usize)> =
                     (0..n).filter_map(|j| position(plan, k, j, dir).map(|pos| (j, pos))).collect();
-                v.sort_by_key(|&(_, pos)| pos);
+                let away = |j: usize| if dir == Dir::Forward { (j + n - k) % n } else { (k + n - j) % n };
+                v.sort_by_key(|&(j, pos)| (pos, std::cmp::Reverse(away(j))));
                 v
             })
         })
@@ -310,6 +357,7 @@ struct Owners<'a> {
     partial: [Placement; 2],
     sems: [u64; 2],
     slice_packets: u64,
+    per_sync: u64,
 }
 
 /// Every rank's owner kernel on `core`: it waits for each side's partial of its slice —
@@ -328,7 +376,7 @@ fn install_owners(
         let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
             .into_iter()
             .filter(|&(len, _)| len > 0)
-            .map(|(_, d)| (o.partial[d], o.sems[d], before(k, d, k) + o.slice_packets))
+            .map(|(_, d)| (o.partial[d], o.sems[d], before(k, d, k)))
             .collect();
         let ctx = Rc::new(OwnerCtx {
             rank: k,
@@ -338,6 +386,8 @@ fn install_owners(
             input: t.input,
             output: t.output,
             sides,
+            slice_packets: o.slice_packets,
+            per_sync: o.per_sync,
             red: o.red.clone(),
             ppp: o.ppp,
             plane: o.plane,
@@ -497,6 +547,7 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
             partial,
             sems,
             slice_packets,
+            per_sync,
         };
         install_owners(cx, req.comm.chips(), core, &owners, &before);
     }
