@@ -55,8 +55,8 @@ pub struct Session<'c> {
     /// What carries its ops.
     transport: Box<dyn Transport>,
     /// Per op, the knobs its caller gave, before the selection tree and the defaults filled
-    /// the rest: a caller's links, workers or packet size keep a ring reduce-scatter off the
-    /// direct path, as tt-metal's host does.
+    /// the rest: a caller's workers, or links other than the default, keep a ring
+    /// reduce-scatter off the direct path, as tt-metal's host does.
     pub(crate) given: Vec<Knobs>,
     /// The selection tree (MPICH's Csel) that fills the knobs callers leave unset.
     select: Select,

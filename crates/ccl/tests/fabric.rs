@@ -566,19 +566,21 @@ fn mesh_fabric_turns_unicasts_and_branches_multicast_spines() {
     }
 }
 
-/// A ring reduce-scatter of at most 512 KiB per rank with no knob set takes tt-metal's one-shot
-/// direct path and verifies; a knob, a larger input, a line or an all-reduce keep the ring
-/// algorithm. The direct path sends each slice the shorter way to its owner, so every link
-/// carries more than the ring's bytes: at 512 KiB per rank it is the slower of the two here.
+/// A ring reduce-scatter of at most 512 KiB per rank with no worker count and the default links
+/// takes tt-metal's one-shot direct path and verifies, whatever the router packet size (the
+/// fabric's, not the op's: tt-metal's CCL sweep took it with 6144 B packets and `num_links` 1);
+/// a worker count, a larger input, a line or an all-reduce keep the ring algorithm. The direct
+/// path sends each slice the shorter way to its owner, so every link carries more than the
+/// ring's bytes: at 512 KiB per rank it is the slower of the two here.
 #[test]
 fn small_ring_reduce_scatters_take_the_one_shot_direct_path() {
     let t3000 = builtin::cluster("t3000").unwrap();
     let ring = Communicator::world(&t3000, Topology::Ring, None).unwrap();
     let line = Communicator::world(&t3000, Topology::Line, Some(4)).unwrap();
-    let req = |comm: &Communicator, collective, shape: [u64; 4], links: Option<usize>| {
+    let req = |comm: &Communicator, collective, shape: [u64; 4], workers: Option<usize>| {
         let t = TensorSpec::new(shape, DType::Bf16, Layout::Tile).unwrap();
         let mut r = OpRequest::new("rs", comm.clone(), collective, t, 3);
-        r.knobs.links = links;
+        r.knobs.workers = workers;
         r
     };
     let rs = Collective::ReduceScatter(RedOp::Sum);
@@ -587,6 +589,10 @@ fn small_ring_reduce_scatters_take_the_one_shot_direct_path() {
     let direct = run(req(&ring, rs, small, None));
     verified(&direct);
     assert_eq!(direct.ops[0].algorithm, "direct");
+    let mut as_swept = req(&ring, rs, small, None);
+    as_swept.knobs.links = Some(1);
+    as_swept.knobs.packet_bytes = Some(6144);
+    assert_eq!(run(as_swept).ops[0].algorithm, "direct");
     let ringed = run(req(&ring, rs, small, Some(1)));
     verified(&ringed);
     assert_eq!(ringed.ops[0].algorithm, "ring");
@@ -597,8 +603,8 @@ fn small_ring_reduce_scatters_take_the_one_shot_direct_path() {
         "ring + multicast"
     );
     let big = [1, 1, 64, 4096];
-    let timed = |links| fabric_run(&t3000, false, vec![req(&ring, rs, big, links)]).unwrap().ops[0].time;
-    assert!(timed(None) > timed(Some(1)), "{} {}", timed(None), timed(Some(1)));
+    let timed = |workers| fabric_run(&t3000, false, vec![req(&ring, rs, big, workers)]).unwrap().ops[0].time;
+    assert!(timed(None) > timed(Some(2)), "{} {}", timed(None), timed(Some(2)));
 }
 
 /// A ring all-gather large enough for the unicast (relay) factory runs it on every routing

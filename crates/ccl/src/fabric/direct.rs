@@ -206,20 +206,24 @@ pub const DIRECT_REDUCERS: usize = 4;
 
 /// Whether reduce-scatter phase `p` takes the one-shot direct path, as tt-metal's host does: a
 /// reduce-scatter (not an all-reduce's) on a ring, at most [`DIRECT_MAX_BYTES`] of input per
-/// rank, and no knob set (links, workers, packet size).
+/// rank, no worker count given and no link count other than the default. The router packet
+/// size does not count: it is the fabric's, set when the fabric starts, not an argument of the
+/// op (tt-metal's CCL sweep ran with 6144 B packets and 1 link, the T3000 ring's default, and
+/// its ring reduce-scatter took this path up to 512 KiB per device:
+/// `shared/calibration/ccl_sweep_wh_loudbox.csv`).
 pub(super) fn direct_path(s: &LowerCx, p: &Phase) -> bool {
     let req = &s.ops[p.op];
     let t = p.tensors;
     let k = &req.knobs;
     let given = &s.given[p.op];
+    let default_links = || super::lower::default_links(s.cluster, s.ops).ok().map(|l| l[p.op]);
     matches!(req.collective, crate::op::Collective::ReduceScatter(_))
         && k.algorithm == Some(Algorithm::Direct)
         && req.comm.topology() == Topology::Ring
         && req.comm.size() > 2
         && t.slice.bytes() * t.n <= DIRECT_MAX_BYTES
         && given.workers.is_none()
-        && given.packet_bytes.is_none()
-        && given.links.is_none()
+        && given.links.is_none_or(|l| Some(l) == default_links())
 }
 
 /// Lowers a direct reduction, phase `pi` (`shared/fabric.md` §7): a reduce-scatter's one-shot

@@ -370,7 +370,7 @@ pub(crate) fn fabric_lines(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<L
 /// Each op's links when it gives none (tt-metal's default): the routing planes of the fabric
 /// line it rides on — the fewest usable links over the line's hops, "over the axis" — and 1 for
 /// all-to-all, which runs on link 0.
-fn default_links(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
+pub(super) fn default_links(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
     let lines = fabric_lines(cluster, ops)?;
     Ok(ops
         .iter()
