@@ -144,8 +144,10 @@ fn ops_on_several_planes_verify_and_share_the_work() {
         let t = TensorSpec::new([1, 1, 1024, 4096], DType::Bf16, Layout::Tile).unwrap();
         let mut rs = OpRequest::new("rs", column.clone(), Collective::ReduceScatter(RedOp::Sum), t, 3);
         rs.knobs.links = Some(links);
-        // One worker per link, so the planes alone make the difference.
-        rs.knobs.workers = Some(1);
+        // A fixed two workers per link, so the planes alone make the difference. (With one,
+        // the owners' final sums bound the op from three planes up: every side delivers the
+        // owner's own slice last, farthest owner first, and one core per plane adds it.)
+        rs.knobs.workers = Some(2);
         let run = fabric_run(&galaxy, false, vec![rs]).unwrap();
         let o = &run.ops[0];
         // Each plane's busiest link carries (n - 1) / n of the input one way, at 12.5 GB/s.
