@@ -110,7 +110,7 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
                 slice: (if root.is_some() { 0 } else { k as u64 }, t.slice, t.dim, t.n),
                 in_place: t.in_place,
                 ranks: n,
-                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * BATCH as u64 * max),
+                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * max),
                 max,
                 sync: (sync_at, sync_sem),
                 gate: gate.clone(),
@@ -219,11 +219,18 @@ impl Kernels<'_> {
     fn direction(&self, k: usize, forward: bool, mine: &[(u64, u64)], expected: &mut [u32]) -> Direction {
         let (plan, n) = (self.plan, self.plan.n);
         let dir = if forward { Dir::Forward } else { Dir::Backward };
-        // The rank's own copy rides with its forward kernel, or with each direction that
-        // carries only part of its packets (a split broadcast's root).
+        // The rank's own copy rides with each direction that carries only part of its packets
+        // (a split broadcast's root); else with a direction kernel that sends nothing (a line
+        // end's idle side), so the sending kernel only reads and sends; else the forward one.
         let sends: Vec<&Transfer> = plan.sends(k, dir).collect();
         let partial = matches!(sends[..], [t] if t.part != Part::All);
-        let local_copy = plan.keeps(k) && (forward || partial);
+        let other_idle = plan.sends(k, if forward { Dir::Backward } else { Dir::Forward }).next().is_none();
+        let takes_copy = match (sends.is_empty(), other_idle) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => forward,
+        };
+        let local_copy = plan.keeps(k) && (partial || takes_copy);
         let (packets, ranges) = walk(&sends, mine, local_copy);
         let reach = ranges.iter().copied().max().unwrap_or(0);
         let barrier = barrier_reach(n, k, forward, plan.topology == Topology::Ring);
@@ -296,16 +303,15 @@ struct SendCtx {
     gate: Gate,
 }
 
-/// Packets a direction kernel reads per batch; it holds two batches.
-const BATCH: usize = 4;
-
-/// Address of packet `i` of batch `b` in a direction kernel's buffer.
-fn buffer(c: &SendCtx, b: usize, i: usize) -> u64 {
-    c.base + CONNECTION_L1_BYTES + ((b % 2) * BATCH + i) as u64 * c.max
+/// Address of packet `j`'s buffer: two alternate.
+fn buffer(c: &SendCtx, j: usize) -> u64 {
+    c.base + CONNECTION_L1_BYTES + (j % 2) as u64 * c.max
 }
 
-/// A direction kernel: reads its packets' pages, multicasts them, copies them locally if asked,
-/// then the final increment and close.
+/// A direction kernel: per packet, reads its pages, waits for them, copies them into its own
+/// output if asked, sends them and waits for its writes to leave before the next — as
+/// tt-metal's all-gather kernels, each a single RISC that both reads and sends for its
+/// direction, run a packet through their circular buffer. Two packet buffers alternate.
 async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
     let conn = match c.dir.router {
@@ -316,56 +322,32 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     let (rank, slice, dim, n) = c.slice;
     let page = slice.page_bytes();
     let active = conn.is_some() || c.dir.local_copy;
-    // Reads run a batch ahead of sends: batch b + 1's pages are on their way while batch b
-    // goes out (two halves of the packet buffer, BATCH packets each).
-    let batches: Vec<&[(u64, u64)]> = c.dir.packets.chunks(BATCH).collect();
-    let issue = |b: usize| {
-        let k = k.clone();
-        let c = c.clone();
-        let batch: Vec<(u64, u64)> = batches.get(b).map(|x| x.to_vec()).unwrap_or_default();
-        async move {
-            let (rank, slice, dim, n) = c.slice;
-            for (i, &(lo, pages)) in batch.iter().enumerate() {
-                if c.in_place {
-                    let at = (lo..lo + pages).map(|q| slice.page_in_whole(dim, n, rank, q));
-                    issue_reads(&k, &c.t_out, at, buffer(&c, b, i), page).await?;
-                } else {
-                    issue_reads(&k, &c.t_in, lo..lo + pages, buffer(&c, b, i), page).await?;
-                }
-            }
-            Ok::<(), meshsim_engine::TaskError>(())
-        }
-    };
-    if active {
-        issue(0).await?;
-    }
-    for (b, batch) in batches.iter().enumerate() {
+    for (j, &(lo, pages)) in c.dir.packets.iter().enumerate() {
         if !active {
             break;
         }
+        let buf = buffer(&c, j);
+        if c.in_place {
+            let at = (lo..lo + pages).map(|q| slice.page_in_whole(dim, n, rank, q));
+            issue_reads(&k, &c.t_out, at, buf, page).await?;
+        } else {
+            issue_reads(&k, &c.t_in, lo..lo + pages, buf, page).await?;
+        }
         k.noc_async_read_barrier().await?;
-        if b + 1 < batches.len() {
-            // The half batch b + 1 reuses held batch b - 1: its writes must have left.
-            k.noc_async_writes_flushed().await;
-            issue(b + 1).await?;
-        }
-        for (i, &(lo, pages)) in batch.iter().enumerate() {
-            let j = b * BATCH + i;
-            let buf = buffer(&c, b, i);
-            let out: Vec<u64> = (lo..lo + pages)
-                .map(|q| page_addr(&k, &c.t_out, slice.page_in_whole(dim, n, rank, q)))
-                .collect();
-            if c.dir.local_copy {
-                for (x, &dst) in out.iter().enumerate() {
-                    k.noc_async_write(buf + x as u64 * page, dst, page).await?;
-                }
-            }
-            if let Some(conn) = &conn {
-                let cmd = NocCmd::pages(&out, page);
-                let route = Route::multicast(1, c.dir.ranges[j]);
-                conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf).await?;
+        let out: Vec<u64> =
+            (lo..lo + pages).map(|q| page_addr(&k, &c.t_out, slice.page_in_whole(dim, n, rank, q))).collect();
+        if c.dir.local_copy {
+            for (x, &dst) in out.iter().enumerate() {
+                k.noc_async_write(buf + x as u64 * page, dst, page).await?;
             }
         }
+        // A kernel that only copies (its direction carries nothing) keeps its range 0.
+        if let Some(conn) = conn.as_ref().filter(|_| c.dir.ranges[j] > 0) {
+            let cmd = NocCmd::pages(&out, page);
+            let route = Route::multicast(1, c.dir.ranges[j]);
+            conn.send(&k, Header { cmd, payload: pages * page, route, src_ch: 0 }, buf).await?;
+        }
+        k.noc_async_writes_flushed().await;
     }
     if let Some(conn) = &conn {
         // The final increment goes where the data went (none if this plane carried nothing).
