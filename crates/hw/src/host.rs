@@ -435,6 +435,7 @@ fn kernel_for(ctx: &Ctx<Hw>, chip: ChipIdx, chip_id: u64, spec: &KernelSpec) -> 
             local: crate::kernel::LocalWindow::of(&hw.params, slot.kind),
             flushed: Default::default(),
             tagged: Default::default(),
+            sent: Default::default(),
             atomics_acked: Default::default(),
             issue_cycles: Default::default(),
             stalls: match slot.kind {

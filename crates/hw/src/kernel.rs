@@ -97,6 +97,8 @@ pub struct Kernel {
     pub(crate) flushed: Rc<[std::cell::Cell<Time>; NOC_TRIDS + 1]>,
     /// Writes issued per transaction id (the flushed-count register catches up with it).
     pub(crate) tagged: Rc<[std::cell::Cell<u32>; NOC_TRIDS]>,
+    /// When each transaction id's writes have left this kernel's L1 (sent, not acknowledged).
+    pub(crate) sent: Rc<[std::cell::Cell<Time>; NOC_TRIDS]>,
     /// Whether the run records a trace (kernel counters cost nothing otherwise).
     pub(crate) traced: bool,
     /// When the responses of every NoC atomic this kernel issued are back
@@ -361,6 +363,21 @@ impl Kernel {
         self.flushed[trid].get() <= self.now()
     }
 
+    /// `ncrisc_noc_nonposted_write_with_transaction_id_sent(trid)`: whether every write tagged
+    /// `trid` has left this core's L1 (the NIU's outgoing count of the id): its source buffer
+    /// may be reused, though the data may not have landed.
+    pub fn noc_write_trid_sent(&self, trid: usize) -> bool {
+        self.sent[trid].get() <= self.now()
+    }
+
+    /// Waits until every write tagged `trid` has left this core's L1 (see
+    /// [`Kernel::noc_write_trid_sent`]).
+    pub async fn noc_async_write_sent_with_trid(&self, trid: usize) {
+        let at = self.sent[trid].get();
+        self.ctx.delay(at.saturating_sub(self.now())).await;
+        self.unstall().await;
+    }
+
     /// `noc_async_write_flushed_with_trid(trid)`: waits until every write tagged `trid` has
     /// been acknowledged.
     pub async fn noc_async_write_flushed_with_trid(&self, trid: usize) {
@@ -427,6 +444,7 @@ impl Kernel {
         later(&self.flushed[NOC_TRIDS], left);
         if let Some(t) = trid {
             later(&self.flushed[t], acked);
+            later(&self.sent[t], left);
             self.tagged[t].set(self.tagged[t].get().wrapping_add(1));
             let (regs, addr) = (self.regs, reg_trid_flushed(self.noc, t));
             // Counted when the acknowledgement is back, as a deferred add: only a wait for
