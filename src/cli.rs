@@ -113,8 +113,19 @@ pub(crate) enum Command {
         model: ParamsFile,
         /// The TT-Fabric set instead: tt-metal's fabric bandwidth tests on a T3000 and its
         /// one-hop latency on a Galaxy.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "ccl")]
         fabric: bool,
+        /// The CCL set instead: tt-metal's CCL sweep on a Wormhole LoudBox (all-gather and
+        /// reduce-scatter, lines of 2 and 4 and the 8-ring, 16 KiB-256 MiB, run as it ran
+        /// them), the ring fabric's bandwidth and latency goldens, and the raw ERISC bandwidth
+        /// forwarded to a worker.
+        #[arg(long)]
+        ccl: bool,
+        /// With --ccl: also write one plot per op of the sweep (simulated and measured time
+        /// against size, per topology) into this directory, as ccl_all_gather.svg and
+        /// ccl_reduce_scatter.svg.
+        #[arg(long, value_name = "DIR", requires = "ccl")]
+        plot: Option<std::path::PathBuf>,
         #[command(flatten)]
         output: Output,
     },

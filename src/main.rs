@@ -198,7 +198,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 output.format,
             );
         }
-        Command::Calibrate { model, fabric, output } => return calibrate(&model.load()?, fabric, output),
+        Command::Calibrate { model, fabric, ccl, plot, output } => {
+            let set = match (fabric, ccl) {
+                (true, _) => CalibrationSet::Fabric,
+                (_, true) => CalibrationSet::Ccl { plot },
+                _ => CalibrationSet::Link,
+            };
+            return calibrate(&model.load()?, set, output);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -229,17 +236,46 @@ fn print_params(p: &Params, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Which calibration set `meshsim calibrate` runs.
+enum CalibrationSet {
+    /// The single-link and ring-ping set.
+    Link,
+    /// The TT-Fabric set.
+    Fabric,
+    /// The CCL set, and where to draw its plots.
+    Ccl { plot: Option<std::path::PathBuf> },
+}
+
 /// `meshsim calibrate`: exit 1 when a point misses its tolerance.
-fn calibrate(params: &Params, fabric: bool, output: Output) -> anyhow::Result<ExitCode> {
+fn calibrate(params: &Params, set: CalibrationSet, output: Output) -> anyhow::Result<ExitCode> {
+    use meshsim_bench::ccl_calibration;
     let n300 = Setup::new(load_cluster("n300")?, params.clone());
     let galaxy = Setup::new(load_cluster("galaxy")?, params.clone());
     let t3000 = Setup::new(load_cluster("t3000")?, params.clone());
-    let rows = if fabric {
-        calibration::run_fabric(&t3000, &galaxy).map_err(bench_error)?
-    } else {
-        calibration::run(&n300, &t3000).map_err(bench_error)?
+    if let CalibrationSet::Ccl { plot: Some(dir) } = &set {
+        if !dir.is_dir() {
+            return Err(BadInput(format!("{}: not a directory (--plot takes one)", dir.display())).into());
+        }
+    }
+    let rows = match &set {
+        CalibrationSet::Fabric => calibration::run_fabric(&t3000, &galaxy).map_err(bench_error)?,
+        CalibrationSet::Link => calibration::run(&n300, &t3000).map_err(bench_error)?,
+        CalibrationSet::Ccl { .. } => {
+            ccl_calibration::run_ccl(&n300, &t3000, &galaxy).map_err(bench_error)?
+        }
     };
     out!("{}", report::render(&rows, output.format.into()))?;
+    if let Some((points, mean, within10, within20, worst)) = ccl_calibration::sweep_summary(&rows) {
+        eprintln!(
+            "meshsim: CCL sweep: {points} points, mean |error| {mean:.1} %, {within10} within 10 %, {within20} within 20 %, worst {worst:+.1} %"
+        );
+    }
+    if let CalibrationSet::Ccl { plot: Some(dir) } = &set {
+        for (file, plot) in ccl_calibration::plots(&rows) {
+            let path = dir.join(file);
+            plot::write(&path, &plot).map_err(|e| BadInput(e.to_string()))?;
+        }
+    }
     if rows.iter().any(|r| !r.ok) {
         eprintln!(
             "meshsim: {} calibration point(s) miss their tolerance",
@@ -323,7 +359,13 @@ fn write_trace(path: &Path, trace: &meshsim_hw::TraceData, cluster: &Cluster) ->
 
 /// A plot of one series of `(size, value)` points.
 fn one_line_plot(title: String, x_desc: &str, y_desc: &str, label: String, points: Vec<(f64, f64)>) -> Plot {
-    Plot { title, x_desc: x_desc.into(), y_desc: y_desc.into(), series: vec![Series { label, points }] }
+    Plot {
+        title,
+        x_desc: x_desc.into(),
+        y_desc: y_desc.into(),
+        series: vec![Series { label, points }],
+        log_y: false,
+    }
 }
 
 fn load_params(path: Option<&Path>) -> anyhow::Result<Params> {

@@ -679,6 +679,7 @@ pub(crate) fn busbw_plot(op: &str, series: &[SweepSeries]) -> Plot {
                     .collect(),
             })
             .collect(),
+        log_y: false,
     }
 }
 

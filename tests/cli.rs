@@ -348,6 +348,21 @@ mod calibrate {
         assert!(out.lines().any(|l| l.starts_with("bandwidth GB/s,8192,") && l.ends_with(",false")), "{out}");
         assert!(err.contains("calibration point(s) miss their tolerance"), "{err}");
     }
+
+    /// The CCL set's plots go into a directory, and only with --ccl; both are refused as bad
+    /// input before anything runs.
+    #[test]
+    fn ccl_plots_need_the_ccl_set_and_a_directory() {
+        let (code, _, err) = meshsim(&["calibrate", "--plot", "."]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--ccl"), "{err}");
+        let not_dir = file("not_a_dir.txt", b"x");
+        let (code, _, err) = meshsim(&["calibrate", "--ccl", "--plot", not_dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("not a directory"), "{err}");
+        let (code, _, err) = meshsim(&["calibrate", "--ccl", "--fabric"]);
+        assert_eq!(code, 2, "{err}");
+    }
 }
 
 mod op {

@@ -60,7 +60,14 @@ fn single_link_tolerance(size: u64) -> f64 {
     if size < 128 { 20.0 } else { 10.0 }
 }
 
-fn row(measure: &str, size_bytes: u64, published: f64, simulated: f64, tolerance_pct: f64) -> CalibrationRow {
+/// A row: the error and whether it is within `tolerance_pct`.
+pub(crate) fn row(
+    measure: &str,
+    size_bytes: u64,
+    published: f64,
+    simulated: f64,
+    tolerance_pct: f64,
+) -> CalibrationRow {
     let error_pct = (simulated - published) / published * 100.0;
     CalibrationRow {
         measure: measure.to_owned(),

@@ -6,6 +6,8 @@
 //!   optionally forwarding every slot to a Tensix core over the NoC;
 //! - [`ring`]: the CCL guide's ring ping (receiver → NoC → sender → next chip);
 //! - [`calibration`]: the published points the model must reproduce, measured;
+//! - [`ccl_calibration`]: the CCL set — tt-metal's CCL sweep, the ring fabric goldens and the
+//!   to-worker curve;
 //! - [`report`]: text tables, CSV and JSON of any sweep;
 //! - [`plot`]: SVG and PNG plots of sweeps.
 //!
@@ -16,6 +18,7 @@
 
 pub mod bandwidth;
 pub mod calibration;
+pub mod ccl_calibration;
 mod common;
 pub mod fabric;
 pub mod latency;

@@ -27,6 +27,9 @@ pub struct Plot {
     pub y_desc: String,
     /// The lines.
     pub series: Vec<Series>,
+    /// A log10 y axis (ticks labelled with the values), for quantities spanning decades such
+    /// as times from microseconds to tens of milliseconds; y must then be > 0.
+    pub log_y: bool,
 }
 
 /// A plot that could not be written.
@@ -93,11 +96,14 @@ pub fn writable(path: &Path) -> std::io::Result<()> {
 pub fn write(path: &Path, plot: &Plot) -> Result<(), PlotError> {
     let name = path.display().to_string();
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    let points = plot.series.iter().flat_map(|s| &s.points).filter(|p| p.0 > 0.0);
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
+    let points =
+        plot.series.iter().flat_map(|s| &s.points).filter(|p| p.0 > 0.0 && (!plot.log_y || p.1 > 0.0));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, 0f64);
     for &(x, y) in points {
         x0 = x0.min(x.log2().floor());
         x1 = x1.max(x.log2().ceil());
+        let y = if plot.log_y { y.log10() } else { y };
+        y0 = y0.min(y);
         y1 = y1.max(y);
     }
     if x1 < x0 {
@@ -106,21 +112,26 @@ pub fn write(path: &Path, plot: &Plot) -> Result<(), PlotError> {
     register_font();
     let draw_err = |e: String| PlotError::Draw(name.clone(), e);
     let size = (900, 560);
+    // A linear axis starts at 0; a log one spans the decades the points touch.
+    let ys =
+        if plot.log_y { (y0.floor(), y1.ceil().max(y0.floor() + 1.0)) } else { (0.0, (y1 * 1.1).max(1e-9)) };
+    let xs = (x0, x1.max(x0 + 1.0));
     match ext.as_str() {
-        "svg" => draw(SVGBackend::new(path, size).into_drawing_area(), plot, (x0, x1.max(x0 + 1.0), y1))
-            .map_err(draw_err),
-        "png" => draw(BitMapBackend::new(path, size).into_drawing_area(), plot, (x0, x1.max(x0 + 1.0), y1))
-            .map_err(draw_err),
+        "svg" => draw(SVGBackend::new(path, size).into_drawing_area(), plot, xs, ys).map_err(draw_err),
+        "png" => draw(BitMapBackend::new(path, size).into_drawing_area(), plot, xs, ys).map_err(draw_err),
         _ => Err(PlotError::Extension(name)),
     }
 }
 
-/// Draws with x in log2 space: ticks on whole powers of two, labelled as sizes.
+/// Draws with x in log2 space: ticks on whole powers of two, labelled as sizes; y in log10
+/// space when the plot asks for it, ticks labelled with the values.
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     plot: &Plot,
-    (x0, x1, y1): (f64, f64, f64),
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
 ) -> Result<(), String> {
+    let y_of = |y: f64| if plot.log_y { y.log10() } else { y };
     let e = |err: DrawingAreaErrorKind<DB::ErrorType>| err.to_string();
     root.fill(&WHITE).map_err(e)?;
     let mut chart = ChartBuilder::on(&root)
@@ -128,7 +139,7 @@ fn draw<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, 0f64..(y1 * 1.1).max(1e-9))
+        .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(e)?;
     chart
         .configure_mesh()
@@ -136,17 +147,22 @@ fn draw<DB: DrawingBackend>(
         .y_desc(&plot.y_desc)
         .x_labels((x1 - x0) as usize + 1)
         .x_label_formatter(&|x| if x.fract() == 0.0 { human_bytes(x.exp2()) } else { String::new() })
+        .y_label_formatter(&|y| if plot.log_y { format!("{}", 10f64.powf(*y)) } else { format!("{y}") })
+        .y_labels(if plot.log_y { (y1 - y0) as usize + 1 } else { 10 })
         .draw()
         .map_err(e)?;
     for (i, s) in plot.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(s.points.iter().map(|&(x, y)| (x.log2(), y)), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                s.points.iter().map(|&(x, y)| (x.log2(), y_of(y))),
+                color.stroke_width(2),
+            ))
             .map_err(e)?
             .label(&s.label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart
-            .draw_series(s.points.iter().map(|&(x, y)| Circle::new((x.log2(), y), 3, color.filled())))
+            .draw_series(s.points.iter().map(|&(x, y)| Circle::new((x.log2(), y_of(y)), 3, color.filled())))
             .map_err(e)?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(e)?;
@@ -174,6 +190,7 @@ mod tests {
             x_desc: "size".into(),
             y_desc: "GB/s".into(),
             series: vec![Series { label: "n300".into(), points: vec![(16.0, 0.3), (8192.0, 12.0)] }],
+            log_y: false,
         };
         write(&dir.join("a.svg"), &plot).unwrap();
         let svg = std::fs::read_to_string(dir.join("a.svg")).unwrap();
