@@ -183,7 +183,7 @@ pub(super) fn all_gather_relay(
                         total,
                     ),
                     sem: (at, sems[d]),
-                    base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + relay::WINDOW as u64 * max),
+                    base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * relay::WINDOW as u64 * max),
                     max,
                     barrier: barrier_reach(n, k, forward, true),
                     gate: gate.clone(),

@@ -132,31 +132,47 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
         })
         .peekable();
     let (sem_at, sem) = c.sem;
-    let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % WINDOW) as u64 * c.max;
-    // The window of packets read and then sent together, each with its place in the order.
-    let mut window: Vec<(usize, Item)> = Vec::with_capacity(WINDOW);
+    // Two windows of buffers: tt-metal's relay reads on one RISC and sends on the other
+    // through a circular buffer, so the next window's reads are on their way while this one
+    // goes out.
+    let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % (2 * WINDOW)) as u64 * c.max;
     let mut next = 0;
-    while let Some(head) = items.peek() {
-        if (k.read_u32(sem)? as u64) < head.need {
-            k.wait_until(sem, Cond::Ge(head.need as u32)).await?;
-        }
-        k.noc_async_writes_flushed().await;
-        window.clear();
-        while window.len() < WINDOW {
-            let landed = k.read_u32(sem)? as u64;
-            let Some(x) = items.next_if(|x| landed >= x.need) else {
-                break;
-            };
-            if x.from_input && !c.own.1 {
-                issue_reads(&k, &c.input, x.lo..x.lo + x.pages, at(next), page).await?;
-            } else {
-                let pages = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q));
-                issue_reads(&k, &c.output, pages, at(next), page).await?;
+    // Issues the reads of up to WINDOW packets whose stripes have landed, in order, stopping
+    // at the first that has not.
+    macro_rules! fill {
+        () => {{
+            let mut window: Vec<(usize, Item)> = Vec::with_capacity(WINDOW);
+            while window.len() < WINDOW {
+                let landed = k.read_u32(sem)? as u64;
+                let Some(x) = items.next_if(|x| landed >= x.need) else {
+                    break;
+                };
+                if x.from_input && !c.own.1 {
+                    issue_reads(&k, &c.input, x.lo..x.lo + x.pages, at(next), page).await?;
+                } else {
+                    let pages = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q));
+                    issue_reads(&k, &c.output, pages, at(next), page).await?;
+                }
+                window.push((next, x));
+                next += 1;
             }
-            window.push((next, x));
-            next += 1;
+            window
+        }};
+    }
+    let mut window = Vec::new();
+    loop {
+        if window.is_empty() {
+            let Some(head) = items.peek() else { break };
+            if (k.read_u32(sem)? as u64) < head.need {
+                k.wait_until(sem, Cond::Ge(head.need as u32)).await?;
+            }
+            k.noc_async_writes_flushed().await;
+            window = fill!();
         }
         k.noc_async_read_barrier().await?;
+        // The next window reuses the buffers of the one before this: its writes must have left.
+        k.noc_async_writes_flushed().await;
+        let ahead = fill!();
         for &(i, ref x) in &window {
             let out: Vec<u64> =
                 (x.lo..x.lo + x.pages).map(|q| page_addr(&k, &c.output, whole(x.slice, q))).collect();
@@ -178,6 +194,7 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
                 conn.send(&k, Header { cmd, payload: 0, route: Route::unicast(1), src_ch: 0 }, 0).await?;
             }
         }
+        window = ahead;
     }
     conn.close(&k).await?;
     k.noc_async_write_barrier().await?;
