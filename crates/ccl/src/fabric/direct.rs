@@ -145,7 +145,7 @@ fn topology_of(fabric: &Fabric, req: &crate::request::OpRequest) -> Topology {
 /// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
 /// (`shared/fabric.md` §7, all-to-all): one core on link 0, each kernel covering one direction
 /// (a line's side; on a ring the shorter way, the antipode forward), destinations farthest
-/// first; an all-to-all's forward kernel also copies the rank's own chunk. Returns the routers
+/// first; an all-to-all's idle or else forward kernel also copies the rank's own chunk. Returns the routers
 /// they inject into.
 fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate) -> Vec<usize> {
     let (s, fabric) = (cx.s, cx.fabric);
@@ -160,6 +160,15 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
             // This direction's transfers, as the plan orders them (farthest first).
             let dir = if forward { Dir::Forward } else { Dir::Backward };
             let dests: Vec<Transfer> = x.plan.sends(k, dir).copied().collect();
+            // The rank's own chunk rides with a direction that sends nothing (a line end's idle
+            // side), so its copy runs beside the sends; else with the forward kernel.
+            let other_idle =
+                x.plan.sends(k, if forward { Dir::Backward } else { Dir::Forward }).next().is_none();
+            let takes_copy = match (dests.is_empty(), other_idle) {
+                (true, false) => true,
+                (false, true) => false,
+                _ => forward,
+            };
             let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
             // Every rank takes part in the entry barrier, whether it sends or not.
             let barrier = barrier_reach(n, k, forward, closed);
@@ -175,7 +184,7 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
                 fabric: fabric.clone(),
                 router,
                 dests,
-                own: x.plan.copies.iter().find(|c| c.rank == k).copied().filter(|_| forward && x.own_copy),
+                own: x.plan.copies.iter().find(|c| c.rank == k).copied().filter(|_| x.own_copy && takes_copy),
                 barrier,
                 rank: k,
                 n_ranks: n,
@@ -497,13 +506,21 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
         conn.close(&k).await?;
     }
     if let Some(own) = c.own {
-        // The rank's own chunk stays: from its place in the input to its place in the output.
+        // The rank's own chunk stays: from its place in the input to its place in the output,
+        // in the sends' waves of packet-sized reads and writes.
         let (from, to) = (Place { loc: own.from, slot: own.slice }, Place { loc: own.to, slot: own.slice });
-        for q in 0..c.t.slice.pages() {
-            k.noc_async_read(page_addr(&k, &c.t.input, at(from, q)), buf(0), page).await?;
-            k.noc_async_read_barrier().await?;
-            k.noc_async_write(buf(0), page_addr(&k, &c.t.output, at(to, q)), page).await?;
+        for wave in super::reduce::packets(c.t.slice.pages(), c.ppp).chunks(A2A_WINDOW) {
             k.noc_async_writes_flushed().await;
+            for (i, &(lo, pages)) in wave.iter().enumerate() {
+                issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| at(from, q)), buf(i), page).await?;
+            }
+            k.noc_async_read_barrier().await?;
+            for (i, &(lo, pages)) in wave.iter().enumerate() {
+                for (y, q) in (lo..lo + pages).enumerate() {
+                    let dst = page_addr(&k, &c.t.output, at(to, q));
+                    k.noc_async_write(buf(i) + y as u64 * page, dst, page).await?;
+                }
+            }
         }
     }
     k.noc_async_write_barrier().await?;
