@@ -922,3 +922,31 @@ fn a_fixed_algorithm_never_gets_faster_with_more_bytes() {
     }
     assert!(ran >= 80, "only {ran} runs: most algorithms were refused");
 }
+
+/// Bigger packets are not slower in the steady state where nothing else changes: at the same
+/// router slot configuration, a payload that carries more pages per packet never makes a
+/// collective slower (5120 B and 6144 B payloads both get (8, 8) slots on a Wormhole line or
+/// ring and carry 2 and 3 bf16 pages). Across slot configurations it may: tt-metal's allocator
+/// gives the largest payloads fewer slots, and hardware's own 7616 B line multicast is slower
+/// than its 5440 B one (`shared/calibration/fabric_line_bandwidth_t3k.csv`). At 16 MiB, in
+/// the steady state: at 8 MiB a 2-chip line's reduce-scatter is 0.7 % slower with 3 pages, a
+/// tail that grows with the packet (sync groups count packets, and the owner adds the last
+/// group after it lands).
+#[test]
+fn more_pages_per_packet_at_the_same_slots_are_never_slower() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let comms = t3000_topologies(&t3000);
+    let tensor = TensorSpec::new([1, 1, 1024, 8192], DType::Bf16, Layout::Tile).unwrap();
+    for comm in &comms {
+        for c in every_collective(0).into_iter().filter(|&c| c != Collective::SendRecv) {
+            let time = |packet: u64| {
+                let mut req = OpRequest::new("op", comm.clone(), c, tensor, 3);
+                req.knobs = Knobs { packet_bytes: Some(packet), ..Knobs::default() };
+                fabric_run(&t3000, false, vec![req]).unwrap().makespan
+            };
+            let (two, three) = (time(5120), time(6144));
+            let what = format!("{} on {} chips ({:?})", c.name(), comm.size(), comm.topology());
+            assert!(three <= two, "{what}: 3 pages per packet {three} > 2 pages {two}");
+        }
+    }
+}
