@@ -176,6 +176,11 @@ pub fn series() -> Vec<(SweepCollective, usize, Topology)> {
     v
 }
 
+/// The points of one series of [`CCL_SWEEP`]: (size bytes, published µs), in size order.
+pub fn points_of(op: SweepCollective, n: usize, topology: Topology) -> impl Iterator<Item = (u64, f64)> {
+    CCL_SWEEP.iter().filter(move |p| (p.0, p.1, p.2) == (op, n, topology)).map(|p| (p.3, p.4))
+}
+
 /// Runs the CCL set: the sweep on `t3000`, the ring goldens on `t3000` and `galaxy`, the
 /// to-worker curve on `n300`. Rows come back in a fixed order.
 pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<CalibrationRow>, BenchError> {
@@ -183,15 +188,14 @@ pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<Calibr
     let simulated: Vec<Result<Vec<(u64, f64)>, BenchError>> = series
         .par_iter()
         .map(|&(op, n, t)| {
-            let sizes: Vec<u64> =
-                CCL_SWEEP.iter().filter(|p| (p.0, p.1, p.2) == (op, n, t)).map(|p| p.3).collect();
+            let sizes: Vec<u64> = points_of(op, n, t).map(|p| p.0).collect();
             sweep_series(t3000, op, n, t, &sizes)
         })
         .collect();
     let mut rows = Vec::new();
     for (&(op, n, t), sim) in series.iter().zip(simulated) {
         let sim = sim?;
-        for &(_, _, _, size, us) in CCL_SWEEP.iter().filter(|p| (p.0, p.1, p.2) == (op, n, t)) {
+        for (size, us) in points_of(op, n, t) {
             let got = sim
                 .iter()
                 .find(|s| s.0 == size)
@@ -304,7 +308,7 @@ mod tests {
         let s = series();
         assert_eq!(s.len(), 6);
         for (op, n, t) in s {
-            assert_eq!(CCL_SWEEP.iter().filter(|p| (p.0, p.1, p.2) == (op, n, t)).count(), 8);
+            assert_eq!(points_of(op, n, t).count(), 8);
         }
     }
 

@@ -363,17 +363,17 @@ fn ping(topology: meshsim_bench::fabric::LatencyTopology) -> meshsim_bench::fabr
 /// 20 %); a change that makes the model worse on the sweep fails here.
 #[test]
 fn the_ccl_sweep_holds_its_recorded_accuracy() {
-    use meshsim_bench::ccl_calibration::{self, CCL_SWEEP};
+    use meshsim_bench::ccl_calibration;
     let t3000 = setup("t3000");
     let mut errors = Vec::new();
     for (op, n, topology) in ccl_calibration::series() {
-        let points: Vec<_> = CCL_SWEEP.iter().filter(|p| (p.0, p.1, p.2) == (op, n, topology)).collect();
-        let sizes: Vec<u64> = points.iter().map(|p| p.3).collect();
+        let points: Vec<(u64, f64)> = ccl_calibration::points_of(op, n, topology).collect();
+        let sizes: Vec<u64> = points.iter().map(|p| p.0).collect();
         let simulated = ccl_calibration::sweep_series(&t3000, op, n, topology, &sizes).unwrap();
         assert_eq!(simulated.len(), points.len(), "{op:?} {topology:?} {n}: a point per size");
         for (p, (size, us)) in points.iter().zip(&simulated) {
-            assert_eq!(p.3, *size, "sizes run as asked");
-            errors.push(((us - p.4) / p.4 * 100.0, format!("{op:?} {topology:?}-{n} {size} B")));
+            assert_eq!(p.0, *size, "sizes run as asked");
+            errors.push(((us - p.1) / p.1 * 100.0, format!("{op:?} {topology:?}-{n} {size} B")));
         }
     }
     assert_eq!(errors.len(), 48);

@@ -145,8 +145,8 @@ fn topology_of(fabric: &Fabric, req: &crate::request::OpRequest) -> Topology {
 /// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
 /// (`shared/fabric.md` §7, all-to-all): one core on link 0, each kernel covering one direction
 /// (a line's side; on a ring the shorter way, the antipode forward), destinations farthest
-/// first; an all-to-all's idle or else forward kernel also copies the rank's own chunk. Returns the routers
-/// they inject into.
+/// first; the kernel the plan names ([`Routed::copies_going`]) also copies an all-to-all rank's
+/// own chunk. Returns the routers they inject into.
 fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate) -> Vec<usize> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
@@ -160,15 +160,6 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
             // This direction's transfers, as the plan orders them (farthest first).
             let dir = if forward { Dir::Forward } else { Dir::Backward };
             let dests: Vec<Transfer> = x.plan.sends(k, dir).copied().collect();
-            // The rank's own chunk rides with a direction that sends nothing (a line end's idle
-            // side), so its copy runs beside the sends; else with the forward kernel.
-            let other_idle =
-                x.plan.sends(k, if forward { Dir::Backward } else { Dir::Forward }).next().is_none();
-            let takes_copy = match (dests.is_empty(), other_idle) {
-                (true, false) => true,
-                (false, true) => false,
-                _ => forward,
-            };
             let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
             // Every rank takes part in the entry barrier, whether it sends or not.
             let barrier = barrier_reach(n, k, forward, closed);
@@ -184,7 +175,13 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
                 fabric: fabric.clone(),
                 router,
                 dests,
-                own: x.plan.copies.iter().find(|c| c.rank == k).copied().filter(|_| x.own_copy && takes_copy),
+                own: x
+                    .plan
+                    .copies
+                    .iter()
+                    .find(|c| c.rank == k)
+                    .copied()
+                    .filter(|_| x.own_copy && x.plan.copies_going(k, dir)),
                 barrier,
                 rank: k,
                 n_ranks: n,

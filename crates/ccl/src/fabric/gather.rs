@@ -220,17 +220,10 @@ impl Kernels<'_> {
         let (plan, n) = (self.plan, self.plan.n);
         let dir = if forward { Dir::Forward } else { Dir::Backward };
         // The rank's own copy rides with each direction that carries only part of its packets
-        // (a split broadcast's root); else with a direction kernel that sends nothing (a line
-        // end's idle side), so the sending kernel only reads and sends; else the forward one.
+        // (a split broadcast's root), else with the kernel the plan names.
         let sends: Vec<&Transfer> = plan.sends(k, dir).collect();
         let partial = matches!(sends[..], [t] if t.part != Part::All);
-        let other_idle = plan.sends(k, if forward { Dir::Backward } else { Dir::Forward }).next().is_none();
-        let takes_copy = match (sends.is_empty(), other_idle) {
-            (true, false) => true,
-            (false, true) => false,
-            _ => forward,
-        };
-        let local_copy = plan.keeps(k) && (partial || takes_copy);
+        let local_copy = plan.keeps(k) && (partial || plan.copies_going(k, dir));
         let (packets, ranges) = walk(&sends, mine, local_copy);
         let reach = ranges.iter().copied().max().unwrap_or(0);
         let barrier = barrier_reach(n, k, forward, plan.topology == Topology::Ring);
@@ -322,10 +315,8 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
     let (rank, slice, dim, n) = c.slice;
     let page = slice.page_bytes();
     let active = conn.is_some() || c.dir.local_copy;
-    for (j, &(lo, pages)) in c.dir.packets.iter().enumerate() {
-        if !active {
-            break;
-        }
+    let packets = if active { &c.dir.packets[..] } else { &[] };
+    for (j, &(lo, pages)) in packets.iter().enumerate() {
         let buf = buffer(&c, j);
         if c.in_place {
             let at = (lo..lo + pages).map(|q| slice.page_in_whole(dim, n, rank, q));

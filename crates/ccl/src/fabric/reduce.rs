@@ -258,16 +258,16 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     let packets = plane_packets(c.slice.pages(), c.ppp, c.plane);
     let operands = 1 + c.sides.len() as u64;
     let acc = |i: usize| c.base + (i % 2) as u64 * operands * c.max;
-    // Whether packet i's partials have landed on every side.
-    let landed = |i: usize| -> Result<Vec<(u64, u32)>, meshsim_engine::TaskError> {
+    // A side whose increments have not yet counted packet i's sync group: its semaphore and
+    // the count it needs.
+    let short = |i: usize| -> Result<Option<(u64, u32)>, meshsim_engine::TaskError> {
         let group = ((i as u64 / c.per_sync + 1) * c.per_sync).min(c.slice_packets);
-        let mut short = Vec::new();
         for &(_, sem, before) in &c.sides {
             if (k.read_u32(sem)? as u64) < before + group {
-                short.push((sem, (before + group) as u32));
+                return Ok(Some((sem, (before + group) as u32)));
             }
         }
-        Ok(short)
+        Ok(None)
     };
     let issue = |i: usize| {
         let (k, c) = (k.clone(), c.clone());
@@ -285,7 +285,7 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     let mut issued = 0;
     for (i, &(lo, pages)) in packets.iter().enumerate() {
         if issued == i {
-            for (sem, want) in landed(i)? {
+            while let Some((sem, want)) = short(i)? {
                 k.wait_until(sem, Cond::Ge(want)).await?;
             }
             k.noc_async_writes_flushed().await;
@@ -295,7 +295,7 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
         k.noc_async_read_barrier().await?;
         // The next packet's reads go out now if its partials are here: its buffer is packet
         // i - 1's, whose writes must have left.
-        if i + 1 < packets.len() && landed(i + 1)?.is_empty() {
+        if i + 1 < packets.len() && short(i + 1)?.is_none() {
             k.noc_async_writes_flushed().await;
             issue(i + 1).await?;
             issued += 1;

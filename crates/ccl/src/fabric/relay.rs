@@ -104,7 +104,43 @@ struct Item {
     inc: Option<u32>,
 }
 
-/// A relay kernel: its stripes in waves of reads and sends.
+/// Packet `i`'s buffer: two windows of them, as tt-metal's relay reads on one RISC and sends
+/// on the other through a circular buffer, so the next window's reads are on their way while
+/// this one goes out.
+fn buffer(c: &RelayCtx, i: usize) -> u64 {
+    c.base + CONNECTION_L1_BYTES + (i % (2 * WINDOW)) as u64 * c.max
+}
+
+/// Issues the reads of up to [`WINDOW`] packets whose stripes have landed, in order, stopping
+/// at the first that has not; `next` numbers them. Returns them with their numbers.
+async fn fill(
+    k: &Kernel,
+    c: &RelayCtx,
+    items: &mut std::iter::Peekable<impl Iterator<Item = Item>>,
+    next: &mut usize,
+) -> Result<Vec<(usize, Item)>, meshsim_engine::TaskError> {
+    let page = c.slice.page_bytes();
+    let mut window = Vec::with_capacity(WINDOW);
+    while window.len() < WINDOW {
+        let landed = k.read_u32(c.sem.1)? as u64;
+        let Some(x) = items.next_if(|x| landed >= x.need) else {
+            break;
+        };
+        if x.from_input && !c.own.1 {
+            issue_reads(k, &c.input, x.lo..x.lo + x.pages, buffer(c, *next), page).await?;
+        } else {
+            let pages =
+                (x.lo..x.lo + x.pages).map(|q| c.slice.page_in_whole(c.dim, c.n as u64, x.slice as u64, q));
+            issue_reads(k, &c.output, pages, buffer(c, *next), page).await?;
+        }
+        window.push((*next, x));
+        *next += 1;
+    }
+    Ok(window)
+}
+
+/// A relay kernel: its stripes in windows of reads and sends, the next window's reads issued
+/// before this one's sends.
 pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
     let conn = c.ports.open(&k, c.fabric.clone(), (c.phase, c.router, c.worker), c.base).await?;
@@ -132,33 +168,7 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
         })
         .peekable();
     let (sem_at, sem) = c.sem;
-    // Two windows of buffers: tt-metal's relay reads on one RISC and sends on the other
-    // through a circular buffer, so the next window's reads are on their way while this one
-    // goes out.
-    let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % (2 * WINDOW)) as u64 * c.max;
     let mut next = 0;
-    // Issues the reads of up to WINDOW packets whose stripes have landed, in order, stopping
-    // at the first that has not.
-    macro_rules! fill {
-        () => {{
-            let mut window: Vec<(usize, Item)> = Vec::with_capacity(WINDOW);
-            while window.len() < WINDOW {
-                let landed = k.read_u32(sem)? as u64;
-                let Some(x) = items.next_if(|x| landed >= x.need) else {
-                    break;
-                };
-                if x.from_input && !c.own.1 {
-                    issue_reads(&k, &c.input, x.lo..x.lo + x.pages, at(next), page).await?;
-                } else {
-                    let pages = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q));
-                    issue_reads(&k, &c.output, pages, at(next), page).await?;
-                }
-                window.push((next, x));
-                next += 1;
-            }
-            window
-        }};
-    }
     let mut window = Vec::new();
     loop {
         if window.is_empty() {
@@ -167,25 +177,25 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
                 k.wait_until(sem, Cond::Ge(head.need as u32)).await?;
             }
             k.noc_async_writes_flushed().await;
-            window = fill!();
+            window = fill(&k, &c, &mut items, &mut next).await?;
         }
         k.noc_async_read_barrier().await?;
         // The next window reuses the buffers of the one before this: its writes must have left.
         k.noc_async_writes_flushed().await;
-        let ahead = fill!();
+        let ahead = fill(&k, &c, &mut items, &mut next).await?;
         for &(i, ref x) in &window {
             let out: Vec<u64> =
                 (x.lo..x.lo + x.pages).map(|q| page_addr(&k, &c.output, whole(x.slice, q))).collect();
             if x.from_input && c.forward && c.own.0 {
                 for (y, &dst) in out.iter().enumerate() {
-                    k.noc_async_write(at(i) + y as u64 * page, dst, page).await?;
+                    k.noc_async_write(buffer(&c, i) + y as u64 * page, dst, page).await?;
                 }
             }
             let cmd = NocCmd::pages(&out, page);
             conn.send(
                 &k,
                 Header { cmd, payload: x.pages * page, route: Route::unicast(1), src_ch: 0 },
-                at(i),
+                buffer(&c, i),
             )
             .await?;
             if let Some(inc) = x.inc {

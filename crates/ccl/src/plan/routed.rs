@@ -150,6 +150,18 @@ impl Routed {
         self.copies.iter().any(|c| c.rank == k)
     }
 
+    /// Which of rank `k`'s two direction kernels copies its own chunk, if it keeps one: the
+    /// one that sends nothing when the other sends (a line end's idle side, so the sending
+    /// kernel only reads and sends), else the forward one. Whether the kernel going `dir` is it.
+    pub fn copies_going(&self, k: usize, dir: Dir) -> bool {
+        let other = if dir == Dir::Forward { Dir::Backward } else { Dir::Forward };
+        match (self.sends(k, dir).next().is_none(), self.sends(k, other).next().is_none()) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => dir == Dir::Forward,
+        }
+    }
+
     /// Checks the plan's consistency: every route has a hop and stays on the line or ring
     /// (a ring's short of a full turn), reductions only where a receiver can reduce (unicast or
     /// relay), and no transfer or copy names a rank that does not exist. `Err` names the first
