@@ -124,7 +124,8 @@ fn reductions_verify_on_lines_and_rings() {
 
 /// Several routing planes: every plane carries every `planes`-th packet of each slice (the
 /// rank's own pages included), the results verify, and a reduce-scatter whose slices are many
-/// packets long gets faster with each plane while never beating the links it uses.
+/// packets long gets faster with planes (never slower with one more) while never beating the
+/// links it uses.
 #[test]
 fn ops_on_several_planes_verify_and_share_the_work() {
     let galaxy = builtin::cluster("galaxy").unwrap();
@@ -155,9 +156,15 @@ fn ops_on_several_planes_verify_and_share_the_work() {
         assert!(o.time.as_ns_f64() > bytes / 12.5, "{links} links: {} ns", o.time.as_ns_f64());
         times.push(o.time);
     }
+    // More planes never cost time, and two and four clearly gain. Between two and three the
+    // time may hold: at three planes the op sits at ~580 µs whatever the DRAM latency (579.7 µs
+    // at 300 cycles, 580.0 at 200), a bound the planes do not split, which two planes reach
+    // once DRAM reads are fast enough.
     for w in times.windows(2) {
-        assert!(w[1] < w[0], "more planes, less time: {times:?}");
+        assert!(w[1].as_ns_f64() <= w[0].as_ns_f64() * 1.0001, "more planes, no more time: {times:?}");
     }
+    assert!(times[1].as_ns_f64() < 0.7 * times[0].as_ns_f64(), "two planes gain: {times:?}");
+    assert!(times[3].as_ns_f64() < 0.9 * times[1].as_ns_f64(), "four planes gain: {times:?}");
 }
 
 #[test]
