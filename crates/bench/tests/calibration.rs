@@ -384,8 +384,8 @@ fn the_ccl_sweep_holds_its_recorded_accuracy() {
     assert_eq!(errors.len(), 48);
     let mean = errors.iter().map(|e| e.0.abs()).sum::<f64>() / errors.len() as f64;
     let worst = errors.iter().max_by(|a, b| a.0.abs().total_cmp(&b.0.abs())).unwrap();
-    // Recorded 2026-11-25: mean 10.9 %, worst -42.0 % (the 8-ring all-gather at 16 KiB, too
+    // Recorded 2026-11-25: mean 10.6 %, worst -42.0 % (the 8-ring all-gather at 16 KiB, too
     // fast by a fixed cost the model lacks: docs/model.md, "Small ops").
-    assert!(mean <= 11.3, "mean |error| {mean:.1} %");
+    assert!(mean <= 11.0, "mean |error| {mean:.1} %");
     assert!(worst.0.abs() <= 43.0, "worst {:+.1} % at {}", worst.0, worst.1);
 }

@@ -63,7 +63,9 @@ pub const SLOT_OPTIONS_2D: [(u64, u64); 5] = [(7, 11), (4, 8), (2, 4), (1, 2), (
 /// NoC transaction ids a receiver channel rotates over: 4 on a line, 8 on a ring
 /// (`fabric_erisc_router_ct_args.hpp @0263ed93`).
 pub const RECEIVER_TRIDS: (u64, u64) = (4, 8);
-/// Free remote slots an injection channel needs on a ring (bubble flow control).
+/// Free remote slots an injection channel needs on a ring (bubble flow control). A ring's
+/// injection channel also waits while forwarded packets are queued for the same link (transit
+/// first: docs/model.md, "Ring arbitration").
 pub const BUBBLE_SLOTS: u64 = 2;
 
 /// Sender channels of a 2D mesh router: 0 for the local worker, 1-3 for packets forwarded from

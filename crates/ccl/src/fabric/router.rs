@@ -5,8 +5,9 @@
 //!
 //! 1. **sender channel 0** (the local worker), after its connection semaphore is checked
 //!    (open, close, a second worker is a protocol error): at most one packet — if one is queued, the peer's
-//!    receiver has a free slot (two on a ring's injection channel: bubble flow control) and the
-//!    tx queue is idle: send header + payload into the peer's receiver slot, spin until the
+//!    receiver has a free slot (two on a ring's injection channel: bubble flow control; and on
+//!    a ring, no forwarded packet waits in sender channel 1: transit traffic goes first) and
+//!    the tx queue is idle: send header + payload into the peer's receiver slot, spin until the
 //!    queue is idle, send the new "packets sent" count;
 //! 2. **receiver channel**: the oldest landed packet — on a ring first acknowledge it (first
 //!    level); then by its route code forward it (the whole packet, route shifted, into the
@@ -322,7 +323,11 @@ async fn send_step(
     }
     let free = lay.receiver_slots - (st.total_sent - completed);
     let need = if ring && ch == 0 { BUBBLE_SLOTS } else { 1 };
-    if free < need {
+    // On a ring the injection channel also yields to transit traffic: while packets forwarded
+    // from the opposite router wait in channel 1, channel 0 sends nothing (docs/model.md,
+    // "Ring arbitration").
+    let transit_waits = ring && ch == 0 && k.read_u32(lay.word(DOORBELL[1]))? as u64 > st.sent[1];
+    if free < need || transit_waits {
         st.starved[ch].get_or_insert(k.now());
         for &c in &COMPLETED[..lay.channels] {
             waits.0.push(Wake::Word(lay.word(c), Cond::Ne(k.read_u32(lay.word(c))?)));
