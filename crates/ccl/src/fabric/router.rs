@@ -323,12 +323,17 @@ async fn send_step(
     }
     let free = lay.receiver_slots - (st.total_sent - completed);
     let need = if ring && ch == 0 { BUBBLE_SLOTS } else { 1 };
+    let no_room = free < need;
     // On a ring the injection channel also yields to transit traffic: while packets forwarded
     // from the opposite router wait in channel 1, channel 0 sends nothing (docs/model.md,
-    // "Ring arbitration").
-    let transit_waits = ring && ch == 0 && k.read_u32(lay.word(DOORBELL[1]))? as u64 > st.sent[1];
-    if free < need || transit_waits {
-        st.starved[ch].get_or_insert(k.now());
+    // "Ring arbitration"). Yielding is not a wait for the peer's slots (`credit_wait`).
+    let yields = !no_room && ring && ch == 0 && k.read_u32(lay.word(DOORBELL[1]))? as u64 > st.sent[1];
+    if no_room || yields {
+        if no_room {
+            st.starved[ch].get_or_insert(k.now());
+        } else if let Some(since) = st.starved[ch].take() {
+            st.stats.credit_wait += k.now() - since;
+        }
         for &c in &COMPLETED[..lay.channels] {
             waits.0.push(Wake::Word(lay.word(c), Cond::Ne(k.read_u32(lay.word(c))?)));
         }
