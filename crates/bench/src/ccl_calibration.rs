@@ -233,15 +233,25 @@ pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<Calibr
             Ok(row("fabric ring latency unicast_write net avg ns", size, ns, r.net_avg_ns, 10.0))
         })
         .collect();
+    rows.extend(ring_bw.into_iter().chain(ring_lat).collect::<Result<Vec<_>, _>>()?);
+    rows.extend(run_to_worker(n300)?);
+    Ok(rows)
+}
+
+/// The raw ERISC bandwidth forwarded to a worker ([`TO_WORKER`]) on `n300`: one row per
+/// published size, ±10 % (±20 % at 16 B).
+pub fn run_to_worker(n300: &Setup) -> Result<Vec<CalibrationRow>, BenchError> {
     let sizes: Vec<u64> = TO_WORKER.iter().map(|p| p.0).collect();
     let spec = BandwidthSpec { size_bytes: 0, slots: Some(16), packets: 256, bidir: false, to_worker: true };
     let to_worker = bandwidth::sweep(n300, &sizes, spec)?;
-    rows.extend(ring_bw.into_iter().chain(ring_lat).collect::<Result<Vec<_>, _>>()?);
-    for (r, &(size, gbps)) in to_worker.iter().zip(&TO_WORKER) {
-        let tolerance = if size < 128 { 20.0 } else { 10.0 };
-        rows.push(row("to-worker GB/s", size, gbps, r.gbps, tolerance));
-    }
-    Ok(rows)
+    Ok(to_worker
+        .iter()
+        .zip(&TO_WORKER)
+        .map(|(r, &(size, gbps))| {
+            let tolerance = if size < 128 { 20.0 } else { 10.0 };
+            row("to-worker GB/s", size, gbps, r.gbps, tolerance)
+        })
+        .collect())
 }
 
 fn topology_name(t: Topology) -> &'static str {

@@ -403,7 +403,15 @@ impl Kernel {
     ) -> Result<(), HwError> {
         self.check_local(src, size)?;
         let (dst_at, dst_mem, dst, dst_kind) = self.target(dst_noc_addr, size)?;
-        self.issue().await;
+        match trid {
+            // The one-packet write with a transaction id is the dataflow API's leanest: a
+            // kernel whose firmware sets its own command cost (the fabric router) keeps it.
+            Some(_) if self.issue_cycles.get().is_none() => {
+                let c = self.ctx.with(|hw, _| hw.params.noc_trid_write_cycles);
+                self.delay_cycles(c).await;
+            }
+            _ => self.issue().await,
+        }
         let (left, acked) = self.ctx.with(|hw, s| -> Result<(Time, Time), HwError> {
             let p = Rc::clone(&hw.params);
             // Only a tagged write's acknowledgement is waited for.

@@ -53,6 +53,11 @@ pub struct Params {
     pub noc_max_packet_bytes: u64,
     /// Core cycles spent issuing one NoC command.
     pub noc_issue_cycles: u64,
+    /// Core cycles spent issuing one write tagged with a transaction id
+    /// (`noc_async_write_one_packet_with_trid`: one NoC packet, counted by the NIU's per-id
+    /// counters, so none of the dataflow API's size loop and software counters), in place of
+    /// `noc_issue_cycles`.
+    pub noc_trid_write_cycles: u64,
     /// ERISC cycles a fabric router's main-loop pass that acted spends as it wraps round (its
     /// bookkeeping), beyond the sends, NoC commands and sender-step checks it issued.
     pub fabric_router_pass_cycles: u64,
@@ -111,6 +116,7 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("noc_eject_cycles", "cycles to eject a packet from the NoC"),
     ("noc_max_packet_bytes", "largest NoC packet, bytes; larger transfers are split"),
     ("noc_issue_cycles", "core cycles to issue one NoC command"),
+    ("noc_trid_write_cycles", "core cycles to issue one NoC write tagged with a transaction id (one packet)"),
     (
         "fabric_router_pass_cycles",
         "ERISC cycles of a fabric router main-loop pass that acted, as it wraps round, beyond its sends, NoC commands and sender-step checks",
