@@ -403,14 +403,10 @@ impl Kernel {
     ) -> Result<(), HwError> {
         self.check_local(src, size)?;
         let (dst_at, dst_mem, dst, dst_kind) = self.target(dst_noc_addr, size)?;
+        // The one-packet write with a transaction id is the dataflow API's leanest command.
         match trid {
-            // The one-packet write with a transaction id is the dataflow API's leanest: a
-            // kernel whose firmware sets its own command cost (the fabric router) keeps it.
-            Some(_) if self.issue_cycles.get().is_none() => {
-                let c = self.ctx.with(|hw, _| hw.params.noc_trid_write_cycles);
-                self.delay_cycles(c).await;
-            }
-            _ => self.issue().await,
+            Some(_) => self.issue_as(|p| p.noc_trid_write_cycles).await,
+            None => self.issue().await,
         }
         let (left, acked) = self.ctx.with(|hw, s| -> Result<(Time, Time), HwError> {
             let p = Rc::clone(&hw.params);
@@ -506,10 +502,18 @@ impl Kernel {
         })
     }
 
+    /// Charges the core for one NoC command: `noc_issue_cycles`, or what the kernel's firmware
+    /// set for its every command ([`Kernel::set_noc_issue_cycles`]).
     async fn issue(&self) {
+        self.issue_as(|p| p.noc_issue_cycles).await;
+    }
+
+    /// Charges the core for one NoC command whose own cost is `cost` of the parameters, unless
+    /// the kernel's firmware set one for its every command (the fabric router's).
+    async fn issue_as(&self, cost: fn(&crate::Params) -> u64) {
         let c = match self.issue_cycles.get() {
             Some(c) => c,
-            None => self.ctx.with(|hw, _| hw.params.noc_issue_cycles),
+            None => self.ctx.with(|hw, _| cost(&hw.params)),
         };
         self.delay_cycles(c).await;
     }
