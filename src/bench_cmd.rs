@@ -27,7 +27,9 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         // An N300 has one usable link: no ring of hops with a link each.
         if matches!(b, Bench::Ring { .. }) { "t3000" } else { "n300" }.to_owned()
     });
-    let mut setup = Setup::new(load_cluster(&cluster)?, common.model.load()?);
+    let c = load_cluster(&cluster)?;
+    let params = common.model.load()?.on(&c);
+    let mut setup = Setup::new(c, params);
     let format = common.output.format.into();
     let label = cluster;
     // With --trace the single point runs traced (the sweep of one point is that run).
@@ -209,7 +211,9 @@ fn traced_setup(
     trace: Option<&Path>,
 ) -> anyhow::Result<Setup> {
     check_outputs(None, trace)?;
-    let mut setup = Setup::new(load_cluster(cluster)?, model.load()?);
+    let c = load_cluster(cluster)?;
+    let params = model.load()?.on(&c);
+    let mut setup = Setup::new(c, params);
     setup.trace = trace.is_some();
     Ok(setup)
 }

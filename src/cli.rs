@@ -9,24 +9,30 @@ use clap::{Parser, Subcommand, ValueEnum};
 use meshsim_bench::report;
 use meshsim_ccl::op::{Bidir, RedOp, Stack, Topology};
 use meshsim_ccl::tensor::{DType, Memory};
-use meshsim_hw::Params;
 
 use crate::scenario::parse_size;
 use crate::spec::OpKind;
 
-/// `--params FILE`: the model's parameters.
+/// `--params FILE` and `--link-gbps`: the model's parameters.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct ParamsFile {
-    /// A parameter file to use instead of the built-in configs/wormhole_b0.yaml (and instead
-    /// of a workload's or a suite scenario's own).
+    /// A parameter file to use instead of the cluster's architecture's built-in one
+    /// (configs/wormhole_b0.yaml, configs/blackhole.yaml), and instead of a workload's or a
+    /// suite scenario's own.
     #[arg(long, value_name = "FILE")]
     pub(crate) params: Option<PathBuf>,
+    /// The Ethernet line rate of every link, Gb/s per direction [default: the machine's:
+    /// Wormhole 100; Blackhole 400, a Blackhole Galaxy 200].
+    #[arg(long, value_name = "GBPS")]
+    pub(crate) link_gbps: Option<u64>,
 }
 
 impl ParamsFile {
-    /// The parameters: the file's, or the built-in ones.
-    pub(crate) fn load(&self) -> anyhow::Result<Params> {
-        crate::load_params(self.params.as_deref())
+    /// The model as given: the file's parameters (or each cluster's architecture's) and the
+    /// link rate.
+    pub(crate) fn load(&self) -> anyhow::Result<crate::scenario::Model> {
+        crate::scenario::Model::load(self.params.as_deref(), self.link_gbps)
+            .map_err(|e| crate::BadInput(e.to_string()).into())
     }
 }
 
@@ -101,6 +107,9 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Print every model parameter with its value, unit and description.
     Params {
+        /// The machine whose parameters to print (its architecture's, at its link rate).
+        #[arg(long, default_value = "n300")]
+        cluster: String,
         #[command(flatten)]
         model: ParamsFile,
         #[command(flatten)]
@@ -113,8 +122,17 @@ pub(crate) enum Command {
         model: ParamsFile,
         /// The TT-Fabric set instead: tt-metal's fabric bandwidth tests on a T3000 and its
         /// one-hop latency on a Galaxy.
-        #[arg(long, conflicts_with = "ccl")]
+        #[arg(long, conflicts_with_all = ["ccl", "blackhole"])]
         fabric: bool,
+        /// The Blackhole set instead: tt-metal's Blackhole fabric goldens (one-hop latency on
+        /// four P150 cards and on a Blackhole Galaxy, the line and neighbour-exchange bandwidth
+        /// tests on the Galaxy) and its all-gather sweep on an 8-chip axis of the Galaxy.
+        #[arg(long, conflicts_with = "ccl")]
+        blackhole: bool,
+        /// With --blackhole: leave out sweep points above this many bytes (the 1 GiB points
+        /// take minutes each).
+        #[arg(long, value_parser = parse_size, value_name = "BYTES", requires = "blackhole")]
+        max_bytes: Option<u64>,
         /// The CCL set instead: tt-metal's CCL sweep on a Wormhole LoudBox (all-gather and
         /// reduce-scatter, lines of 2 and 4 and the 8-ring, 16 KiB-256 MiB, run as it ran
         /// them), the ring fabric's bandwidth and latency goldens, and the raw ERISC bandwidth

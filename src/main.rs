@@ -158,7 +158,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rows = meshsim_ccl::peers::peers(&cluster, stack.unwrap_or(Stack::DEFAULT));
             out!("{}", report::render(&rows, output.format.into()))?;
         }
-        Command::Params { model, output } => print_params(&model.load()?, output)?,
+        Command::Params { cluster, model, output } => {
+            print_params(&model.load()?.on(&load_cluster(&cluster)?), output)?
+        }
         Command::Bench(b) => run_bench(b)?,
         Command::Op(args) => return run_op(args),
         Command::Sweep(args) => return sweep_cmd::run(args),
@@ -170,7 +172,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 link_report,
                 trace.as_deref(),
                 verify,
-                (model.params, select),
+                (model, select),
                 (faults, knobs),
             );
         }
@@ -194,14 +196,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 scenario.as_deref(),
                 trace.as_deref(),
                 (check_determinism, check_shortcuts),
-                model.params,
+                model,
                 output.format,
             );
         }
-        Command::Calibrate { model, fabric, ccl, plot, output } => {
-            let set = match (fabric, ccl) {
-                (true, _) => CalibrationSet::Fabric,
-                (_, true) => CalibrationSet::Ccl { plot },
+        Command::Calibrate { model, fabric, blackhole, max_bytes, ccl, plot, output } => {
+            let set = match (fabric, ccl, blackhole) {
+                (true, _, _) => CalibrationSet::Fabric,
+                (_, true, _) => CalibrationSet::Ccl { plot },
+                (_, _, true) => CalibrationSet::Blackhole { max_bytes: max_bytes.unwrap_or(u64::MAX) },
                 _ => CalibrationSet::Link,
             };
             return calibrate(&model.load()?, set, output);
@@ -244,20 +247,30 @@ enum CalibrationSet {
     Fabric,
     /// The CCL set, and where to draw its plots.
     Ccl { plot: Option<std::path::PathBuf> },
+    /// The Blackhole set, its sweep up to this many bytes.
+    Blackhole { max_bytes: u64 },
 }
 
 /// `meshsim calibrate`: exit 1 when a point misses its tolerance.
-fn calibrate(params: &Params, set: CalibrationSet, output: Output) -> anyhow::Result<ExitCode> {
+fn calibrate(model: &scenario::Model, set: CalibrationSet, output: Output) -> anyhow::Result<ExitCode> {
     use meshsim_bench::ccl_calibration;
-    let n300 = Setup::new(load_cluster("n300")?, params.clone());
-    let galaxy = Setup::new(load_cluster("galaxy")?, params.clone());
-    let t3000 = Setup::new(load_cluster("t3000")?, params.clone());
+    let setup = |name: &str| -> anyhow::Result<Setup> {
+        let c = load_cluster(name)?;
+        let p = model.on(&c);
+        Ok(Setup::new(c, p))
+    };
+    let (n300, galaxy, t3000) = (setup("n300")?, setup("galaxy")?, setup("t3000")?);
     if let CalibrationSet::Ccl { plot: Some(dir) } = &set {
         if !dir.is_dir() {
             return Err(BadInput(format!("{}: not a directory (--plot takes one)", dir.display())).into());
         }
     }
     let rows = match &set {
+        &CalibrationSet::Blackhole { max_bytes } => {
+            let (quietbox, bh_galaxy) = (setup("bh_quietbox")?, setup("bh_galaxy")?);
+            meshsim_bench::bh_calibration::run_blackhole(&quietbox, &bh_galaxy, max_bytes)
+                .map_err(bench_error)?
+        }
         CalibrationSet::Fabric => calibration::run_fabric(&t3000, &galaxy).map_err(bench_error)?,
         CalibrationSet::Link => calibration::run(&n300, &t3000).map_err(bench_error)?,
         CalibrationSet::Ccl { .. } => {
@@ -265,6 +278,13 @@ fn calibrate(params: &Params, set: CalibrationSet, output: Output) -> anyhow::Re
         }
     };
     out!("{}", report::render(&rows, output.format.into()))?;
+    if let Some((points, mean, within10, within25, worst)) =
+        meshsim_bench::bh_calibration::sweep_summary(&rows)
+    {
+        eprintln!(
+            "meshsim: Blackhole all-gather sweep: {points} points, mean |error| {mean:.1} %, {within10} within 10 %, {within25} within 25 %, worst {worst:+.1} %"
+        );
+    }
     if let Some((points, mean, within10, within20, worst)) = ccl_calibration::sweep_summary(&rows) {
         eprintln!(
             "meshsim: CCL sweep: {points} points, mean |error| {mean:.1} %, {within10} within 10 %, {within20} within 20 %, worst {worst:+.1} %"
@@ -368,8 +388,8 @@ fn one_line_plot(title: String, x_desc: &str, y_desc: &str, label: String, point
     }
 }
 
-fn load_params(path: Option<&Path>) -> anyhow::Result<Params> {
-    scenario::load_params(path).map_err(|e| BadInput(e.to_string()).into())
+fn load_model(path: Option<&Path>, link_gbps: Option<u64>) -> anyhow::Result<scenario::Model> {
+    scenario::Model::load(path, link_gbps).map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn bench_error(e: BenchError) -> anyhow::Error {

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use meshsim_bench::report;
-use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
 use crate::cli::{Format, OpArgs};
@@ -19,10 +18,10 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
         return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
     }
     let sc = scenario_of(&a);
-    let params = a.model.load()?;
-    let out = run_scenario(&sc, &params, a.trace.is_some())?;
+    let model = a.model.load()?;
+    let out = run_scenario(&sc, &model, a.trace.is_some())?;
     if a.check_determinism {
-        check_determinism(&sc, &params, &out)?;
+        check_determinism(&sc, &model, &out)?;
     }
     let cluster = &out.cluster;
     if let (Some(path), Some(trace)) = (&a.trace, &out.trace) {
@@ -284,9 +283,9 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
     })
 }
 
-/// Runs a scenario with `params`, mapping its errors to exit codes.
-fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<scenario::Outcome> {
-    sc.run(Path::new("."), Some(params), trace).map_err(|e| match e {
+/// Runs a scenario with `model`, mapping its errors to exit codes.
+fn run_scenario(sc: &Scenario, model: &scenario::Model, trace: bool) -> anyhow::Result<scenario::Outcome> {
+    sc.run(Path::new("."), Some(model), trace).map_err(|e| match e {
         RunError::Bad(m) => BadInput(m).into(),
         RunError::Sim(e) => anyhow::Error::new(e),
         RunError::Failed(m) => anyhow::anyhow!(m),
@@ -294,8 +293,12 @@ fn run_scenario(sc: &Scenario, params: &Params, trace: bool) -> anyhow::Result<s
 }
 
 /// Runs `sc` again and fails (exit 1) unless the event log hashes and times are equal.
-fn check_determinism(sc: &Scenario, params: &Params, first: &scenario::Outcome) -> anyhow::Result<()> {
-    let again = run_scenario(sc, params, false)?;
+fn check_determinism(
+    sc: &Scenario,
+    model: &scenario::Model,
+    first: &scenario::Outcome,
+) -> anyhow::Result<()> {
+    let again = run_scenario(sc, model, false)?;
     scenario::same_run((first.time, &first.stats), (again.time, &again.stats)).map_err(anyhow::Error::msg)?;
     eprintln!(
         "meshsim: deterministic: two runs gave {} events, event-log hash {:016x}",

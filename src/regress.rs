@@ -15,7 +15,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use meshsim_engine::{Stats, Time};
-use meshsim_hw::Params;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -232,7 +231,7 @@ pub struct Ran {
 pub fn run_all(
     suites: &[Suite],
     only: Option<&str>,
-    params: Option<&Params>,
+    params: Option<&crate::scenario::Model>,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Vec<Option<Result<Ran, String>>>>, String> {
     let jobs: Vec<(usize, usize)> = suites

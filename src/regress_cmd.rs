@@ -1,13 +1,13 @@
 //! `meshsim regress`: the regression gate's command — run, compare, update, report.
 
 use crate::out::out;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use meshsim_bench::report;
 
 use crate::cli::Format;
-use crate::{BadInput, load_params, progress, write_trace};
+use crate::{BadInput, load_model, progress, write_trace};
 use crate::{regress, scenario};
 
 pub(crate) fn run_regress(
@@ -16,7 +16,7 @@ pub(crate) fn run_regress(
     only: Option<&str>,
     trace: Option<&Path>,
     (check, check_shortcuts): (bool, bool),
-    params: Option<PathBuf>,
+    model: crate::cli::ParamsFile,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
@@ -29,9 +29,9 @@ pub(crate) fn run_regress(
     {
         return Err(BadInput(format!("{}: no scenario named '{name}'", suite_path.display())).into());
     }
-    let params = match &params {
-        Some(p) => Some(load_params(Some(p))?),
-        None => None,
+    let params = match model.params.is_some() || model.link_gbps.is_some() {
+        true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
+        false => None,
     };
     let baselines: Vec<regress::Baseline> = suites
         .iter()
@@ -136,7 +136,7 @@ fn run_again(
     suites: &[regress::Suite],
     results: &[Vec<Option<Result<regress::Ran, String>>>],
     (suite, sc): (&regress::Suite, &scenario::Scenario),
-    params: Option<&meshsim_hw::Params>,
+    params: Option<&crate::scenario::Model>,
     check: bool,
     trace: Option<&Path>,
 ) -> anyhow::Result<bool> {

@@ -10,7 +10,7 @@ use meshsim_bench::report;
 use crate::cli::Format;
 use crate::op_cmd::{bound_by, link_rows, op_json, op_rows, router_rows};
 use crate::workload::Workload;
-use crate::{BadInput, load_cluster, load_params, write_trace};
+use crate::{BadInput, load_cluster, load_model, write_trace};
 
 pub(crate) fn run_workload(
     path: &Path,
@@ -18,7 +18,7 @@ pub(crate) fn run_workload(
     link_report: bool,
     trace: Option<&Path>,
     verify: bool,
-    (params, select): (Option<PathBuf>, Option<PathBuf>),
+    (model, select): (crate::cli::ParamsFile, Option<PathBuf>),
     (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
@@ -36,7 +36,8 @@ pub(crate) fn run_workload(
         w.select = Some(crate::scenario::load_select(&path).map_err(BadInput)?);
     }
     let cluster = load_cluster(&w.cluster_spec())?;
-    let params = load_params(params.or_else(|| w.params_path()).as_deref())?;
+    let params =
+        load_model(model.params.or_else(|| w.params_path()).as_deref(), model.link_gbps)?.on(&cluster);
     let done = w.run(&cluster, &params, verify, trace.is_some())?;
     let run = &done;
     if let (Some(path), Some(t)) = (trace, &run.trace) {

@@ -269,11 +269,38 @@ pub fn load_select(path: &Path) -> Result<meshsim_ccl::select::Select, String> {
     meshsim_ccl::select::Select::parse(&text).map_err(|e| format!("{here}: {e}"))
 }
 
-/// Loads a parameter file, or the built-in parameters.
-pub fn load_params(path: Option<&Path>) -> Result<Params, RunError> {
-    match path {
-        None => Ok(Params::default()),
-        Some(p) => Params::load(p).map_err(|e| RunError::Bad(e.to_string())),
+/// The model's parameters as a command was given them: a parameter file's (`--params`), or
+/// else each cluster's architecture's built-in ones, and a line rate for every link
+/// (`--link-gbps`).
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    /// A parameter file's parameters, for every cluster whatever its architecture.
+    pub file: Option<Params>,
+    /// The Ethernet line rate of every link, Gb/s, over the parameters' own.
+    pub link_gbps: Option<u64>,
+}
+
+impl Model {
+    /// Reads the parameter file, if any.
+    pub fn load(path: Option<&Path>, link_gbps: Option<u64>) -> Result<Model, RunError> {
+        let file = path.map(|p| Params::load(p).map_err(|e| RunError::Bad(e.to_string()))).transpose()?;
+        if link_gbps == Some(0) {
+            return Err(RunError::Bad("--link-gbps must be positive".into()));
+        }
+        Ok(Model { file, link_gbps })
+    }
+
+    /// The parameters on `cluster`: the file's, or its architecture's (`configs/<arch>.yaml`),
+    /// as they apply there (a Galaxy's link rate), then `--link-gbps`.
+    pub fn on(&self, cluster: &Cluster) -> Params {
+        let p = self.file.clone().unwrap_or_else(|| {
+            Params::of(cluster.arch()).expect("a resolved cluster's architecture is modelled")
+        });
+        let mut p = p.on(cluster);
+        if let Some(g) = self.link_gbps {
+            p.eth_link_gbps = g;
+        }
+        p
     }
 }
 
@@ -347,7 +374,7 @@ impl Scenario {
 
     /// Runs the scenario. Paths are relative to `base`; `params` overrides the scenario's own
     /// parameter file; `trace` records a full trace.
-    pub fn run(&self, base: &Path, params: Option<&Params>, trace: bool) -> Result<Outcome, RunError> {
+    pub fn run(&self, base: &Path, model: Option<&Model>, trace: bool) -> Result<Outcome, RunError> {
         let bad = RunError::Bad;
         if let Some(field) = self.stray_fields().first() {
             return Err(bad(format!("'{field}' does not apply to {}", self.op.name())));
@@ -356,9 +383,9 @@ impl Scenario {
             return Err(bad(format!("tolerance_pct must be a percentage >= 0, got {}", self.tolerance_pct)));
         }
         let cluster = load_cluster(&self.cluster_spec(base))?;
-        let params = match params {
-            Some(p) => p.clone(),
-            None => load_params(self.params.as_ref().map(|p| base.join(p)).as_deref())?,
+        let params = match model {
+            Some(m) => m.on(&cluster),
+            None => Model::load(self.params.as_ref().map(|p| base.join(p)).as_deref(), None)?.on(&cluster),
         };
         if self.op == Kind::Workload {
             let file = self.workload.as_ref().ok_or_else(|| bad("workload needs a workload file".into()))?;

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use meshsim_bench::plot::{Plot, Series};
 use meshsim_bench::report;
 use meshsim_ccl::sweep::SweepRow;
-use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
 use crate::cli::{Format, OpKnobs, Output, SweepArgs};
@@ -358,7 +357,7 @@ struct Job {
 pub(crate) fn run_sweep(
     k: &SweepKnobs,
     series: &SeriesKnobs,
-    p: &Params,
+    model: &crate::scenario::Model,
     io: &SweepIo,
 ) -> anyhow::Result<SweepOutcome> {
     let stop = io.stop;
@@ -405,7 +404,8 @@ pub(crate) fn run_sweep(
             max_bytes: header.max,
             factor: header.factor,
         };
-        let new = meshsim_ccl::sweep::sweep_points(&c, p, &spec, &tiles, stop, &|row| {
+        let p = model.on(&c);
+        let new = meshsim_ccl::sweep::sweep_points(&c, &p, &spec, &tiles, stop, &|row| {
             sink.write(&record(row), stop);
             pb.inc(1);
         })

@@ -30,7 +30,7 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let collective = kind.collective(a.redop.unwrap_or(RedOp::Sum), a.root.unwrap_or(0));
     let stack = a.stack.unwrap_or(Stack::DEFAULT);
     let cluster = load_cluster(&a.cluster)?;
-    let params = a.model.load()?;
+    let params = a.model.load()?.on(&cluster);
     let topology = a.topology.unwrap_or(Topology::Ring);
     let comm =
         Communicator::choose(&cluster, topology, a.chips, a.chip_ids.as_deref()).map_err(|e| bad(e.0))?;

@@ -176,7 +176,7 @@ mod bad_input {
         assert_eq!(code, 2);
         assert_eq!(
             err,
-            "meshsim: unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus)\n"
+            "meshsim: unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy)\n"
         );
         let (code, _, err) = meshsim(&["topo", "missing/cluster.yaml"]);
         assert_eq!(code, 2);

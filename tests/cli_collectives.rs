@@ -453,8 +453,14 @@ mod robustness {
         assert!(err.contains("ethernet_connections[1]") && err.contains("same chip"), "{err}");
         let dup = n300.replace("arch: {0: wormhole_b0,", "arch: {0: wormhole_b0, 0: wormhole_b0,");
         assert!(bad(&["topo", &path("dup-arch.yaml", &dup)]).contains("arch: chip 0 appears twice"));
-        let bh = n300.replace("arch: {0: wormhole_b0", "arch: {0: blackhole");
-        assert!(bad(&["topo", &path("bh.yaml", &bh)]).contains("arch[0]: blackhole chips are not modelled"));
+        let gs = n300.replace("arch: {0: wormhole_b0", "arch: {0: grayskull");
+        assert!(bad(&["topo", &path("gs.yaml", &gs)]).contains("arch[0]: grayskull chips are not modelled"));
+        let mixed = n300.replace("arch: {0: wormhole_b0", "arch: {0: blackhole");
+        let err = bad(&["topo", &path("mixed.yaml", &mixed)]);
+        assert!(
+            err.contains("a wormhole_b0 chip beside blackhole chips: a cluster is of one architecture"),
+            "{err}"
+        );
         let err = bad(&["topo", &path("comments.yaml", "# only\n# comments\n")]);
         assert!(err.contains("only comments"), "{err}");
         let err = bad(&["topo", &path("string.yaml", "\"hello\"\n")]);

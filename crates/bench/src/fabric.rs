@@ -208,9 +208,13 @@ fn lines(setup: &Setup, kind: FabricKind) -> Result<(Vec<Line>, meshsim_topology
     let grid = match setup.cluster.shape() {
         Shape::Mesh(g) | Shape::Torus(g) => g.clone(),
         // A chain of chips (an N300's two) is a mesh of one row, in the chain's order.
-        &Shape::Line(cols) => {
-            Grid { rows: 1, cols, at: setup.cluster.lines().swap_remove(0).chips, torus: false }
-        }
+        &Shape::Line(cols) => Grid {
+            rows: 1,
+            cols,
+            at: setup.cluster.lines().swap_remove(0).chips,
+            torus: false,
+            other_pairs: 0,
+        },
         shape => {
             return Err(BenchError::BadArgument(format!(
                 "the fabric benchmarks need a mesh or a line of chips; this cluster is {shape}"

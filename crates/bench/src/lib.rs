@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod bandwidth;
+pub mod bh_calibration;
 pub mod calibration;
 pub mod ccl_calibration;
 mod common;

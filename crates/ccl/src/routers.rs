@@ -33,6 +33,23 @@ pub struct RouterStats {
     pub busy: Time,
 }
 
+impl RouterStats {
+    /// Adds what another kernel of the same router did (a two-ERISC router's receiver loop to
+    /// its sender loop's figures): counts and times add, peaks take the larger.
+    pub fn absorb(&mut self, o: &RouterStats) {
+        for c in 0..SENDER_CHANNELS {
+            self.sent[c] += o.sent[c];
+            self.peak_slots[c] = self.peak_slots[c].max(o.peak_slots[c]);
+        }
+        self.received += o.received;
+        self.forwarded += o.forwarded;
+        self.written += o.written;
+        self.peak_rx_slots = self.peak_rx_slots.max(o.peak_rx_slots);
+        self.credit_wait += o.credit_wait;
+        self.busy += o.busy;
+    }
+}
+
 /// A router's statistics with where it runs, as the link report prints them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouterUse {

@@ -17,6 +17,10 @@ pub struct Params {
     pub aiclk_mhz: u64,
     /// Ethernet line rate per direction per link, Gb/s.
     pub eth_link_gbps: u64,
+    /// The line rate on a Galaxy (chips on `ubb` boards), Gb/s, where it differs from
+    /// `eth_link_gbps` (Blackhole Galaxy links run at 200 Gb/s); 0: the same.
+    #[serde(default)]
+    pub eth_link_gbps_galaxy: u64,
     /// Bytes of header, FEC and CRC added to every Ethernet packet on the wire.
     pub eth_packet_overhead_bytes: u64,
     /// Largest payload of one Ethernet packet; larger sends are split by hardware.
@@ -72,6 +76,11 @@ pub struct Params {
     pub fabric_router_notice_cycles: u64,
     /// ERISC L1 a fabric router has for its channels' packet slots, bytes.
     pub fabric_router_l1_bytes: u64,
+    /// RISC-V cores a fabric router runs on: 1 (sender and receiver channels share one loop,
+    /// Wormhole), or 2 (senders on ERISC0, receivers on ERISC1 with the second tx queue,
+    /// Blackhole's default). A session with a Tensix mux in front of a router runs 1.
+    #[serde(default = "one")]
+    pub fabric_router_eriscs: u64,
     /// Largest payload a fabric router's packet may carry on this architecture, bytes.
     pub fabric_max_payload_bytes: u64,
     /// The router payload tt-metal configures by default, bytes.
@@ -98,6 +107,7 @@ pub struct Params {
 pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("aiclk_mhz", "core clock (AICLK), MHz; all *_cycles are of this clock"),
     ("eth_link_gbps", "Ethernet line rate per direction per link, Gb/s"),
+    ("eth_link_gbps_galaxy", "Ethernet line rate on a Galaxy (ubb boards), Gb/s; 0: eth_link_gbps"),
     ("eth_packet_overhead_bytes", "header, FEC and CRC bytes added to each Ethernet packet on the wire"),
     ("eth_mtu_bytes", "largest payload of one Ethernet packet, bytes; larger sends are split"),
     ("eth_link_latency_ns", "fixed one-way latency through MAC, PHY and cable, ns"),
@@ -131,6 +141,10 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "cycles after a word changes before an idle fabric router's loop reads it",
     ),
     ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
+    (
+        "fabric_router_eriscs",
+        "RISC-V cores per fabric router: 1 (one loop), 2 (senders on ERISC0, receivers on ERISC1 and tx queue 1)",
+    ),
     ("fabric_max_payload_bytes", "largest payload of a fabric router's packet on this architecture, bytes"),
     ("fabric_default_payload_bytes", "the router payload tt-metal configures by default, bytes"),
     ("fabric_relay_pages", "pages per device from which a ring all-gather takes the unicast (relay) factory"),
@@ -143,12 +157,19 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("dram_latency_cycles", "DRAM access latency, cycles"),
 ];
 
+fn one() -> u64 {
+    1
+}
+
 /// Bytes at the start of the ERISC window a fabric router keeps for its configuration and
 /// counters, below its packet slots.
 pub const FABRIC_CONFIG_BYTES: u64 = 512;
 
 /// The embedded default parameter file.
 pub const DEFAULT_YAML: &str = include_str!("../../../configs/wormhole_b0.yaml");
+
+/// The embedded Blackhole parameter file.
+pub const BLACKHOLE_YAML: &str = include_str!("../../../configs/blackhole.yaml");
 
 /// A parameter file that cannot be used.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -173,9 +194,25 @@ impl Params {
     pub fn of(arch: Arch) -> Option<Params> {
         let (file, text) = match arch {
             Arch::WormholeB0 => ("configs/wormhole_b0.yaml", DEFAULT_YAML),
-            Arch::Grayskull | Arch::Blackhole => return None,
+            Arch::Blackhole => ("configs/blackhole.yaml", BLACKHOLE_YAML),
+            Arch::Grayskull => return None,
         };
         Some(Params::parse(file, text).expect("the embedded parameters are valid"))
+    }
+
+    /// These parameters as they apply on `cluster`: on a Galaxy (a chip on a `ubb` board, or
+    /// of board type `galaxy`) the links run at `eth_link_gbps_galaxy` when it is set.
+    pub fn on(mut self, cluster: &meshsim_topology::Cluster) -> Params {
+        let galaxy = cluster.chips().iter().any(|c| {
+            c.board_type.as_deref().is_some_and(|t| {
+                let t = t.to_ascii_lowercase();
+                t.starts_with("ubb") || t == "galaxy"
+            })
+        });
+        if galaxy && self.eth_link_gbps_galaxy > 0 {
+            self.eth_link_gbps = self.eth_link_gbps_galaxy;
+        }
+        self
     }
 
     /// Parses parameters from YAML text; `file` names it in errors.
@@ -235,6 +272,9 @@ impl Params {
                 "fabric_router_l1_bytes {} plus the router's {FABRIC_CONFIG_BYTES} B of configuration exceeds erisc_kernel_l1_bytes {}",
                 self.fabric_router_l1_bytes, self.erisc_kernel_l1_bytes
             ));
+        }
+        if !(1..=2).contains(&self.fabric_router_eriscs) {
+            return Err(format!("fabric_router_eriscs {} must be 1 or 2", self.fabric_router_eriscs));
         }
         let (max, default) = (self.fabric_max_payload_bytes, self.fabric_default_payload_bytes);
         if max == 0 || max % 16 != 0 || default == 0 || default % 16 != 0 || default > max {

@@ -20,7 +20,7 @@ pub enum Arch {
     WormholeB0,
     /// Grayskull: recognised, so a descriptor naming it is refused by name (no Ethernet).
     Grayskull,
-    /// Blackhole: recognised, so a descriptor naming it is refused by name (not modelled).
+    /// Blackhole (its 140-Tensix part: P150, P300, Blackhole Galaxy).
     Blackhole,
 }
 
@@ -40,13 +40,19 @@ impl Arch {
     /// not model the architecture.
     pub fn soc(self) -> Option<&'static SocDescriptor> {
         static WORMHOLE_B0: OnceLock<SocDescriptor> = OnceLock::new();
+        static BLACKHOLE: OnceLock<SocDescriptor> = OnceLock::new();
         let (cell, file, text) = match self {
             Arch::WormholeB0 => (
                 &WORMHOLE_B0,
                 "configs/wormhole_b0_soc.yaml",
                 include_str!("../../../configs/wormhole_b0_soc.yaml"),
             ),
-            Arch::Grayskull | Arch::Blackhole => return None,
+            Arch::Blackhole => (
+                &BLACKHOLE,
+                "configs/blackhole_soc.yaml",
+                include_str!("../../../configs/blackhole_soc.yaml"),
+            ),
+            Arch::Grayskull => return None,
         };
         Some(cell.get_or_init(|| {
             SocDescriptor::parse(file, text.as_bytes()).expect("the built-in SoC descriptors are valid")

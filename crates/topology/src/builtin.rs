@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::{Cluster, TopologyError};
 
 /// Built-in clusters: name, what it is, the file's text.
-const BUILTIN: [(&str, &str, &str); 4] = [
+const BUILTIN: [(&str, &str, &str); 9] = [
     (
         "n300",
         "N300 card: 2 chips, 2 links (1 reserved for dispatch)",
@@ -26,6 +26,31 @@ const BUILTIN: [(&str, &str, &str); 4] = [
         "galaxy_torus",
         "Galaxy cabled as a 4x8 torus, all 16 channels used",
         include_str!("../../../cluster_descriptions/galaxy_torus.yaml"),
+    ),
+    (
+        "p150",
+        "Blackhole P150 card: 1 chip, no chip-to-chip links",
+        include_str!("../../../cluster_descriptions/p150.yaml"),
+    ),
+    (
+        "p300",
+        "Blackhole P300 card: 2 chips, 2 links",
+        include_str!("../../../cluster_descriptions/p300.yaml"),
+    ),
+    (
+        "bh_quietbox",
+        "Blackhole QuietBox: 4 P150 cards in a ring, 4 links per pair, 400 Gb/s",
+        include_str!("../../../cluster_descriptions/bh_quietbox.yaml"),
+    ),
+    (
+        "bh_loudbox",
+        "Blackhole LoudBox: 8 P150 cards as a cube, 2 links per pair, 400 Gb/s",
+        include_str!("../../../cluster_descriptions/bh_loudbox.yaml"),
+    ),
+    (
+        "bh_galaxy",
+        "Blackhole Galaxy: 32 chips, four trays of 2x4 (an 8x4 mesh), 2 links per pair, 200 Gb/s",
+        include_str!("../../../cluster_descriptions/bh_galaxy.yaml"),
     ),
 ];
 

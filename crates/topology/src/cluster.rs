@@ -43,8 +43,14 @@ pub struct Chip {
     pub board: Option<usize>,
     /// Board type (`n300`, `GALAXY`, ...), when known.
     pub board_type: Option<String>,
-    /// Harvested Tensix rows (bit `i` = row `i`), when known.
+    /// The descriptor's Tensix harvesting mask, when known (Wormhole: bit `i` a row;
+    /// Blackhole: bit `i` a column), kept as written: kernels are placed on logical cores,
+    /// which NoC translation maps onto the unharvested ones (docs/model.md).
     pub harvest_mask: Option<u64>,
+    /// Disabled Ethernet channels, when known (bit `i` = physical channel `i`): the file's
+    /// channel numbers count only the enabled ones, and resolving maps them onto physical
+    /// channels, which is what [`Endpoint::chan`] holds.
+    pub eth_harvest_mask: Option<u64>,
     /// Unique chip id, when known.
     pub unique_id: Option<u64>,
 }
@@ -54,7 +60,8 @@ pub struct Chip {
 pub struct Endpoint {
     /// The chip.
     pub chip: ChipIdx,
-    /// The channel, `0..16`: an index into the SoC descriptor's Ethernet core list.
+    /// The physical channel, `0..16`: an index into the SoC descriptor's Ethernet core list
+    /// (the file's channel number when the chip has no Ethernet harvesting).
     pub chan: u8,
 }
 

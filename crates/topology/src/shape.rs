@@ -11,6 +11,11 @@
 //!   that are the rows and columns, which are then checked edge by edge. A 4x4 torus (which is
 //!   a 4-cube, with no preferred pairing) may come out as irregular.
 //!
+//! When connectivity alone finds none of these and the file gives every chip coordinates that
+//! fill an R x C grid whose every neighbouring pair is linked, the cluster is that **mesh**
+//! with other links besides (a Blackhole Galaxy's links between trays: `mesh 4x8 and 10 other
+//! pairs`).
+//!
 //! Everything else is **irregular**. All of it is linear or near-linear in the number of chips,
 //! so a 64x64 mesh resolves in milliseconds.
 
@@ -30,6 +35,9 @@ pub struct Grid {
     pub at: Vec<ChipIdx>,
     /// Whether rows and columns wrap around.
     pub torus: bool,
+    /// Linked pairs of chips that are not neighbours on the grid (a mesh read from the file's
+    /// coordinates may have some; the fabric does not use them).
+    pub other_pairs: usize,
 }
 
 impl Grid {
@@ -100,6 +108,9 @@ impl fmt::Display for Shape {
             Shape::Single => write!(f, "single"),
             Shape::Line(n) => write!(f, "line {n}"),
             Shape::Ring(n) => write!(f, "ring {n}"),
+            Shape::Mesh(g) if g.other_pairs > 0 => {
+                write!(f, "mesh {}x{} and {} other pairs", g.rows, g.cols, g.other_pairs)
+            }
             Shape::Mesh(g) => write!(f, "mesh {}x{}", g.rows, g.cols),
             Shape::Torus(g) => write!(f, "torus {}x{}", g.rows, g.cols),
             Shape::Irregular => write!(f, "irregular"),
@@ -200,13 +211,48 @@ fn grid_from_coords(
         return None;
     }
     let at: Vec<ChipIdx> = at.into_iter().collect::<Option<_>>()?;
-    let grid = Grid { rows, cols, at, torus };
+    let grid = Grid { rows, cols, at, torus, other_pairs: 0 };
     Some(if rows <= cols { grid } else { transpose(&grid) })
 }
 
 fn transpose(g: &Grid) -> Grid {
     let at = (0..g.cols).flat_map(|c| (0..g.rows).map(move |r| (r, c))).map(|(r, c)| g.chip(r, c)).collect();
-    Grid { rows: g.cols, cols: g.rows, at, torus: g.torus }
+    Grid { rows: g.cols, cols: g.rows, at, torus: g.torus, other_pairs: g.other_pairs }
+}
+
+/// A mesh read off the file's coordinates (`(x, y)` per chip): they fill an R x C grid
+/// (R, C >= 2) and every pair of grid neighbours is linked; linked pairs that are not grid
+/// neighbours are counted, not refused.
+pub(crate) fn mesh_from_coords(adj: &Adj, coords: &[(i64, i64)]) -> Option<Grid> {
+    let n = adj.len();
+    let (x0, y0) = (coords.iter().map(|c| c.0).min()?, coords.iter().map(|c| c.1).min()?);
+    let cols = usize::try_from(coords.iter().map(|c| c.0).max()? - x0).ok()? + 1;
+    let rows = usize::try_from(coords.iter().map(|c| c.1).max()? - y0).ok()? + 1;
+    if rows < 2 || cols < 2 || rows * cols != n {
+        return None;
+    }
+    let mut at = vec![None; n];
+    for (v, &(x, y)) in coords.iter().enumerate() {
+        let (r, c) = ((y - y0) as usize, (x - x0) as usize);
+        if at[r * cols + c].replace(ChipIdx(v as u32)).is_some() {
+            return None;
+        }
+    }
+    let at: Vec<ChipIdx> = at.into_iter().collect::<Option<_>>()?;
+    let mut grid = Grid { rows, cols, at, torus: false, other_pairs: 0 };
+    for r in 0..rows {
+        for c in 0..cols {
+            let me = grid.chip(r, c);
+            let right = c + 1 < cols && !adjacent(adj, me, grid.chip(r, c + 1));
+            let down = r + 1 < rows && !adjacent(adj, me, grid.chip(r + 1, c));
+            if right || down {
+                return None;
+            }
+        }
+    }
+    let pairs: usize = adj.iter().map(Vec::len).sum::<usize>() / 2;
+    grid.other_pairs = pairs - (rows * (cols - 1) + cols * (rows - 1));
+    Some(if rows <= cols { grid } else { transpose(&grid) })
 }
 
 /// Recognises an R x C mesh (R, C >= 2).

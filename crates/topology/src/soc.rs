@@ -163,7 +163,19 @@ mod tests {
         let small = SocDescriptor::parse("x.yaml", text).unwrap();
         assert_eq!(small.logical_worker(4), CoreCoord { x: 1, y: 1 });
         assert_eq!(small.worker(CoreCoord { x: 1, y: 1 }), CoreCoord { x: 2, y: 2 });
-        assert!(crate::Arch::Blackhole.soc().is_none());
+        assert!(crate::Arch::Grayskull.soc().is_none());
+    }
+
+    #[test]
+    fn blackhole_has_14_ethernet_cores_on_row_1_and_a_14x10_worker_grid() {
+        let soc = crate::Arch::Blackhole.soc().unwrap();
+        assert_eq!((soc.grid_x, soc.grid_y), (17, 12));
+        assert_eq!(soc.eth_cores.len(), 14);
+        assert!(soc.eth_cores.iter().all(|c| c.y == 1));
+        assert_eq!(soc.eth_core(1), Some(CoreCoord { x: 16, y: 1 }));
+        assert_eq!((soc.workers.len(), soc.worker_columns()), (140, 14));
+        assert_eq!(soc.dram.len(), 8);
+        assert_eq!(soc.dram_bank_bytes, 4 << 30);
     }
 
     #[test]

@@ -237,7 +237,7 @@ fn irregular_clusters_get_a_searched_ring_or_none() {
 #[test]
 fn bad_descriptions_name_the_file_the_place_and_the_problem() {
     let two = "arch: {0: wormhole_b0, 1: wormhole_b0}\n";
-    let cases: [(&[u8], &str); 13] = [
+    let cases: [(&[u8], &str); 14] = [
         (b"", "test.yaml: file is empty"),
         (b"\x7fELF\x02\x01\x01\x00\x00", "test.yaml: not a YAML text file (binary data at byte 7)"),
         (b"arch: {0: wormhole_b0,\n  1: wormhole_b0\nethernet_connections: []\n", "test.yaml:3:21: did not find expected ',' or '}'"),
@@ -253,7 +253,9 @@ fn bad_descriptions_name_the_file_the_place_and_the_problem() {
          "test.yaml: ethernet_connections[1]: chip 0 channel 1 is already used by ethernet_connections[0]"),
         (b"arch: {0: wormhole_b0, 1: wormhole_b0}\nethernet_connections:\n  - [{chip: 0, chan: 1}, {chip: 1, chan: 0}, {routing_enabled: true}]\n  - [{chip: 1, chan: 0}, {chip: 0, chan: 1}, {routing_enabled: false}]\n",
          "test.yaml: ethernet_connections[1]: contradicts ethernet_connections[0]: same link with a different routing_enabled"),
-        (b"arch: {0: wormhole_c0}\nethernet_connections: []\n", "test.yaml: arch[0]: unknown architecture 'wormhole_c0' (expected wormhole_b0)"),
+        (b"arch: {0: wormhole_c0}\nethernet_connections: []\n", "test.yaml: arch[0]: unknown architecture 'wormhole_c0' (expected wormhole_b0 or blackhole)"),
+        (b"arch: {0: blackhole, 1: blackhole}\nharvesting: {0: {eth_harvesting_mask: 288}}\nethernet_connections: [[{chip: 0, chan: 12}, {chip: 1, chan: 0}]]\n",
+         "test.yaml: ethernet_connections[0]: channel 12 is outside 0..11 (chip 0 has 12 of 14 enabled: eth_harvesting_mask 288)"),
         (b"arch: {0: wormhole_b0, 1: wormhole_b0}\nethernet_connections: [[{chip: 0, chan: 1}]]\n",
          "test.yaml: ethernet_connections[0]: expected 2 endpoints, found 1"),
         (b"arch: {0: wormhole_b0}\nethernet_connections: {a: 1}\n", "test.yaml:2:23: ethernet_connections: invalid type: map, expected a sequence"),
@@ -273,7 +275,7 @@ fn unknown_cluster_names_list_the_built_in_ones() {
     let err = builtin::cluster("t4000").unwrap_err().to_string();
     assert_eq!(
         err,
-        "unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus)"
+        "unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy)"
     );
     let err = builtin::cluster("no/such/file.yaml").unwrap_err().to_string();
     assert!(err.starts_with("no/such/file.yaml: cannot read: "), "{err}");
@@ -288,6 +290,57 @@ fn anchor_descriptors_parse_with_their_chip_and_link_counts() {
         eprintln!("MESHSIM_ANCHORS not set: anchor conformance not checked");
         return;
     };
+    conformance(&dir);
+}
+
+/// The Blackhole descriptors (`$MESHSIM_ANCHORS_BLACKHOLE`) parse as the Wormhole ones do, and
+/// each of meshsim's built-in Blackhole machines has its file's chips, links per pair of chips,
+/// and links leaving the system — but the Galaxy, whose published unit lacks column 1's links
+/// between trays 1 and 2 (chips 9-17 and 13-21), which meshsim's has: its full 8x4 mesh.
+#[test]
+fn blackhole_anchor_descriptors_parse_and_match_the_built_in_machines() {
+    let Ok(dir) = std::env::var("MESHSIM_ANCHORS_BLACKHOLE") else {
+        eprintln!("MESHSIM_ANCHORS_BLACKHOLE not set: Blackhole anchor conformance not checked");
+        return;
+    };
+    conformance(&dir);
+    let pairs = |c: &Cluster| {
+        let mut p: Vec<(u64, u64)> = c
+            .links()
+            .iter()
+            .map(|l| {
+                let (a, b) = (c.chip(l.a.chip).id, c.chip(l.b.chip).id);
+                (a.min(b), a.max(b))
+            })
+            .collect();
+        p.sort();
+        p
+    };
+    for (file, name) in [
+        ("umd_blackhole_P150.yaml", "p150"),
+        ("umd_blackhole_P300_both_mmio.yaml", "p300"),
+        ("umd_blackhole_4xP150.yaml", "bh_quietbox"),
+        ("umd_blackhole_8xP150.yaml", "bh_loudbox"),
+        ("umd_blackhole_galaxy.yaml", "bh_galaxy"),
+    ] {
+        let anchor = Cluster::load(&std::path::Path::new(&dir).join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let ours = builtin::cluster(name).unwrap();
+        assert_eq!(anchor.arch(), meshsim_topology::Arch::Blackhole, "{file}");
+        assert_eq!(anchor.chips().len(), ours.chips().len(), "{name}");
+        let mut want = pairs(&anchor);
+        if name == "bh_galaxy" {
+            want.extend([(9, 17), (9, 17), (13, 21), (13, 21)]);
+            want.sort();
+            assert_eq!(ours.shape().to_string(), "mesh 4x8 and 18 other pairs");
+        } else {
+            assert_eq!(anchor.shape().to_string(), ours.shape().to_string(), "{name}");
+        }
+        assert_eq!(want, pairs(&ours), "{name}: links per pair");
+        assert_eq!(anchor.remote_links().len(), ours.remote_links().len(), "{name}: links leaving");
+    }
+}
+
+fn conformance(dir: &str) {
     let known = [
         ("umd_wormhole_N300.yaml", 2, 2, "line 2"),
         ("umd_wormhole_N300_routing_info.yaml", 2, 2, "line 2"),
@@ -297,6 +350,11 @@ fn anchor_descriptors_parse_with_their_chip_and_link_counts() {
         ("tcd_t3k_cluster_desc.yaml", 8, 20, "mesh 2x4"),
         ("umd_6u_cluster_desc.yaml", 32, 208, "mesh 4x8"),
         ("umd_hist_galaxy.yaml", 36, 216, "irregular"),
+        ("umd_blackhole_P150.yaml", 1, 0, "single"),
+        ("umd_blackhole_P300_both_mmio.yaml", 2, 2, "line 2"),
+        ("umd_blackhole_4xP150.yaml", 4, 16, "mesh 2x2"),
+        ("umd_blackhole_8xP150.yaml", 8, 24, "irregular"),
+        ("umd_blackhole_galaxy.yaml", 32, 140, "irregular"),
     ];
     let mut files: Vec<_> =
         std::fs::read_dir(&dir).expect("MESHSIM_ANCHORS is a folder").map(|e| e.unwrap().path()).collect();
@@ -318,4 +376,19 @@ fn anchor_descriptors_parse_with_their_chip_and_link_counts() {
             assert_eq!(c.reserved_links().len(), 4);
         }
     }
+}
+
+/// A Blackhole file numbers a chip's channels over those its Ethernet harvesting leaves
+/// enabled: with physical channels 5 and 8 off, its channels 5 and 7 are physical 6 and 9.
+#[test]
+fn blackhole_channels_count_only_the_enabled_ethernet_cores() {
+    let c = parse(
+        "arch: {0: blackhole, 1: blackhole}\n\
+         harvesting: {0: {eth_harvesting_mask: 288}, 1: {eth_harvesting_mask: 0}}\n\
+         ethernet_connections: [[{chip: 0, chan: 5}, {chip: 1, chan: 5}], [{chip: 0, chan: 7}, {chip: 1, chan: 8}]]\n",
+    )
+    .unwrap();
+    let chans: Vec<(u8, u8)> = c.links().iter().map(|l| (l.a.chan, l.b.chan)).collect();
+    assert_eq!(chans, [(6, 5), (9, 8)]);
+    assert_eq!(c.arch(), meshsim_topology::Arch::Blackhole);
 }

@@ -398,6 +398,8 @@ pub struct Fabric {
     pub(crate) headers: RefCell<Vec<Vec<Option<Header>>>>,
     /// Per router: what it did, written as it runs.
     pub(crate) stats: RefCell<Vec<RouterStats>>,
+    /// ERISCs each router runs on: the architecture's, or 1 once a mux sits in front.
+    eriscs: std::cell::Cell<u64>,
 }
 
 impl Fabric {
@@ -484,7 +486,8 @@ impl Fabric {
         }
         let headers = RefCell::new(vec![vec![None; layout.entries()]; routers.len()]);
         let stats = RefCell::new(vec![RouterStats::default(); routers.len()]);
-        Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers, stats }))
+        let eriscs = std::cell::Cell::new(p.fabric_router_eriscs);
+        Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers, stats, eriscs }))
     }
 
     /// The router on `chip` and `plane` of a mesh fabric facing `dir`.
@@ -501,18 +504,38 @@ impl Fabric {
             .find_map(|(i, l)| l.carries(chips).then_some((i, l.closed && chips.len() == l.chips.len())))
     }
 
-    /// Adds every router's kernel to the programs (one per chip, indexed by chip).
+    /// Adds every router's kernels to the programs (one per chip, indexed by chip): one
+    /// kernel per router, or two on a two-ERISC architecture (`fabric_router_eriscs`), its
+    /// sender loop ("router") and its receiver loop ("router rx").
     pub fn install(self: &Rc<Fabric>, programs: &mut [meshsim_hw::Program]) {
         for (r, spec) in self.routers.iter().enumerate() {
-            let f = self.clone();
-            programs[spec.at.chip.0 as usize].create_kernel(
-                meshsim_hw::CoreRef::Eth(spec.at.chan),
-                "router",
-                1,
-                vec![],
-                move |k| router::run(k, f, r),
-            );
+            let roles: &[(router::Role, &str)] = match self.eriscs.get() {
+                1 => &[(router::Role::Both, "router")],
+                _ => &[(router::Role::Senders, "router"), (router::Role::Receiver, "router rx")],
+            };
+            for &(role, name) in roles {
+                let f = self.clone();
+                programs[spec.at.chip.0 as usize].create_kernel(
+                    meshsim_hw::CoreRef::Eth(spec.at.chan),
+                    name,
+                    1,
+                    vec![],
+                    move |k| router::run(k, f, r, role),
+                );
+            }
         }
+    }
+
+    /// ERISCs each router runs on (1 or 2; see `fabric_router_eriscs`).
+    pub fn eriscs(&self) -> u64 {
+        self.eriscs.get()
+    }
+
+    /// Runs every router on one ERISC: a session with a Tensix mux does (tt-metal turns
+    /// two-ERISC mode off with the mux, `shared/fabric.md` §8). Kernels installed for two
+    /// ERISCs read it when they start.
+    pub fn use_one_erisc(&self) {
+        self.eriscs.set(1);
     }
 
     /// Adds the host's close: on every chip with routers, a kernel on the core `core(chip)`

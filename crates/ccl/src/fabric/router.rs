@@ -23,6 +23,13 @@
 //!    in at the end of its own sender step; returning channel 0's here, at the end of the pass,
 //!    is a known departure (docs/model.md).
 //!
+//! On two ERISCs (`fabric_router_eriscs` = 2, Blackhole's default; fabric.md §8) the router
+//! is two kernels on its Ethernet core, each with its own loop: ERISC0 runs the sender
+//! channels, their connection and their credits (steps 1, 3 and 4 above) and sends on tx
+//! queue 0; ERISC1 runs the receiver channel and its completions (step 2) and sends its
+//! acknowledgements and completions on tx queue 1. Each loop costs its own passes. A session
+//! with a Tensix mux runs the single loop (tt-metal turns two-ERISC mode off with the mux).
+//!
 //! The termination word is read before every pass.
 //! The loop's own time: a sender step with a packet to send spends `fabric_router_step_cycles`
 //! reading its channel's state before it tests the tx queue, and a pass that moved something
@@ -119,8 +126,44 @@ struct State {
     check: Time,
 }
 
-/// Runs router `me` of `fabric` until the host terminates it.
-pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
+/// Which of a router's channels a router kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// All of them, in one loop on one ERISC.
+    Both,
+    /// The sender channels, their connection and credits (ERISC0, tx queue 0).
+    Senders,
+    /// The receiver channel and its completions (ERISC1, tx queue 1).
+    Receiver,
+}
+
+impl Role {
+    /// The steps of a pass this role runs. A single loop's pass has three: sender channel 0
+    /// with the connection check (0); the receiver channel and its completions (1); the
+    /// forwarding sender channels (1, and 2-3 on a mesh) with credits (2).
+    fn steps(self) -> &'static [usize] {
+        match self {
+            Role::Both => &[0, 1, 2],
+            Role::Senders => &[0, 2],
+            Role::Receiver => &[1],
+        }
+    }
+
+    /// The tx queue its Ethernet sends use.
+    fn txq(self) -> usize {
+        usize::from(self == Role::Receiver)
+    }
+}
+
+/// Runs router `me` of `fabric` in `role` until the host terminates it. A two-ERISC router's
+/// kernels fall back to one loop when the fabric runs on one ERISC ([`Fabric::eriscs`]): the
+/// sender kernel runs both roles and the receiver kernel ends at once.
+pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize, role: Role) -> TaskResult {
+    let role = match (role, fabric.eriscs()) {
+        (Role::Receiver, 1) => return Ok(()),
+        (Role::Senders, 1) => Role::Both,
+        (r, _) => r,
+    };
     let spec = fabric.routers[me].clone();
     let lay = fabric.layout;
     let ring = fabric.config.kind.is_ring();
@@ -156,8 +199,12 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let w = |o: u64| lay.word(o);
     // Memory starts zeroed: every counter and semaphore begins at 0.
     let master = k.chip() < spec.peer.chip;
-    k.eth_setup_handshake(w(HANDSHAKE), master).await?;
-    k.mark(crate::edm::HANDSHAKE_DONE);
+    if role != Role::Receiver {
+        k.eth_setup_handshake(w(HANDSHAKE), master).await?;
+        k.mark(crate::edm::HANDSHAKE_DONE);
+    }
+    let steps = role.steps();
+    let txq = role.txq();
     let mut st = State {
         sent: [0; CHANNELS],
         total_sent: 0,
@@ -186,8 +233,8 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
     let mut waits = Waits(Vec::new());
     loop {
         if k.read_u32(w(TERMINATE))? == TERMINATE_NOW {
-            fabric.stats.borrow_mut()[me] = st.stats;
-            return match stranded(&k, &lay, &st)? {
+            fabric.stats.borrow_mut()[me].absorb(&st.stats);
+            return match stranded(&k, &lay, &st, role)? {
                 None => Ok(()),
                 Some(what) => err(format!(
                     "terminated at {} with {what}: teardown before the packets were delivered",
@@ -198,7 +245,7 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
         waits.0.clear();
         let mut moved = false;
         let pass_start = k.now();
-        for step in first..STEPS {
+        for &step in &steps[first..] {
             match step {
                 0 => {
                     match connection_step(&k, &fabric, &mut st, &mut waits).await? {
@@ -208,8 +255,9 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
                     moved |= send_step(&k, &fabric, me, peer, 0, ring, &mut st, &mut waits).await?;
                 }
                 1 => {
-                    moved |= receive_step(&k, &fabric, me, &wiring, trids, ring, &mut st, &mut waits).await?;
-                    moved |= complete_step(&k, &fabric, ring, &mut st, &mut waits).await?;
+                    moved |= receive_step(&k, &fabric, me, &wiring, (trids, txq), ring, &mut st, &mut waits)
+                        .await?;
+                    moved |= complete_step(&k, &fabric, ring, txq, &mut st, &mut waits).await?;
                 }
                 _ => {
                     for ch in 1..wiring.channels {
@@ -232,42 +280,40 @@ pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize) -> TaskResult {
             waits.0.push(Wake::Word(w(TERMINATE), Cond::Eq(TERMINATE_NOW)));
             k.wait_for_any(&waits.0).await?;
             // The step whose turn comes next notices the change.
+            let n = steps.len();
             let phase = Time((k.now() - origin).0 % pass.0.max(1));
-            first = (0..STEPS).find(|&s| pass_offset(pass, s) >= phase).unwrap_or(0);
-            let at = if pass_offset(pass, first) >= phase {
-                pass_offset(pass, first) - phase
+            first = (0..n).find(|&s| pass_offset(pass, s, n) >= phase).unwrap_or(0);
+            let at = if pass_offset(pass, first, n) >= phase {
+                pass_offset(pass, first, n) - phase
             } else {
                 pass - phase
             };
             k.delay(at).await;
-            origin = k.now() - pass_offset(pass, first);
+            origin = k.now() - pass_offset(pass, first, n);
         }
     }
 }
 
 /// What a terminated router still held: packets its producers queued that it never sent, or
 /// packets landed in its receiver that it never processed.
-fn stranded(k: &Kernel, lay: &super::Layout, st: &State) -> Result<Option<String>, StepError> {
-    for (ch, (&doorbell, &sent)) in DOORBELL.iter().zip(&st.sent).take(lay.channels).enumerate() {
+fn stranded(k: &Kernel, lay: &super::Layout, st: &State, role: Role) -> Result<Option<String>, StepError> {
+    let senders = if role == Role::Receiver { 0 } else { lay.channels };
+    for (ch, (&doorbell, &sent)) in DOORBELL.iter().zip(&st.sent).take(senders).enumerate() {
         let queued = k.read_u32(lay.word(doorbell))? as u64;
         if queued > sent {
             return Ok(Some(format!("{} packets of sender channel {ch} unsent", queued - sent)));
         }
     }
     let landed = k.read_u32(lay.word(RX_SENT))? as u64;
-    if landed > st.taken {
+    if role != Role::Senders && landed > st.taken {
         return Ok(Some(format!("{} landed packets unprocessed in its receiver", landed - st.taken)));
     }
     Ok(None)
 }
 
-/// Steps of a pass: sender channel 0 with the connection check; the receiver channel and its
-/// completions; the forwarding sender channels (1, and 2-3 on a mesh) with credits.
-const STEPS: usize = 3;
-
-/// When step `s` comes round within a pass of length `pass`.
-fn pass_offset(pass: Time, s: usize) -> Time {
-    Time(pass.0 * s as u64 / STEPS as u64)
+/// When the `s`-th of a loop's `n` steps comes round within a pass of length `pass`.
+fn pass_offset(pass: Time, s: usize, n: usize) -> Time {
+    Time(pass.0 * s as u64 / n as u64)
 }
 
 /// A protocol error of the router running `k`.
@@ -384,7 +430,7 @@ async fn receive_step(
     fabric: &Fabric,
     me: usize,
     wiring: &Wiring,
-    trids: usize,
+    (trids, txq): (usize, usize),
     ring: bool,
     st: &mut State,
     waits: &mut Waits,
@@ -397,8 +443,8 @@ async fn receive_step(
     // of processing — so a head blocked on a downstream credit does not hold back the acks
     // that free the upstream's slots.
     if ring && st.acks_sent < landed {
-        if k.eth_txq_is_busy(0)? {
-            waits.0.push(Wake::TxqFree(0));
+        if k.eth_txq_is_busy(txq)? {
+            waits.0.push(Wake::TxqFree(txq));
         } else {
             let i = st.acks_sent % lay.receiver_slots;
             let src = fabric.headers.borrow()[me][lay.receiver_entry(i)]
@@ -407,7 +453,7 @@ async fn receive_step(
             st.acked[src] += 1;
             let stage = lay.word(stage_acked(src));
             k.write_u32(stage, st.acked[src] as u32)?;
-            k.eth_send_packet(0, stage >> 4, lay.word(ACKED[src]) >> 4, 1).await?;
+            k.eth_send_packet(txq, stage >> 4, lay.word(ACKED[src]) >> 4, 1).await?;
             st.acks_sent += 1;
             moved = true;
         }
@@ -532,6 +578,7 @@ async fn complete_step(
     k: &Kernel,
     fabric: &Fabric,
     ring: bool,
+    txq: usize,
     st: &mut State,
     waits: &mut Waits,
 ) -> Result<bool, StepError> {
@@ -551,8 +598,8 @@ async fn complete_step(
         waits.0.push(Wake::Flushed(trid));
         return Ok(false);
     }
-    if k.eth_txq_is_busy(0)? {
-        waits.0.push(Wake::TxqFree(0));
+    if k.eth_txq_is_busy(txq)? {
+        waits.0.push(Wake::TxqFree(txq));
         return Ok(false);
     }
     let lay = fabric.layout;
@@ -560,7 +607,7 @@ async fn complete_step(
     st.completed[src] += 1;
     let stage = lay.word(stage_completed(src));
     k.write_u32(stage, st.completed[src] as u32)?;
-    k.eth_send_packet(0, stage >> 4, lay.word(COMPLETED[src]) >> 4, 1).await?;
+    k.eth_send_packet(txq, stage >> 4, lay.word(COMPLETED[src]) >> 4, 1).await?;
     st.pending.pop_front();
     Ok(true)
 }

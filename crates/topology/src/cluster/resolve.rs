@@ -65,7 +65,13 @@ impl Cluster {
         for list in &mut adj {
             list.sort();
         }
-        let shape = shape::infer(&adj);
+        let mut shape = shape::infer(&adj);
+        if shape == shape::Shape::Irregular {
+            let coords: Option<Vec<(i64, i64)>> = chips.iter().map(|c| c.coord.map(|e| (e.x, e.y))).collect();
+            if let Some(g) = coords.and_then(|xy| shape::mesh_from_coords(&adj, &xy)) {
+                shape = shape::Shape::Mesh(g);
+            }
+        }
         Cluster { origin: file.to_owned(), chips, links, remote_links, boards, graph, adj, chan_link, shape }
     }
 }
@@ -85,20 +91,26 @@ struct Resolver<'f> {
 }
 
 impl<'f> Resolver<'f> {
-    /// The chips of `arch`, dense in ascending file-id order; only Wormhole is modelled.
+    /// The chips of `arch`, dense in ascending file-id order, all of one modelled architecture.
     fn new(file: &'f str, arch: &BTreeMap<FileChipId, String>) -> Result<Resolver<'f>, TopologyError> {
         let mut index = BTreeMap::new();
         let mut chips = Vec::with_capacity(arch.len());
         for (&id, name) in arch {
             let entry = format!("arch[{id}]");
             let a = Arch::parse(name).ok_or_else(|| {
-                bad(file, &entry, format!("unknown architecture '{name}' (expected wormhole_b0)"))
+                bad(
+                    file,
+                    &entry,
+                    format!("unknown architecture '{name}' (expected wormhole_b0 or blackhole)"),
+                )
             })?;
             if !a.modelled() {
                 return Err(bad(
                     file,
                     entry,
-                    format!("{a} chips are not modelled: meshsim simulates Wormhole (wormhole_b0) only"),
+                    format!(
+                        "{a} chips are not modelled: meshsim simulates Wormhole (wormhole_b0) and Blackhole"
+                    ),
                 ));
             }
             if let Some(first) = chips.first().filter(|c: &&Chip| c.arch != a) {
@@ -117,6 +129,7 @@ impl<'f> Resolver<'f> {
                 board: None,
                 board_type: None,
                 harvest_mask: None,
+                eth_harvest_mask: None,
                 unique_id: None,
             });
         }
@@ -169,6 +182,7 @@ impl<'f> Resolver<'f> {
         for (id, h) in harvesting.unwrap_or_default() {
             if let Some(&i) = self.index.get(&id) {
                 self.chip(i).harvest_mask = h.harvest_mask;
+                self.chip(i).eth_harvest_mask = h.eth_harvesting_mask.filter(|&m| m != 0);
             }
         }
         for (id, u) in unique_ids.unwrap_or_default() {
@@ -269,7 +283,7 @@ impl<'f> Resolver<'f> {
                 );
             }
             let chip = self.lookup(chip, entry)?;
-            eps[k] = Endpoint { chip, chan: channel(e, self.chips[chip.0 as usize].arch, entry, self.file)? };
+            eps[k] = Endpoint { chip, chan: channel(e, &self.chips[chip.0 as usize], entry, self.file)? };
         }
         let (a, b) = if eps[0] <= eps[1] { (eps[0], eps[1]) } else { (eps[1], eps[0]) };
         let id = |e: Endpoint| self.chips[e.chip.0 as usize].id;
@@ -309,14 +323,13 @@ impl<'f> Resolver<'f> {
                 .remote_chip_id
                 .ok_or_else(|| self.bad(&entry, "remote endpoint has no `remote_chip_id`"))?;
             let chip = self.lookup(local.chip.expect("checked"), &entry)?;
-            let arch = self.chips[chip.0 as usize].arch;
-            let ep = Endpoint { chip, chan: channel(local, arch, &entry, self.file)? };
+            let local_chip = &self.chips[chip.0 as usize];
+            let ep = Endpoint { chip, chan: channel(local, local_chip, &entry, self.file)? };
+            // The far chip's harvesting is not in this file: its channel stays as written.
+            let as_written = Chip { eth_harvest_mask: None, ..local_chip.clone() };
+            let remote_chan = channel(remote, &as_written, &entry, self.file)?;
             self.claim(ep, &entry)?;
-            remote_links.push(RemoteLink {
-                local: ep,
-                remote_chip_id,
-                remote_chan: channel(remote, arch, &entry, self.file)?,
-            });
+            remote_links.push(RemoteLink { local: ep, remote_chip_id, remote_chan });
         }
         Ok(remote_links)
     }
@@ -346,13 +359,25 @@ fn split_connection<'a>(
     }
 }
 
-/// An endpoint's channel, one of the Ethernet channels of `arch`'s SoC.
-fn channel(e: &RawEnd, arch: Arch, entry: &str, file: &str) -> Result<u8, TopologyError> {
+/// An endpoint's physical channel on `chip`. The file counts only the channels the chip's
+/// Ethernet harvesting leaves enabled (tt-umd's logical channels): channel `c` is the `c`-th
+/// enabled one of the SoC's Ethernet cores.
+fn channel(e: &RawEnd, chip: &Chip, entry: &str, file: &str) -> Result<u8, TopologyError> {
     let chan = e.chan.ok_or_else(|| TopologyError::invalid(file, entry, "endpoint has no `chan`"))?;
-    let have =
-        arch.soc().map_or(ETH_CHANNELS as usize, |s| s.eth_cores.len()).min(ETH_CHANNELS as usize) as u8;
-    u8::try_from(chan).ok().filter(|&c| c < have).ok_or_else(|| {
-        TopologyError::invalid(file, entry, format!("channel {chan} is outside 0..{}", have - 1))
+    let all = chip.arch.soc().map_or(ETH_CHANNELS as usize, |s| s.eth_cores.len()).min(ETH_CHANNELS as usize);
+    let mask = chip.eth_harvest_mask.unwrap_or(0);
+    let enabled: Vec<u8> = (0..all as u8).filter(|&c| mask & (1 << c) == 0).collect();
+    let harvested = if mask == 0 {
+        String::new()
+    } else {
+        format!(" (chip {} has {} of {all} enabled: eth_harvesting_mask {mask})", chip.id, enabled.len())
+    };
+    usize::try_from(chan).ok().and_then(|c| enabled.get(c).copied()).ok_or_else(|| {
+        TopologyError::invalid(
+            file,
+            entry,
+            format!("channel {chan} is outside 0..{}{harvested}", enabled.len().max(1) - 1),
+        )
     })
 }
 
