@@ -401,3 +401,29 @@ fn the_ccl_sweep_holds_its_recorded_accuracy() {
     assert!(mean <= 11.0, "mean |error| {mean:.1} %");
     assert!(worst.0.abs() <= 43.0, "worst {:+.1} % at {}", worst.0, worst.1);
 }
+
+/// Blackhole's one-hop line latency goldens (a box of four P150 cards and the Galaxy) hold
+/// with Blackhole's parameters: its faster clock and 400 or 200 Gb/s links on the same firmware
+/// costs in cycles as Wormhole's.
+#[test]
+fn blackhole_line_latency_goldens_hold() {
+    use meshsim_bench::bh_calibration::BH_LATENCY;
+    use meshsim_bench::fabric::{self, FabricLatencySpec, LatencyTopology};
+    let bh = |name: &str| {
+        let c = builtin::cluster(name).unwrap();
+        let p = Params::of(meshsim_topology::Arch::Blackhole).unwrap().on(&c);
+        Setup::new(c, p)
+    };
+    let (quietbox, galaxy) = (bh("bh_quietbox"), bh("bh_galaxy"));
+    for (on_galaxy, noc_send, size, ns, _) in BH_LATENCY {
+        let spec =
+            FabricLatencySpec { topology: LatencyTopology::Line, noc_send, payload_bytes: size, samples: 16 };
+        let got =
+            fabric::fabric_latency(if on_galaxy { &galaxy } else { &quietbox }, spec).unwrap().row.net_avg_ns;
+        let err = (got - ns) / ns * 100.0;
+        assert!(
+            err.abs() <= 10.0,
+            "galaxy {on_galaxy} {noc_send:?} {size} B: {got:.0} ns against {ns} ({err:+.1} %)"
+        );
+    }
+}
