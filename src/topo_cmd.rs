@@ -13,6 +13,13 @@ pub(crate) fn topo_json(c: &Cluster) -> serde_json::Value {
         .map(|(a, b, links)| serde_json::json!({"a": c.chip(a).id, "b": c.chip(b).id, "links": links.len()}))
         .collect();
     let ring = c.ring().map(|r| ids(c, &r.chips));
+    let axes: Vec<_> = c
+        .axes()
+        .iter()
+        .map(|p| serde_json::json!({"chips": ids(c, &p.chips), "ring": p.hops.len() == p.chips.len()}))
+        .collect();
+    let perimeter = c.perimeter().map(|r| ids(c, &r.chips));
+    let board_rings: Vec<_> = c.board_rings().iter().map(|r| ids(c, &r.chips)).collect();
     serde_json::json!({
         "cluster": c.origin(),
         "chips": c.chips().len(),
@@ -24,6 +31,9 @@ pub(crate) fn topo_json(c: &Cluster) -> serde_json::Value {
         "shape": c.shape().to_string(),
         "diameter": c.diameter(),
         "ring": ring,
+        "axes": axes,
+        "perimeter": perimeter,
+        "board_rings": board_rings,
     })
 }
 
@@ -56,6 +66,20 @@ pub(crate) fn topo_text(c: &Cluster) -> String {
         None => {
             let _ = writeln!(s, "ring      none found");
         }
+    }
+    let axes = c.axes();
+    if !axes.is_empty() {
+        let _ = writeln!(s, "\naxes (rows, then columns; ring: its ends are linked):");
+        for p in &axes {
+            let kind = if p.hops.len() == p.chips.len() { "ring" } else { "line" };
+            let _ = writeln!(s, "  {kind} {:<3} {}", p.chips.len(), chip_list(ids(c, &p.chips)));
+        }
+    }
+    if let Some(p) = c.perimeter().filter(|p| p.chips.len() < c.chips().len()) {
+        let _ = writeln!(s, "perimeter ring {}: {}", p.chips.len(), chip_list(ids(c, &p.chips)));
+    }
+    for (i, p) in c.board_rings().iter().enumerate() {
+        let _ = writeln!(s, "board {i} ring {}: {}", p.chips.len(), chip_list(ids(c, &p.chips)));
     }
     let _ = writeln!(s, "\nlinks per pair (usable = not reserved):");
     for (a, b, links) in c.links_per_pair() {

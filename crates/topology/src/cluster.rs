@@ -314,6 +314,64 @@ impl Cluster {
         Some(self.path(shape::canonical_cycle(order), true))
     }
 
+    /// The rows, then the columns, of a mesh or torus, each closed into a ring when its ends
+    /// are linked by a usable link (a torus's, or a Blackhole Galaxy column's wrap between
+    /// trays); nothing for other shapes.
+    pub fn axes(&self) -> Vec<Path> {
+        let Some(g) = self.grid() else {
+            return Vec::new();
+        };
+        g.rows_and_columns()
+            .into_iter()
+            .filter(|l| l.len() > 1)
+            .map(|chips| {
+                let (a, b) = (chips[0], chips[chips.len() - 1]);
+                let closed = chips.len() > 2 && !self.usable_links_between(a, b).is_empty();
+                self.path(chips, closed)
+            })
+            .collect()
+    }
+
+    /// The ring round the edge of a mesh or torus of at least 2 x 2: along row 0, down the
+    /// last column, back along the last row and up column 0.
+    pub fn perimeter(&self) -> Option<Path> {
+        let g = self.grid().filter(|g| g.rows >= 2 && g.cols >= 2)?;
+        let (r, c) = (g.rows, g.cols);
+        let mut ring: Vec<ChipIdx> = (0..c).map(|j| g.chip(0, j)).collect();
+        ring.extend((1..r).map(|i| g.chip(i, c - 1)));
+        ring.extend((0..c - 1).rev().map(|j| g.chip(r - 1, j)));
+        ring.extend((1..r - 1).rev().map(|i| g.chip(i, 0)));
+        Some(self.path(ring, true))
+    }
+
+    /// A ring through the chips of each board of more than two chips that has one over usable
+    /// links (a Blackhole Galaxy tray's 8-chip ring), in board order.
+    pub fn board_rings(&self) -> Vec<Path> {
+        let mut rings = Vec::new();
+        for b in self.boards.iter().filter(|b| b.chips.len() > 2) {
+            let local = |c: ChipIdx| b.chips.iter().position(|&x| x == c);
+            let sub: Vec<Vec<ChipIdx>> = b
+                .chips
+                .iter()
+                .map(|&c| {
+                    let mut v: Vec<ChipIdx> = self.adj[c.0 as usize]
+                        .iter()
+                        .filter_map(|&w| local(w).map(|i| ChipIdx(i as u32)))
+                        .collect();
+                    v.sort();
+                    v
+                })
+                .collect();
+            let usable = |x: ChipIdx, y: ChipIdx| {
+                !self.usable_links_between(b.chips[x.0 as usize], b.chips[y.0 as usize]).is_empty()
+            };
+            if let Some(order) = shape::search_cycle(&sub, &usable) {
+                rings.push(self.path(order.into_iter().map(|i| b.chips[i.0 as usize]).collect(), true));
+            }
+        }
+        rings
+    }
+
     /// Lines along the rows, then the columns, of a mesh or torus; the whole chain of a line;
     /// nothing otherwise. Hops without a usable link are kept (with no links) so callers can
     /// tell the user which hop is missing.
