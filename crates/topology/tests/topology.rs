@@ -357,7 +357,7 @@ fn conformance(dir: &str) {
         ("umd_blackhole_galaxy.yaml", 32, 140, "irregular"),
     ];
     let mut files: Vec<_> =
-        std::fs::read_dir(&dir).expect("MESHSIM_ANCHORS is a folder").map(|e| e.unwrap().path()).collect();
+        std::fs::read_dir(dir).expect("MESHSIM_ANCHORS is a folder").map(|e| e.unwrap().path()).collect();
     files.sort();
     assert!(!files.is_empty());
     for path in files {
