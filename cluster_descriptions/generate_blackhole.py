@@ -9,7 +9,9 @@ off), and the files number a chip's channels 0-11 over the enabled ones, as tt-u
 - p300: two chips on one board, 2 links between them.
 - bh_quietbox: four P150 cards in a ring (0-2-1-3-0), 4 links per neighbouring pair.
 - bh_loudbox: eight P150 cards cabled as a cube (chips differing in one bit of their id are
-  neighbours), 2 links per pair; chips 4-7 each have 2 links leaving the box.
+  neighbours), 2 links per pair; chips 4-7 each have 2 links leaving the box. Its coordinates
+  lay it out as the 2x4 mesh the cube holds (rows 0-1-3-2 and 4-5-7-6; 0-2 and 4-6 the other
+  pairs), as tt-metal runs an 8-chip box.
 - bh_galaxy: 32 chips on four trays of 2x4, chip id = 8 * tray + 4 * row + column. In a tray,
   neighbours along a row and the two rows' chips of a column are joined by 2 links; each chip is
   joined by 2 links to the chip of the same place on the next tray (4 on two pairs of column 3)
@@ -88,8 +90,10 @@ def main():
          4, links, [], [("p150", [c]) for c in range(4)])
     cube = [(a, a ^ (1 << bit)) for a in range(8) for bit in range(3) if a < a ^ (1 << bit)]
     links, remote = pairs_of_p150(8, cube, 2, remote_chips=range(4, 8))
+    # The cube holds a 2x4 mesh (rows 0-1-3-2 and 4-5-7-6), as tt-metal lays out an 8-chip box.
+    loudbox = {c: (x, y) for y, row in enumerate([[0, 1, 3, 2], [4, 5, 7, 6]]) for x, c in enumerate(row)}
     emit("bh_loudbox", "eight Blackhole P150 cards cabled as a cube, 2 links per pair, 8 links leaving the box",
-         8, links, remote, [("p150", [c]) for c in range(8)])
+         8, links, remote, [("p150", [c]) for c in range(8)], loudbox)
 
     # Galaxy: id = 8 * tray + 4 * row + column.
     ch = Channels(32, range(12))
