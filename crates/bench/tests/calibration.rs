@@ -427,3 +427,33 @@ fn blackhole_line_latency_goldens_hold() {
         );
     }
 }
+
+/// Blackhole's fabric on one ERISC moves a constant number of packets per second whatever
+/// their size (fabric.md §8: 4.21 M/s at 16 B, 2 KiB and 4 KiB), and two ERISCs carry a line
+/// neighbour exchange of 4 KiB packets on 400 Gb/s links well above one (about 16 against
+/// about 30 GB/s per direction on hardware).
+#[test]
+fn blackhole_single_erisc_rate_is_constant_and_two_eriscs_outrun_it() {
+    use meshsim_bench::fabric::{self, FabricSpec, FabricTest, NocSend};
+    let c = builtin::cluster("bh_loudbox").unwrap();
+    let two = Params::of(meshsim_topology::Arch::Blackhole).unwrap().on(&c);
+    let one = Params { fabric_router_eriscs: 1, ..two.clone() };
+    let ne = |p: &Params, size: u64| {
+        let spec = FabricSpec {
+            test: FabricTest::NeighborExchange,
+            noc_send: NocSend::Write,
+            packet_bytes: size,
+            max_packet_bytes: None,
+            num_links: 1,
+            packets: Some(500),
+        };
+        fabric::fabric(&Setup::new(c.clone(), p.clone()), spec).unwrap().row
+    };
+    let rates: Vec<f64> = [16, 2048, 4096].iter().map(|&s| ne(&one, s).packets_per_s).collect();
+    for r in &rates {
+        assert!((r / rates[0] - 1.0).abs() < 0.05, "one ERISC: {rates:?} packets/s");
+        assert!((r / 4.21e6 - 1.0).abs() < 0.10, "one ERISC: {rates:?} packets/s against 4.21 M");
+    }
+    let (g1, g2) = (ne(&one, 4096).gbps, ne(&two, 4096).gbps);
+    assert!(g2 > 1.3 * g1, "two ERISCs {g2:.1} GB/s against one {g1:.1}");
+}

@@ -80,28 +80,19 @@ fn every_collective_on_every_blackhole_machine_runs_clean_on_two_eriscs_and_one(
     assert!(ran >= 100, "{ran}");
 }
 
-/// Two ERISCs per router carry a 2-chip all-gather faster than one (the receiver's writes and
-/// completions no longer wait for the sender's loop), and a Galaxy's 200 Gb/s links carry it
-/// slower than a box's 400 Gb/s ones.
+/// Link rates are the machine's: 400 Gb/s on P150 and P300 cards, 200 on a Galaxy. (Two ERISCs
+/// against one is pinned on the fabric benchmark, where the router binds:
+/// `crates/bench/tests/calibration.rs`.)
 #[test]
-fn two_eriscs_and_faster_links_each_shorten_a_large_all_gather() {
-    let c = builtin::cluster("p300").unwrap();
-    let two = Params::of(Arch::Blackhole).unwrap().on(&c);
-    assert_eq!(two.eth_link_gbps, 400);
-    let one = Params { fabric_router_eriscs: 1, ..two.clone() };
-    let slow = Params { eth_link_gbps: 200, ..two.clone() };
-    let tensor = TensorSpec::new([1, 1, 32, 262144], DType::Bf16, Layout::Tile).unwrap();
-    let time = |p: &Params| {
-        let comm = Communicator::world(&c, Topology::Line, None).unwrap();
-        let mut req = OpRequest::new("ag", comm, Collective::AllGather, tensor, 3);
-        req.knobs = Knobs { packet_bytes: Some(8192), links: Some(1), ..Knobs::default() };
-        run(&c, p, Stack::Fabric, req).makespan
+fn link_rates_are_the_machines() {
+    let rate = |name: &str| {
+        let c = builtin::cluster(name).unwrap();
+        Params::of(Arch::Blackhole).unwrap().on(&c).eth_link_gbps
     };
-    let (t2, t1, ts) = (time(&two), time(&one), time(&slow));
-    assert!(t2 < t1, "two ERISCs {t2} against one {t1}");
-    assert!(t2 < ts, "400 Gb/s {t2} against 200 Gb/s {ts}");
-    let galaxy = builtin::cluster("bh_galaxy").unwrap();
-    assert_eq!(Params::of(Arch::Blackhole).unwrap().on(&galaxy).eth_link_gbps, 200);
+    assert_eq!(
+        [rate("p300"), rate("bh_quietbox"), rate("bh_loudbox"), rate("bh_galaxy")],
+        [400, 400, 400, 200]
+    );
 }
 
 /// The legacy EDM stack runs on Blackhole's ERISCs too.
