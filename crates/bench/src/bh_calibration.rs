@@ -7,9 +7,7 @@
 use rayon::prelude::*;
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::op::{Knobs, Stack, Topology};
-use meshsim_ccl::sweep::{self, SweepOp, SweepSpec};
-use meshsim_ccl::tensor::DType;
+use meshsim_ccl::op::Topology;
 
 use crate::calibration::{CalibrationRow, latency_tolerance_pct, row};
 use crate::ccl_calibration::SweepCollective;
@@ -149,39 +147,18 @@ fn bandwidth_tolerance(size: u64) -> f64 {
     if size >= 4096 { 10.0 } else { 15.0 }
 }
 
-/// The simulated all-gather sweep of one (ranks, topology) series on `galaxy`: (bytes, µs).
-/// With `max_bytes`, larger points are left out (a test's short run).
+/// The simulated all-gather sweep of one (ranks, topology) series on `galaxy`, on the first
+/// `n` chips of [`BH_SWEEP_AXIS`]: (bytes, µs).
 pub fn sweep_series(
     galaxy: &Setup,
     n: usize,
     topology: Topology,
     sizes: &[u64],
 ) -> Result<Vec<(u64, f64)>, BenchError> {
-    let bad = BenchError::BadArgument;
-    let comm =
-        Communicator::from_ids(&galaxy.cluster, &BH_SWEEP_AXIS[..n], topology).map_err(|e| bad(e.0))?;
-    let op = SweepCollective::AllGather;
-    let spec = SweepSpec {
-        op: SweepOp { collective: op.collective(), bidir: None },
-        comms: vec![comm],
-        links: Some(BH_SWEEP_LINKS),
-        workers: None,
-        dtype: DType::Bf16,
-        stack: Stack::Fabric,
-        faults: Vec::new(),
-        select: None,
-        in_place: false,
-        knobs: Knobs { packet_bytes: Some(BH_SWEEP_PACKET_BYTES), ..Knobs::default() },
-        skew_ns: 0,
-    };
-    let rows = sweep::sweep(&galaxy.cluster, &galaxy.params, &spec, sizes, &|| {})
-        .map_err(|e| BenchError::Sim(e.to_string()))?;
-    rows.into_iter()
-        .map(|r| match r.error {
-            Some(e) => Err(BenchError::Sim(format!("all_gather at {} B: {e}", r.size_bytes))),
-            None => Ok((r.size_bytes, r.time_us)),
-        })
-        .collect()
+    let comm = Communicator::from_ids(&galaxy.cluster, &BH_SWEEP_AXIS[..n], topology)
+        .map_err(|e| BenchError::BadArgument(e.0))?;
+    let knobs = (BH_SWEEP_LINKS, BH_SWEEP_PACKET_BYTES);
+    crate::ccl_calibration::run_sweep(galaxy, comm, SweepCollective::AllGather, knobs, sizes)
 }
 
 /// Runs the Blackhole set: latency on `quietbox` and `galaxy`, bandwidth and the all-gather

@@ -140,22 +140,35 @@ pub fn sweep_series(
     topology: Topology,
     sizes: &[u64],
 ) -> Result<Vec<(u64, f64)>, BenchError> {
-    let bad = BenchError::BadArgument;
-    let comm = Communicator::world(&t3000.cluster, topology, Some(n)).map_err(|e| bad(e.0))?;
+    let comm =
+        Communicator::world(&t3000.cluster, topology, Some(n)).map_err(|e| BenchError::BadArgument(e.0))?;
+    run_sweep(t3000, comm, op, (SWEEP_LINKS, SWEEP_PACKET_BYTES), sizes)
+}
+
+/// A sweep of `op` on `comm` as tt-metal's CCL sweeps run it — bf16, `[1, 1, 32, X]` along
+/// dim 3, the fabric with `links` routing planes and `packet` byte payloads, the op's own
+/// algorithm and workers — at `sizes`: each point's (bytes, µs).
+pub fn run_sweep(
+    setup: &Setup,
+    comm: Communicator,
+    op: SweepCollective,
+    (links, packet): (usize, u64),
+    sizes: &[u64],
+) -> Result<Vec<(u64, f64)>, BenchError> {
     let spec = SweepSpec {
         op: SweepOp { collective: op.collective(), bidir: None },
         comms: vec![comm],
-        links: Some(SWEEP_LINKS),
+        links: Some(links),
         workers: None,
         dtype: DType::Bf16,
         stack: Stack::Fabric,
         faults: Vec::new(),
         select: None,
         in_place: false,
-        knobs: Knobs { packet_bytes: Some(SWEEP_PACKET_BYTES), ..Knobs::default() },
+        knobs: Knobs { packet_bytes: Some(packet), ..Knobs::default() },
         skew_ns: 0,
     };
-    let rows = sweep::sweep(&t3000.cluster, &t3000.params, &spec, sizes, &|| {})
+    let rows = sweep::sweep(&setup.cluster, &setup.params, &spec, sizes, &|| {})
         .map_err(|e| BenchError::Sim(e.to_string()))?;
     rows.into_iter()
         .map(|r| match r.error {
