@@ -228,8 +228,10 @@ pub(crate) enum Command {
     },
     /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
     Topo {
-        /// A cluster description file (tt-umd YAML) or a built-in name: n300, t3000, galaxy,
-        /// galaxy_torus.
+        /// A cluster description file (tt-umd YAML), a built-in name (n300, t3000, galaxy,
+        /// galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy) or a generated cluster:
+        /// ring:N, line:N, mesh:RxC or torus:RxC, each with optional :links=K (links per
+        /// neighbouring pair, default 2) and :arch=wormhole_b0|blackhole.
         cluster: String,
         /// Output format.
         #[arg(long, value_enum, default_value_t = TopoFormat::Text)]
@@ -241,7 +243,7 @@ pub(crate) enum Command {
     /// For every chip pair: whether one can access the other's memory directly over the stack
     /// (access), modify it atomically (atomics), the usable links between them and the hops.
     Peers {
-        /// A cluster description file or a built-in name.
+        /// A cluster description file, a built-in name or a generated cluster (torus:8x16).
         cluster: String,
         /// The transport: fabric (routed: every connected chip) or edm (direct neighbours)
         /// [default: fabric].
@@ -314,7 +316,7 @@ pub(crate) enum Bench {
 /// Arguments of `bench fabric-latency`.
 #[derive(clap::Args)]
 pub(crate) struct FabricLatencyArgs {
-    /// A cluster description file or a built-in name; the ping goes from the mesh's first chip
+    /// A cluster description file, a built-in name or a generated cluster; the ping goes from the mesh's first chip
     /// to the next one in its row.
     #[arg(long, default_value = "galaxy")]
     pub(crate) cluster: String,
@@ -353,7 +355,7 @@ pub(crate) enum LatencyTopologyArg {
 /// Arguments of `bench fabric`.
 #[derive(clap::Args)]
 pub(crate) struct FabricArgs {
-    /// A cluster description file or a built-in name; chips are named by their row-major
+    /// A cluster description file, a built-in name or a generated cluster; chips are named by their row-major
     /// position in its mesh.
     #[arg(long, default_value = "t3000")]
     pub(crate) cluster: String,
@@ -517,7 +519,7 @@ pub(crate) struct OpArgs {
     /// The op.
     #[arg(value_enum)]
     pub(crate) op: OpKind,
-    /// A cluster description file or a built-in name.
+    /// A cluster description file, a built-in name or a generated cluster (torus:8x16).
     #[arg(long, default_value = "t3000")]
     pub(crate) cluster: String,
     /// The tensor's shape, w,z,y,x: the gathered output of an all-gather or gather, the
@@ -607,7 +609,7 @@ pub(crate) struct TuneArgs {
     /// The collective.
     #[arg(value_enum)]
     pub(crate) op: OpKind,
-    /// A cluster description file or a built-in name.
+    /// A cluster description file, a built-in name or a generated cluster (torus:8x16).
     #[arg(long, default_value = "t3000")]
     pub(crate) cluster: String,
     /// Run on N chips forming the ring or line.
@@ -660,7 +662,8 @@ pub(crate) struct TuneArgs {
 /// Arguments every benchmark takes.
 #[derive(clap::Args)]
 pub(crate) struct BenchArgs {
-    /// A cluster description file or a built-in name (n300, t3000, galaxy, galaxy_torus)
+    /// A cluster description file, a built-in name (see `meshsim topo --help`) or a generated
+    /// cluster (ring:N, line:N, mesh:RxC, torus:RxC)
     /// [default: n300; t3000 for ring, whose ping needs a link per hop].
     #[arg(long)]
     pub(crate) cluster: Option<String>,
@@ -709,6 +712,9 @@ pub(crate) enum TopoFormat {
     Json,
     /// A Graphviz graph, one edge per chip pair labelled with its link count.
     Dot,
+    /// The tt-umd cluster descriptor itself: a file's text, a built-in's, or the one a
+    /// generated cluster (torus:8x16) is read from.
+    Yaml,
 }
 
 /// Fault injection flags of `op`, `sweep` and `run`.

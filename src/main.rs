@@ -214,12 +214,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `meshsim topo`.
-fn topo(cluster: &str, format: TopoFormat) -> anyhow::Result<()> {
-    let cluster = load_cluster(cluster)?;
+fn topo(spec: &str, format: TopoFormat) -> anyhow::Result<()> {
+    let bad = |e: meshsim_topology::TopologyError| BadInput(e.to_string());
     let out = match format {
-        TopoFormat::Text => topo_text(&cluster),
-        TopoFormat::Json => serde_json::to_string_pretty(&topo_json(&cluster))? + "\n",
-        TopoFormat::Dot => topo_dot(&cluster),
+        TopoFormat::Yaml => meshsim_topology::builtin::descriptor(spec).map_err(bad)?,
+        TopoFormat::Text => topo_text(&load_cluster(spec)?),
+        TopoFormat::Json => serde_json::to_string_pretty(&topo_json(&load_cluster(spec)?))? + "\n",
+        TopoFormat::Dot => topo_dot(&load_cluster(spec)?),
     };
     out!("{out}")?;
     Ok(())

@@ -73,6 +73,50 @@ mod topo {
         assert_eq!((v["shape"].as_str(), v["ring"].is_null()), (Some("line 3"), true));
         assert_eq!(v["mmio_chips"], serde_json::json!([10, 20, 30]));
     }
+
+    #[test]
+    fn a_generated_cluster_is_the_descriptor_it_prints() {
+        let (code, yaml, err) = meshsim(&["topo", "torus:8x16:links=1", "--format", "yaml"]);
+        assert_eq!(code, 0, "{err}");
+        let path = file("torus8x16.yaml", yaml.as_bytes());
+        let from_file = json(&meshsim(&["topo", path.to_str().unwrap(), "--format", "json"]).1);
+        let (code, out, err) = meshsim(&["topo", "torus:8x16:links=1", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let generated = json(&out);
+        for key in ["chips", "links", "shape", "diameter", "ring", "links_per_pair"] {
+            assert_eq!(generated[key], from_file[key], "{key}");
+        }
+        assert_eq!((generated["chips"].as_u64(), generated["links"].as_u64()), (Some(128), Some(256)));
+        assert_eq!(generated["shape"], "torus 8x16");
+        // Every kind, on both architectures, runs a collective.
+        for (cluster, topology) in [
+            ("ring:4", "ring"),
+            ("line:4:links=1", "line"),
+            ("mesh:2x4:arch=blackhole", "ring"),
+            ("torus:4x4:arch=blackhole:links=3", "ring"),
+        ] {
+            let (code, out, err) = meshsim(&[
+                "op",
+                "all-gather",
+                "--cluster",
+                cluster,
+                "--topology",
+                topology,
+                "--shape",
+                "1,1,32,4096",
+                "--dim",
+                "3",
+                "--verify",
+            ]);
+            assert_eq!(code, 0, "{cluster}: {err}");
+            assert!(out.contains("all_gather") && out.contains("true"), "{cluster}: {out}");
+        }
+        let err = robustness_bad(&["topo", "torus:3x3:arch=blackhole:links=4"]);
+        assert!(
+            err.contains("links: 4: a blackhole chip has 3 usable Ethernet channels per direction"),
+            "{err}"
+        );
+    }
 }
 
 /// Bad input: exit code 2, one line naming the file, the place and the problem; no panic.
@@ -176,7 +220,7 @@ mod bad_input {
         assert_eq!(code, 2);
         assert_eq!(
             err,
-            "meshsim: unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy)\n"
+            "meshsim: unknown cluster 't4000': not a file, not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy), and not a generated one (ring:N, line:N, mesh:RxC, torus:RxC)\n"
         );
         let (code, _, err) = meshsim(&["topo", "missing/cluster.yaml"]);
         assert_eq!(code, 2);

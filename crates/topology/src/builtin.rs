@@ -64,13 +64,22 @@ pub fn text(name: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|b| b.0 == name).map(|b| b.2)
 }
 
-/// Resolves `spec`: an existing file path, or else the name of a built-in cluster.
+/// Whether `spec` is to be read as a file: one exists there, or it looks like a path.
+fn is_path(spec: &str) -> bool {
+    Path::new(spec).is_file()
+        || spec.contains(std::path::MAIN_SEPARATOR)
+        || spec.ends_with(".yaml")
+        || spec.ends_with(".yml")
+}
+
+/// Resolves `spec`: an existing file path, a generated cluster's name (`torus:8x16:links=2`,
+/// [`crate::generate`]), or else the name of a built-in cluster.
 pub fn cluster(spec: &str) -> Result<Cluster, TopologyError> {
-    let path = Path::new(spec);
-    let looks_like_path =
-        spec.contains(std::path::MAIN_SEPARATOR) || spec.ends_with(".yaml") || spec.ends_with(".yml");
-    if path.is_file() || looks_like_path {
-        return Cluster::load(path);
+    if is_path(spec) {
+        return Cluster::load(Path::new(spec));
+    }
+    if crate::generate::is_generated(spec) {
+        return crate::generate::cluster(spec);
     }
     match text(spec) {
         Some(t) => Cluster::from_bytes(spec, t.as_bytes()),
@@ -79,4 +88,20 @@ pub fn cluster(spec: &str) -> Result<Cluster, TopologyError> {
             known: names().map(|(n, _)| n).collect::<Vec<_>>().join(", "),
         }),
     }
+}
+
+/// The descriptor text behind `spec`, as [`cluster`] resolves it: the file's contents, a
+/// built-in cluster's embedded file, or a generated cluster's descriptor.
+pub fn descriptor(spec: &str) -> Result<String, TopologyError> {
+    if is_path(spec) {
+        // Loaded first so that a bad file gets the loader's own message.
+        Cluster::load(Path::new(spec))?;
+        return std::fs::read_to_string(spec)
+            .map_err(|e| TopologyError::Io { file: spec.to_owned(), reason: e.to_string() });
+    }
+    if crate::generate::is_generated(spec) {
+        return crate::generate::descriptor(spec);
+    }
+    cluster(spec)?;
+    Ok(text(spec).expect("a resolved built-in name has a text").to_owned())
 }

@@ -56,7 +56,9 @@ pub enum TopologyError {
         message: String,
     },
     /// A cluster name that is neither a file nor one of the built-in clusters.
-    #[error("unknown cluster '{name}': not a file, and not one of the built-in clusters ({known})")]
+    #[error(
+        "unknown cluster '{name}': not a file, not one of the built-in clusters ({known}), and not a generated one (ring:N, line:N, mesh:RxC, torus:RxC)"
+    )]
     UnknownCluster {
         /// The name given.
         name: String,

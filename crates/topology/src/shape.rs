@@ -252,6 +252,17 @@ pub(crate) fn mesh_from_coords(adj: &Adj, coords: &[(i64, i64)]) -> Option<Grid>
     }
     let pairs: usize = adj.iter().map(Vec::len).sum::<usize>() / 2;
     grid.other_pairs = pairs - (rows * (cols - 1) + cols * (rows - 1));
+    // Every row's and column's ends linked, and nothing else: the grid is a torus (a 4x4
+    // torus, which connectivity alone cannot tell from a 4-cube, is one by its coordinates).
+    let wraps = rows >= 3
+        && cols >= 3
+        && grid.other_pairs == rows + cols
+        && (0..rows).all(|r| adjacent(adj, grid.chip(r, 0), grid.chip(r, cols - 1)))
+        && (0..cols).all(|c| adjacent(adj, grid.chip(0, c), grid.chip(rows - 1, c)));
+    if wraps {
+        grid.torus = true;
+        grid.other_pairs = 0;
+    }
     Some(if rows <= cols { grid } else { transpose(&grid) })
 }
 

@@ -275,7 +275,7 @@ fn unknown_cluster_names_list_the_built_in_ones() {
     let err = builtin::cluster("t4000").unwrap_err().to_string();
     assert_eq!(
         err,
-        "unknown cluster 't4000': not a file, and not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy)"
+        "unknown cluster 't4000': not a file, not one of the built-in clusters (n300, t3000, galaxy, galaxy_torus, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy), and not a generated one (ring:N, line:N, mesh:RxC, torus:RxC)"
     );
     let err = builtin::cluster("no/such/file.yaml").unwrap_err().to_string();
     assert!(err.starts_with("no/such/file.yaml: cannot read: "), "{err}");

@@ -69,7 +69,7 @@ impl Cluster {
         if shape == shape::Shape::Irregular {
             let coords: Option<Vec<(i64, i64)>> = chips.iter().map(|c| c.coord.map(|e| (e.x, e.y))).collect();
             if let Some(g) = coords.and_then(|xy| shape::mesh_from_coords(&adj, &xy)) {
-                shape = shape::Shape::Mesh(g);
+                shape = if g.torus { shape::Shape::Torus(g) } else { shape::Shape::Mesh(g) };
             }
         }
         Cluster { origin: file.to_owned(), chips, links, remote_links, boards, graph, adj, chan_link, shape }
