@@ -27,6 +27,7 @@ pub mod critical;
 pub mod edm;
 pub mod fabric;
 pub mod fault;
+pub mod flow;
 pub mod group;
 mod named;
 pub mod op;

@@ -1,0 +1,373 @@
+//! Fluid flows sharing resources max-min fairly: the solver under meshsim's flow-level model.
+//!
+//! A [`FlowNet`] holds resources, each with a capacity in units per second (a link direction's
+//! bytes/s, a router ERISC's packets/s), and flows, each moving an amount (bytes) after a fixed
+//! latency, with a demand on each resource it uses per unit it moves (1 byte of link per byte;
+//! 1/packet of an ERISC's packets per byte) and an optional rate cap of its own (a channel's
+//! slots over its credit round trip, a worker's serial path). Rates are the weighted max-min
+//! fair allocation, found by progressive filling as SimGrid does: every unfrozen flow's rate
+//! rises together until a resource saturates or a flow meets its cap; the flows that can rise no
+//! further freeze; repeat until none is left. Rates change only when a flow becomes active or
+//! ends, so the net advances from one such event to the next: its cost grows with the number of
+//! flows, never with the bytes they move.
+//!
+//! Time is in picoseconds as `f64` during a run (rates need fractions); every event time the
+//! caller sees is rounded to an integer [`Time`]. Everything iterates in index order, so a run
+//! is deterministic.
+//!
+//! ```
+//! use meshsim_ccl::flow::FlowNet;
+//! use meshsim_engine::Time;
+//!
+//! let mut net = FlowNet::new();
+//! let link = net.resource("link", 10e9); // 10 GB/s
+//! let a = net.start(Time::ZERO, 1e6, Time::from_ns(500), &[(link, 1.0)], None);
+//! let b = net.start(Time::ZERO, 1e6, Time::from_ns(500), &[(link, 1.0)], None);
+//! // Both share the link: 2 MB at 10 GB/s after 500 ns.
+//! let (t, first) = net.next_end().unwrap();
+//! assert_eq!((t, first), (Time::from_ns(200_500), a));
+//! assert_eq!(net.next_end().unwrap(), (Time::from_ns(200_500), b));
+//! assert!(net.next_end().is_none());
+//! ```
+
+use meshsim_engine::Time;
+
+/// A resource of a [`FlowNet`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceId(pub u32);
+
+/// A flow of a [`FlowNet`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowId(pub u32);
+
+/// Relative slack under which a resource counts as saturated, and a flow as finished.
+const EPS: f64 = 1e-9;
+
+struct Resource {
+    name: String,
+    /// Units per picosecond.
+    capacity: f64,
+    /// Units it carried in the run so far.
+    used: f64,
+}
+
+struct Flow {
+    /// When it starts moving: its start plus its latency (ps).
+    active_at: f64,
+    /// Units still to move.
+    remaining: f64,
+    /// (resource, units of it per unit moved).
+    uses: Vec<(ResourceId, f64)>,
+    /// Its own rate cap, units per ps.
+    cap: f64,
+    /// Current rate, units per ps (0 until active).
+    rate: f64,
+    done: bool,
+}
+
+/// Resources and the flows sharing them; see the module documentation.
+#[derive(Default)]
+pub struct FlowNet {
+    resources: Vec<Resource>,
+    flows: Vec<Flow>,
+    /// Indices of flows not yet finished, in start order.
+    live: Vec<u32>,
+    /// Now, in picoseconds.
+    now: f64,
+    /// Whether the rates need solving before the net advances.
+    dirty: bool,
+    /// Rate solves so far (each flow activation or end costs one).
+    solves: u64,
+}
+
+impl FlowNet {
+    /// An empty net at time zero.
+    pub fn new() -> FlowNet {
+        FlowNet::default()
+    }
+
+    /// Adds a resource of `per_second` units per second; `name` is for reports.
+    pub fn resource(&mut self, name: &str, per_second: f64) -> ResourceId {
+        assert!(per_second > 0.0, "resource {name}: capacity must be positive");
+        self.resources.push(Resource { name: name.to_owned(), capacity: per_second * 1e-12, used: 0.0 });
+        ResourceId(self.resources.len() as u32 - 1)
+    }
+
+    /// Starts a flow of `amount` units at `at` (not before now), moving after `latency` and
+    /// using `uses` (resource, units of it per unit moved), its rate at most `cap` units per
+    /// second. A flow of nothing ends once its latency has passed.
+    pub fn start(
+        &mut self,
+        at: Time,
+        amount: f64,
+        latency: Time,
+        uses: &[(ResourceId, f64)],
+        cap: Option<f64>,
+    ) -> FlowId {
+        let at = (at.0 as f64).max(self.now);
+        self.flows.push(Flow {
+            active_at: at + latency.0 as f64,
+            remaining: amount.max(0.0),
+            uses: uses.iter().copied().filter(|u| u.1 > 0.0).collect(),
+            cap: cap.map_or(f64::INFINITY, |c| c * 1e-12),
+            rate: 0.0,
+            done: false,
+        });
+        let id = self.flows.len() as u32 - 1;
+        self.live.push(id);
+        self.dirty = true;
+        FlowId(id)
+    }
+
+    /// Now.
+    pub fn now(&self) -> Time {
+        Time(self.now.round() as u64)
+    }
+
+    /// Rate solves so far: the model's events.
+    pub fn solves(&self) -> u64 {
+        self.solves
+    }
+
+    /// The current rate of `flow`, units per second (0 before it is active and once done).
+    pub fn rate(&self, flow: FlowId) -> f64 {
+        self.flows[flow.0 as usize].rate * 1e12
+    }
+
+    /// Each resource's name, capacity (units/s) and the units it carried so far.
+    pub fn usage(&self) -> impl Iterator<Item = (&str, f64, f64)> {
+        self.resources.iter().map(|r| (r.name.as_str(), r.capacity * 1e12, r.used))
+    }
+
+    /// Advances to the next flow's end and returns it with its time; `None` once no flow is
+    /// left. Flows that end together come out in start order.
+    pub fn next_end(&mut self) -> Option<(Time, FlowId)> {
+        loop {
+            if self.live.is_empty() {
+                return None;
+            }
+            if self.dirty {
+                self.solve();
+            }
+            // A finished flow (nothing left once active) comes out first.
+            if let Some(&i) = self.live.iter().find(|&&i| {
+                let f = &self.flows[i as usize];
+                f.active_at <= self.now && f.remaining <= EPS * f.remaining.max(1.0)
+            }) {
+                self.finish(i);
+                return Some((self.now(), FlowId(i)));
+            }
+            // The next thing that changes rates: an activation or an end.
+            let mut next = f64::INFINITY;
+            for &i in &self.live {
+                let f = &self.flows[i as usize];
+                let t = if f.active_at > self.now {
+                    f.active_at
+                } else if f.rate > 0.0 {
+                    self.now + f.remaining / f.rate
+                } else {
+                    continue;
+                };
+                next = next.min(t);
+            }
+            assert!(next.is_finite(), "flow net stalled: a live flow has no rate and no activation ahead");
+            self.advance(next);
+        }
+    }
+
+    /// Moves every active flow on to `t` at its current rate.
+    fn advance(&mut self, t: f64) {
+        let dt = t - self.now;
+        for &i in &self.live {
+            let f = &mut self.flows[i as usize];
+            if f.active_at <= self.now && f.rate > 0.0 {
+                let moved = (f.rate * dt).min(f.remaining);
+                f.remaining -= moved;
+                // Snap a flow whose end this is (rounding) to done.
+                if f.remaining <= EPS * (f.rate * dt).max(1.0) {
+                    f.remaining = 0.0;
+                }
+                for &(r, w) in &f.uses {
+                    self.resources[r.0 as usize].used += moved * w;
+                }
+            }
+        }
+        self.now = t;
+        // Activations and ends both change the rates.
+        self.dirty = true;
+    }
+
+    fn finish(&mut self, i: u32) {
+        let f = &mut self.flows[i as usize];
+        f.done = true;
+        f.rate = 0.0;
+        self.live.retain(|&j| j != i);
+        self.dirty = true;
+    }
+
+    /// Weighted max-min fair rates of the active flows by progressive filling.
+    fn solve(&mut self) {
+        self.solves += 1;
+        self.dirty = false;
+        let now = self.now;
+        let active: Vec<u32> = self
+            .live
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let f = &self.flows[i as usize];
+                f.active_at <= now && f.remaining > 0.0
+            })
+            .collect();
+        for &i in &self.live {
+            self.flows[i as usize].rate = 0.0;
+        }
+        let mut left: Vec<f64> = self.resources.iter().map(|r| r.capacity).collect();
+        let mut frozen = vec![false; active.len()];
+        let mut level = 0.0f64;
+        loop {
+            // Per resource, the weight of the unfrozen flows through it.
+            let mut weight = vec![0.0f64; self.resources.len()];
+            let mut any = false;
+            for (k, &i) in active.iter().enumerate() {
+                if frozen[k] {
+                    continue;
+                }
+                any = true;
+                for &(r, w) in &self.flows[i as usize].uses {
+                    weight[r.0 as usize] += w;
+                }
+            }
+            if !any {
+                break;
+            }
+            // How far every unfrozen rate can rise: the tightest resource or cap.
+            let mut rise = f64::INFINITY;
+            for (r, &w) in weight.iter().enumerate() {
+                if w > 0.0 {
+                    rise = rise.min(left[r].max(0.0) / w);
+                }
+            }
+            for (k, &i) in active.iter().enumerate() {
+                if !frozen[k] {
+                    rise = rise.min(self.flows[i as usize].cap - level);
+                }
+            }
+            if !rise.is_finite() {
+                // Flows that use nothing and have no cap: move instantly.
+                for (k, &i) in active.iter().enumerate() {
+                    if !frozen[k] {
+                        self.flows[i as usize].rate = f64::MAX;
+                        frozen[k] = true;
+                    }
+                }
+                break;
+            }
+            let rise = rise.max(0.0);
+            level += rise;
+            for (r, &w) in weight.iter().enumerate() {
+                left[r] -= w * rise;
+            }
+            // Freeze the flows through a saturated resource and those at their cap.
+            let saturated: Vec<bool> =
+                left.iter().zip(&self.resources).map(|(&l, res)| l <= EPS * res.capacity).collect();
+            for (k, &i) in active.iter().enumerate() {
+                if frozen[k] {
+                    continue;
+                }
+                let f = &mut self.flows[i as usize];
+                if level >= f.cap * (1.0 - EPS) || f.uses.iter().any(|&(r, _)| saturated[r.0 as usize]) {
+                    f.rate = level.min(f.cap);
+                    frozen[k] = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ends(net: &mut FlowNet) -> Vec<(u64, u32)> {
+        std::iter::from_fn(|| net.next_end()).map(|(t, f)| (t.0 / 1000, f.0)).collect()
+    }
+
+    #[test]
+    fn a_lone_flow_takes_its_latency_then_its_bytes_at_the_rate() {
+        let mut net = FlowNet::new();
+        let l = net.resource("link", 12.5e9);
+        net.start(Time::from_ns(100), 12_500.0, Time::from_ns(700), &[(l, 1.0)], None);
+        assert_eq!(ends(&mut net), vec![(100 + 700 + 1000, 0)]);
+    }
+
+    #[test]
+    fn flows_share_a_bottleneck_max_min_fairly_and_the_rest_take_what_is_left() {
+        // a and b share link x (10 GB/s); b also crosses y (4 GB/s), so b gets 4 and a 6.
+        let mut net = FlowNet::new();
+        let x = net.resource("x", 10e9);
+        let y = net.resource("y", 4e9);
+        let a = net.start(Time::ZERO, 6e6, Time::ZERO, &[(x, 1.0)], None);
+        let b = net.start(Time::ZERO, 4e6, Time::ZERO, &[(x, 1.0), (y, 1.0)], None);
+        net.solve();
+        assert!((net.rate(a) - 6e9).abs() < 1.0 && (net.rate(b) - 4e9).abs() < 1.0);
+        // Both end at 1 ms.
+        assert_eq!(ends(&mut net), vec![(1_000_000, 0), (1_000_000, 1)]);
+    }
+
+    #[test]
+    fn an_ended_flow_frees_its_share() {
+        let mut net = FlowNet::new();
+        let x = net.resource("x", 10e9);
+        net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0)], None);
+        net.start(Time::ZERO, 3e6, Time::ZERO, &[(x, 1.0)], None);
+        // 5 GB/s each until the first ends at 200 us, then the second alone at 10 GB/s: 2 MB
+        // left, 200 us more.
+        assert_eq!(ends(&mut net), vec![(200_000, 0), (400_000, 1)]);
+    }
+
+    #[test]
+    fn weights_count_packets_and_caps_bind_alone() {
+        // An ERISC of 4 M packets/s carries two flows of 4 KiB packets (1/4096 packet per
+        // byte): 2 M packets/s each, 8.192 GB/s; a capped third flow takes only its cap.
+        let mut net = FlowNet::new();
+        let erisc = net.resource("erisc", 4e6);
+        let a = net.start(Time::ZERO, 1e9, Time::ZERO, &[(erisc, 1.0 / 4096.0)], None);
+        let b = net.start(Time::ZERO, 1e9, Time::ZERO, &[(erisc, 1.0 / 4096.0)], Some(1e9));
+        net.solve();
+        assert!((net.rate(b) - 1e9).abs() < 1.0, "{}", net.rate(b));
+        assert!((net.rate(a) - (4e6 * 4096.0 - 1e9)).abs() < 10.0, "{}", net.rate(a));
+    }
+
+    #[test]
+    fn a_flow_waiting_out_its_latency_takes_no_share() {
+        let mut net = FlowNet::new();
+        let x = net.resource("x", 1e9);
+        net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0)], None); // alone: 1 ms
+        net.start(Time::ZERO, 0.5e6, Time::from_us(500), &[(x, 1.0)], None);
+        // First alone for 500 us (0.5 MB), then half each: both have 0.5 MB left at 0.5 GB/s.
+        assert_eq!(ends(&mut net), vec![(1_500_000, 0), (1_500_000, 1)]);
+        assert!(net.solves() <= 4, "{}", net.solves());
+    }
+
+    #[test]
+    fn the_same_flows_give_the_same_times() {
+        let run = || {
+            let mut net = FlowNet::new();
+            let r: Vec<ResourceId> =
+                (0..5).map(|i| net.resource(&format!("r{i}"), 1e9 + i as f64 * 1e8)).collect();
+            for f in 0..20u32 {
+                let uses: Vec<(ResourceId, f64)> = (0..3).map(|k| (r[((f + k) % 5) as usize], 1.0)).collect();
+                net.start(
+                    Time::from_ns(f as u64 * 37),
+                    1e5 * (1 + f % 7) as f64,
+                    Time::from_ns(300),
+                    &uses,
+                    None,
+                );
+            }
+            ends(&mut net)
+        };
+        assert_eq!(run(), run());
+    }
+}
