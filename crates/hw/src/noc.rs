@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  core ──inject──► router ─link─► router ─link─► … ──eject──► core
-//!  NoC0: +x (wrapping) then +y        NoC1: −x (wrapping) then −y
+//!  NoC0: +x (wrapping) then +y        NoC1: −x (wrapping) then −y (or −y first: `noc1_y_first`)
 //! ```
 //!
 //! Timing is per packet, never per flit: a packet of F flits (one header flit plus its payload
@@ -178,6 +178,13 @@ impl Noc {
         };
         let (mut x, mut y) = (src.x as usize, src.y as usize);
         let (dx, dy) = (dst.x as usize, dst.y as usize);
+        if noc == 1 && p.noc1_y_first == 1 {
+            // −y first: the reverse of the NoC0 route from `dst` to `src`.
+            while y != dy {
+                cross((y * gx + x) * 2 + 1, &mut t);
+                y = if y == 0 { gy - 1 } else { y - 1 };
+            }
+        }
         while x != dx {
             cross((y * gx + x) * 2, &mut t);
             x = if noc == 0 {
@@ -266,5 +273,29 @@ mod tests {
         // A packet from another core crossing one shared link waits for it.
         let other = noc.send(&p, 0, c(2, 1), c(3, 1), 32, Time::ZERO);
         assert!(other > Time::from_ns(257));
+    }
+
+    #[test]
+    fn noc1_takes_x_first_unless_told_to_take_y_first() {
+        // From (5, 1) to (2, 8) on NoC1: x first crosses row 1's links out of (5,1), (4,1) and
+        // (3,1); y first goes up column 5 and crosses row 8's instead.
+        let x_links = |noc: &Noc| {
+            let mut v: Vec<(u32, u32)> = (0..10)
+                .flat_map(|x| (0..12).map(move |y| (x, y)))
+                .filter(|&(x, y)| noc.links[1][(y as usize * 10 + x as usize) * 2].busy > 0)
+                .collect();
+            v.sort();
+            v
+        };
+        let mut p = Params::default();
+        let mut xy = Noc::new(10, 12);
+        xy.send(&p, 1, c(5, 1), c(2, 8), 64, Time::ZERO);
+        assert_eq!(x_links(&xy), vec![(3, 1), (4, 1), (5, 1)]);
+        p.noc1_y_first = 1;
+        let mut yx = Noc::new(10, 12);
+        let t = yx.send(&p, 1, c(5, 1), c(2, 8), 64, Time::ZERO);
+        assert_eq!(x_links(&yx), vec![(3, 8), (4, 8), (5, 8)]);
+        // The same hops either way, so an idle packet takes the same time.
+        assert_eq!(t, xy.send(&Params::default(), 1, c(9, 9), c(6, 4), 64, Time::ZERO));
     }
 }
