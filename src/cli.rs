@@ -117,6 +117,7 @@ pub(crate) enum Command {
     },
     /// Compare the model with every published measurement of the calibration set; exit 1 if a
     /// point misses its tolerance.
+    #[command(group(clap::ArgGroup::new("sweep_set").args(["ccl", "blackhole"])))]
     Calibrate {
         #[command(flatten)]
         model: ParamsFile,
@@ -141,8 +142,9 @@ pub(crate) enum Command {
         ccl: bool,
         /// With --ccl: also write one plot per op of the sweep (simulated and measured time
         /// against size, per topology) into this directory, as ccl_all_gather.svg and
-        /// ccl_reduce_scatter.svg.
-        #[arg(long, value_name = "DIR", requires = "ccl")]
+        /// ccl_reduce_scatter.svg; with --blackhole, the Blackhole all-gather sweep's as
+        /// bh_all_gather.svg.
+        #[arg(long, value_name = "DIR", requires = "sweep_set")]
         plot: Option<std::path::PathBuf>,
         #[command(flatten)]
         output: Output,

@@ -204,7 +204,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let set = match (fabric, ccl, blackhole) {
                 (true, _, _) => CalibrationSet::Fabric,
                 (_, true, _) => CalibrationSet::Ccl { plot },
-                (_, _, true) => CalibrationSet::Blackhole { max_bytes: max_bytes.unwrap_or(u64::MAX) },
+                (_, _, true) => CalibrationSet::Blackhole { max_bytes: max_bytes.unwrap_or(u64::MAX), plot },
                 _ => CalibrationSet::Link,
             };
             return calibrate(&model.load()?, set, output);
@@ -248,8 +248,8 @@ enum CalibrationSet {
     Fabric,
     /// The CCL set, and where to draw its plots.
     Ccl { plot: Option<std::path::PathBuf> },
-    /// The Blackhole set, its sweep up to this many bytes.
-    Blackhole { max_bytes: u64 },
+    /// The Blackhole set, its sweep up to this many bytes, and where to draw its plot.
+    Blackhole { max_bytes: u64, plot: Option<std::path::PathBuf> },
 }
 
 /// `meshsim calibrate`: exit 1 when a point misses its tolerance.
@@ -261,13 +261,14 @@ fn calibrate(model: &scenario::Model, set: CalibrationSet, output: Output) -> an
         Ok(Setup::new(c, p))
     };
     let (n300, galaxy, t3000) = (setup("n300")?, setup("galaxy")?, setup("t3000")?);
-    if let CalibrationSet::Ccl { plot: Some(dir) } = &set {
+    if let CalibrationSet::Ccl { plot: Some(dir) } | CalibrationSet::Blackhole { plot: Some(dir), .. } = &set
+    {
         if !dir.is_dir() {
             return Err(BadInput(format!("{}: not a directory (--plot takes one)", dir.display())).into());
         }
     }
     let rows = match &set {
-        &CalibrationSet::Blackhole { max_bytes } => {
+        &CalibrationSet::Blackhole { max_bytes, .. } => {
             let (quietbox, bh_galaxy) = (setup("bh_quietbox")?, setup("bh_galaxy")?);
             meshsim_bench::bh_calibration::run_blackhole(&quietbox, &bh_galaxy, max_bytes)
                 .map_err(bench_error)?
@@ -290,6 +291,11 @@ fn calibrate(model: &scenario::Model, set: CalibrationSet, output: Output) -> an
         eprintln!(
             "meshsim: CCL sweep: {points} points, mean |error| {mean:.1} %, {within10} within 10 %, {within20} within 20 %, worst {worst:+.1} %"
         );
+    }
+    if let CalibrationSet::Blackhole { plot: Some(dir), .. } = &set {
+        if let Some((file, plot)) = meshsim_bench::bh_calibration::plot(&rows) {
+            plot::write(&dir.join(file), &plot).map_err(|e| BadInput(e.to_string()))?;
+        }
     }
     if let CalibrationSet::Ccl { plot: Some(dir) } = &set {
         for (file, plot) in ccl_calibration::plots(&rows) {

@@ -393,13 +393,19 @@ mod calibrate {
         assert!(err.contains("calibration point(s) miss their tolerance"), "{err}");
     }
 
-    /// The CCL set's plots go into a directory, and only with --ccl; both are refused as bad
-    /// input before anything runs.
+    /// The sweep sets' plots go into a directory, and only with --ccl or --blackhole; both are
+    /// refused as bad input before anything runs.
     #[test]
     fn ccl_plots_need_the_ccl_set_and_a_directory() {
         let (code, _, err) = meshsim(&["calibrate", "--plot", "."]);
         assert_eq!(code, 2, "{err}");
-        assert!(err.contains("--ccl"), "{err}");
+        assert!(err.contains("--ccl") && err.contains("--blackhole"), "{err}");
+        let (code, _, err) = meshsim(&["calibrate", "--fabric", "--plot", "."]);
+        assert_eq!(code, 2, "{err}");
+        let not_dir = file("not_a_dir_bh.txt", b"x");
+        let (code, _, err) = meshsim(&["calibrate", "--blackhole", "--plot", not_dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("not a directory"), "{err}");
         let not_dir = file("not_a_dir.txt", b"x");
         let (code, _, err) = meshsim(&["calibrate", "--ccl", "--plot", not_dir.to_str().unwrap()]);
         assert_eq!(code, 2, "{err}");

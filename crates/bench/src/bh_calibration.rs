@@ -235,6 +235,40 @@ pub fn run_blackhole(
     Ok(rows)
 }
 
+/// The plot of a Blackhole run's all-gather sweep: per series (ring of 8, lines of 4 and 2)
+/// the measured and the simulated time against size, as `bh_all_gather.svg`; `None` when the
+/// rows hold no sweep point.
+pub fn plot(rows: &[CalibrationRow]) -> Option<(String, crate::plot::Plot)> {
+    use crate::plot::{Plot, Series};
+    let mut labels: Vec<&str> = Vec::new();
+    for r in rows {
+        if let Some(label) = r.measure.strip_prefix("bh ccl all_gather ").and_then(|m| m.strip_suffix(" us"))
+            && !labels.contains(&label)
+        {
+            labels.push(label);
+        }
+    }
+    if labels.is_empty() {
+        return None;
+    }
+    let mut series = Vec::new();
+    for label in labels {
+        let mine: Vec<&CalibrationRow> =
+            rows.iter().filter(|r| r.measure == format!("bh ccl all_gather {label} us")).collect();
+        let pts = |f: fn(&CalibrationRow) -> f64| mine.iter().map(|r| (r.size_bytes as f64, f(r))).collect();
+        series.push(Series { label: format!("{label} measured"), points: pts(|r| r.published) });
+        series.push(Series { label: format!("{label} meshsim"), points: pts(|r| r.simulated) });
+    }
+    let plot = Plot {
+        title: "all-gather on a Blackhole Galaxy axis: tt-metal's sweep and meshsim".into(),
+        x_desc: "size (bytes)".into(),
+        y_desc: "time (us)".into(),
+        series,
+        log_y: true,
+    };
+    Some(("bh_all_gather.svg".into(), plot))
+}
+
 /// The all-gather sweep's rows of a Blackhole run: (points, mean |error| %, within 10 %,
 /// within 25 %, worst error %), or `None` when there are none.
 pub fn sweep_summary(rows: &[CalibrationRow]) -> Option<(usize, f64, usize, usize, f64)> {
@@ -247,4 +281,29 @@ pub fn sweep_summary(rows: &[CalibrationRow]) -> Option<(usize, f64, usize, usiz
     let worst = errs.iter().copied().fold(0.0_f64, |w, e| if e.abs() > w.abs() { e } else { w });
     let within = |p: f64| errs.iter().filter(|e| e.abs() <= p).count();
     Some((errs.len(), mean, within(10.0), within(25.0), worst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(measure: &str, size: u64, published: f64, simulated: f64) -> CalibrationRow {
+        row(measure, size, published, simulated, BH_SWEEP_TOLERANCE_PCT)
+    }
+
+    #[test]
+    fn the_plot_has_a_measured_and_a_simulated_series_per_topology() {
+        let rows = vec![
+            r("bh fabric latency p150_x4 unicast_write net avg ns", 16, 1362.0, 1362.0),
+            r("bh ccl all_gather ring-8 us", 16384, 12.19, 7.0),
+            r("bh ccl all_gather ring-8 us", 262144, 15.21, 11.5),
+            r("bh ccl all_gather line-2 us", 16384, 5.02, 3.7),
+        ];
+        let (file, drawn) = plot(&rows).unwrap();
+        assert_eq!(file, "bh_all_gather.svg");
+        let labels: Vec<&str> = drawn.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["ring-8 measured", "ring-8 meshsim", "line-2 measured", "line-2 meshsim"]);
+        assert_eq!(drawn.series[1].points, vec![(16384.0, 7.0), (262144.0, 11.5)]);
+        assert!(plot(&rows[..1]).is_none(), "no sweep rows, no plot");
+    }
 }
