@@ -239,7 +239,6 @@ pub fn run_blackhole(
 /// the measured and the simulated time against size, as `bh_all_gather.svg`; `None` when the
 /// rows hold no sweep point.
 pub fn plot(rows: &[CalibrationRow]) -> Option<(String, crate::plot::Plot)> {
-    use crate::plot::{Plot, Series};
     let mut labels: Vec<&str> = Vec::new();
     for r in rows {
         if let Some(label) = r.measure.strip_prefix("bh ccl all_gather ").and_then(|m| m.strip_suffix(" us"))
@@ -251,36 +250,15 @@ pub fn plot(rows: &[CalibrationRow]) -> Option<(String, crate::plot::Plot)> {
     if labels.is_empty() {
         return None;
     }
-    let mut series = Vec::new();
-    for label in labels {
-        let mine: Vec<&CalibrationRow> =
-            rows.iter().filter(|r| r.measure == format!("bh ccl all_gather {label} us")).collect();
-        let pts = |f: fn(&CalibrationRow) -> f64| mine.iter().map(|r| (r.size_bytes as f64, f(r))).collect();
-        series.push(Series { label: format!("{label} measured"), points: pts(|r| r.published) });
-        series.push(Series { label: format!("{label} meshsim"), points: pts(|r| r.simulated) });
-    }
-    let plot = Plot {
-        title: "all-gather on a Blackhole Galaxy axis: tt-metal's sweep and meshsim".into(),
-        x_desc: "size (bytes)".into(),
-        y_desc: "time (us)".into(),
-        series,
-        log_y: true,
-    };
-    Some(("bh_all_gather.svg".into(), plot))
+    let lines = labels.into_iter().map(|l| (l.to_owned(), format!("bh ccl all_gather {l} us")));
+    let title = "all-gather on a Blackhole Galaxy axis: tt-metal's sweep and meshsim".to_owned();
+    Some(("bh_all_gather.svg".into(), crate::ccl_calibration::sweep_plot(rows, title, lines)))
 }
 
 /// The all-gather sweep's rows of a Blackhole run: (points, mean |error| %, within 10 %,
 /// within 25 %, worst error %), or `None` when there are none.
 pub fn sweep_summary(rows: &[CalibrationRow]) -> Option<(usize, f64, usize, usize, f64)> {
-    let errs: Vec<f64> =
-        rows.iter().filter(|r| r.measure.starts_with("bh ccl ")).map(|r| r.error_pct).collect();
-    if errs.is_empty() {
-        return None;
-    }
-    let mean = errs.iter().map(|e| e.abs()).sum::<f64>() / errs.len() as f64;
-    let worst = errs.iter().copied().fold(0.0_f64, |w, e| if e.abs() > w.abs() { e } else { w });
-    let within = |p: f64| errs.iter().filter(|e| e.abs() <= p).count();
-    Some((errs.len(), mean, within(10.0), within(25.0), worst))
+    crate::ccl_calibration::summary(rows, "bh ccl ", BH_SWEEP_TOLERANCE_PCT)
 }
 
 #[cfg(test)]

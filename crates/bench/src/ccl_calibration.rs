@@ -277,43 +277,57 @@ fn topology_name(t: Topology) -> &'static str {
 /// The summary of the sweep's rows: (points, mean |error| %, within 10 %, within 20 %, worst
 /// error %).
 pub fn sweep_summary(rows: &[CalibrationRow]) -> Option<(usize, f64, usize, usize, f64)> {
-    let e: Vec<f64> = rows.iter().filter(|r| r.measure.starts_with("ccl ")).map(|r| r.error_pct).collect();
+    summary(rows, "ccl ", SWEEP_TOLERANCE_PCT)
+}
+
+/// The summary of a sweep's rows, those whose measure starts with `prefix`: (points, mean
+/// |error| %, within 10 %, within `wide` %, worst error %), or `None` when there are none.
+pub(crate) fn summary(
+    rows: &[CalibrationRow],
+    prefix: &str,
+    wide: f64,
+) -> Option<(usize, f64, usize, usize, f64)> {
+    let e: Vec<f64> = rows.iter().filter(|r| r.measure.starts_with(prefix)).map(|r| r.error_pct).collect();
     if e.is_empty() {
         return None;
     }
     let mean = e.iter().map(|x| x.abs()).sum::<f64>() / e.len() as f64;
     let worst = e.iter().copied().fold(0.0, |w: f64, x| if x.abs() > w.abs() { x } else { w });
     let within = |t: f64| e.iter().filter(|x| x.abs() <= t).count();
-    Some((e.len(), mean, within(10.0), within(20.0), worst))
+    Some((e.len(), mean, within(10.0), within(wide), worst))
+}
+
+/// A sweep's plot: per `(label, measure)` of `lines`, the rows of that measure as a measured
+/// and a simulated series of time against size, log-log.
+pub(crate) fn sweep_plot(
+    rows: &[CalibrationRow],
+    title: String,
+    lines: impl IntoIterator<Item = (String, String)>,
+) -> crate::plot::Plot {
+    use crate::plot::{Plot, Series};
+    let mut series = Vec::new();
+    for (label, measure) in lines {
+        let mine: Vec<&CalibrationRow> = rows.iter().filter(|r| r.measure == measure).collect();
+        let pts = |f: fn(&CalibrationRow) -> f64| mine.iter().map(|r| (r.size_bytes as f64, f(r))).collect();
+        series.push(Series { label: format!("{label} measured"), points: pts(|r| r.published) });
+        series.push(Series { label: format!("{label} meshsim"), points: pts(|r| r.simulated) });
+    }
+    Plot { title, x_desc: "size (bytes)".into(), y_desc: "time (us)".into(), series, log_y: true }
 }
 
 /// One plot per op of the sweep's rows (simulated and measured time against size, a line each
 /// per topology, log-log), with its file name.
 pub fn plots(rows: &[CalibrationRow]) -> Vec<(String, crate::plot::Plot)> {
-    use crate::plot::{Plot, Series};
     [SweepCollective::AllGather, SweepCollective::ReduceScatter]
         .into_iter()
         .map(|op| {
             let name = op.collective().name();
-            let mut series = Vec::new();
-            for (_, n, t) in self::series().into_iter().filter(|s| s.0 == op) {
-                let what = format!("ccl {name} {}-{n} us", topology_name(t));
-                let mine: Vec<&CalibrationRow> = rows.iter().filter(|r| r.measure == what).collect();
+            let lines = self::series().into_iter().filter(|s| s.0 == op).map(|(_, n, t)| {
                 let label = format!("{}-{n}", topology_name(t));
-                let pts = |f: fn(&CalibrationRow) -> f64| {
-                    mine.iter().map(|r| (r.size_bytes as f64, f(r))).collect()
-                };
-                series.push(Series { label: format!("{label} measured"), points: pts(|r| r.published) });
-                series.push(Series { label: format!("{label} meshsim"), points: pts(|r| r.simulated) });
-            }
-            let plot = Plot {
-                title: format!("{name} on a Wormhole LoudBox: tt-metal's CCL sweep and meshsim"),
-                x_desc: "size (bytes)".into(),
-                y_desc: "time (us)".into(),
-                series,
-                log_y: true,
-            };
-            (format!("ccl_{}.svg", name.replace('-', "_")), plot)
+                (label.clone(), format!("ccl {name} {label} us"))
+            });
+            let title = format!("{name} on a Wormhole LoudBox: tt-metal's CCL sweep and meshsim");
+            (format!("ccl_{}.svg", name.replace('-', "_")), sweep_plot(rows, title, lines))
         })
         .collect()
 }

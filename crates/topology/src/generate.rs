@@ -166,31 +166,22 @@ pub fn descriptor(spec: &str) -> Result<String, TopologyError> {
     for (r, c) in chips.clone() {
         let _ = writeln!(w, "  {}: [{c}, {r}, 0, 0]", id(r, c));
     }
-    let _ = writeln!(w, "\nethernet_connections:");
-    let mut any = false;
+    // East, then south: channel k of the group meets channel k of the peer's opposite one.
+    let mut links = String::new();
     for (r, c) in chips.clone() {
-        // East, then south: channel k of the group meets channel k of the peer's opposite one.
         let east = (c + 1 < s.cols || (s.wrap_cols && s.cols > 1)).then(|| id(r, (c + 1) % s.cols));
         let south = (r + 1 < s.rows || (s.wrap_rows && s.rows > 1)).then(|| id((r + 1) % s.rows, c));
         for (peer, mine, theirs) in [(east, 0, 2 * g), (south, g, 3 * g)] {
             let Some(peer) = peer else { continue };
             for k in 0..s.links {
-                any = true;
-                let _ = writeln!(
-                    w,
-                    "  - [{{chip: {}, chan: {}}}, {{chip: {peer}, chan: {}}}]",
-                    id(r, c),
-                    mine + k,
-                    theirs + k
-                );
+                let (me, a, b) = (id(r, c), mine + k, theirs + k);
+                let _ = writeln!(links, "  - [{{chip: {me}, chan: {a}}}, {{chip: {peer}, chan: {b}}}]");
             }
         }
     }
-    if !any {
-        // One chip: an empty list, as a P150's descriptor has.
-        w.truncate(w.trim_end().len() - "ethernet_connections:".len());
-        let _ = writeln!(w, "ethernet_connections: []");
-    }
+    // One chip: an empty list, as a P150's descriptor has.
+    let _ = writeln!(w, "\nethernet_connections:{}", if links.is_empty() { " []" } else { "" });
+    w.push_str(&links);
     let _ = writeln!(w, "\nchips_with_mmio:");
     for (r, c) in chips.clone() {
         let _ = writeln!(w, "  - {}: {}", id(r, c), id(r, c));
