@@ -7,11 +7,22 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use meshsim_bench::report;
+use meshsim_ccl::flow::Model as SimModel;
 use meshsim_ccl::op::{Bidir, RedOp, Stack, Topology};
 use meshsim_ccl::tensor::{DType, Memory};
 
 use crate::scenario::parse_size;
 use crate::spec::OpKind;
+
+/// `--model`: which model simulates the collectives.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub(crate) struct SimArg {
+    /// The model: packet (every packet through the hardware model, the reference) or flow
+    /// (each transfer as a fluid flow: far faster, its error against packet in
+    /// docs/performance.md; fabric stack only).
+    #[arg(long = "model", default_value_t = SimModel::Packet, value_name = "MODEL")]
+    pub(crate) sim_model: SimModel,
+}
 
 /// `--params FILE` and `--link-gbps`: the model's parameters.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -187,6 +198,8 @@ pub(crate) enum Command {
         #[arg(long)]
         verify: bool,
         #[command(flatten)]
+        sim: SimArg,
+        #[command(flatten)]
         model: ParamsFile,
         /// A selection tree instead of the workload's (`select:`) or the embedded one.
         #[arg(long, value_name = "FILE")]
@@ -223,6 +236,11 @@ pub(crate) enum Command {
         /// picosecond; prints how many events the shortcuts saved in each.
         #[arg(long, conflicts_with = "exact")]
         check_shortcuts: bool,
+        /// With --model flow: run every op and workload scenario on the flow model instead and
+        /// report its error against the baseline (the packet model's time); exit 1 when one is
+        /// beyond the flow model's bound (3 % from 1 MiB per rank, 10 % below).
+        #[command(flatten)]
+        sim: SimArg,
         #[command(flatten)]
         model: ParamsFile,
         #[command(flatten)]
@@ -491,6 +509,8 @@ pub(crate) struct SweepArgs {
     #[arg(long)]
     pub(crate) stack: Option<Stack>,
     #[command(flatten)]
+    pub(crate) sim: SimArg,
+    #[command(flatten)]
     pub(crate) model: ParamsFile,
     #[command(flatten)]
     pub(crate) output: Output,
@@ -587,6 +607,8 @@ pub(crate) struct OpArgs {
     /// ERISC Data Mover launched per op) [default: fabric].
     #[arg(long)]
     pub(crate) stack: Option<Stack>,
+    #[command(flatten)]
+    pub(crate) sim: SimArg,
     #[command(flatten)]
     pub(crate) faults: FaultArgs,
     #[command(flatten)]

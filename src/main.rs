@@ -165,13 +165,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Op(args) => return run_op(args),
         Command::Sweep(args) => return sweep_cmd::run(args),
         Command::Merge { files, output, plot } => return sweep_cmd::merge(&files, output, plot.as_deref()),
-        Command::Run { workload, output, link_report, trace, verify, model, select, faults, knobs } => {
+        Command::Run { workload, output, link_report, trace, verify, sim, model, select, faults, knobs } => {
             return run_cmd::run_workload(
                 &workload,
                 output.format,
                 link_report,
                 trace.as_deref(),
-                verify,
+                (verify, sim.sim_model),
                 (model, select),
                 (faults, knobs),
             );
@@ -183,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             trace,
             check_determinism,
             check_shortcuts,
+            sim,
             model,
             output,
         } => {
@@ -190,6 +191,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(s) => s,
                 None => regress::default_suites().map_err(BadInput)?,
             };
+            if sim.sim_model == meshsim_ccl::flow::Model::Flow {
+                if update || check_determinism || check_shortcuts || trace.is_some() {
+                    return Err(BadInput(
+                        "regress --model flow reports the flow model's error against the baselines: it takes no --update, --check-determinism, --check-shortcuts or --trace".into(),
+                    )
+                    .into());
+                }
+                return regress_cmd::run_flow_errors(&suite, scenario.as_deref(), model, output.format);
+            }
             return run_regress(
                 &suite,
                 update,

@@ -71,6 +71,7 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         faults: a.faults.knobs(),
         verify: Some(a.verify),
         stack: a.stack,
+        model: Some(a.sim.sim_model),
         packet_size: a.knobs.packet_size.map(crate::scenario::Size::Bytes),
         size: None,
         slots: None,
@@ -140,6 +141,7 @@ fn print_json(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         "chip_ids": ids(cluster, &done.chips),
         "topology": format!("{:?}", done.topology).to_lowercase(),
         "stack": done.ops[0].transport,
+        "model": done.ops[0].model.as_str(),
         "algorithm": done.ops[0].algorithm,
         "bidir": if done.ops[0].transport == meshsim_ccl::op::Stack::Fabric.as_str() {
             serde_json::Value::Null
@@ -203,6 +205,7 @@ fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         algbw_gbps: f64,
         busbw_gbps: f64,
         verified: String,
+        model: &'static str,
     }
     let row = Row {
         op: name,
@@ -213,6 +216,7 @@ fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         algbw_gbps: algbw,
         busbw_gbps: busbw,
         verified: verified.map_or("-".into(), |v| v.to_string()),
+        model: done.ops[0].model.as_str(),
     };
     out!("{}", report::render(&[row], a.output.format.into()))?;
     if matches!(a.output.format, Format::Text) && a.axis.is_some() {
@@ -251,6 +255,7 @@ pub(crate) struct OpRow {
     time_us: f64,
     busbw_gbps: f64,
     verified: String,
+    model: &'static str,
     #[serde(skip_serializing)]
     chip_ids: Vec<u64>,
 }
@@ -268,6 +273,7 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
             time_us: o.time.as_us_f64(),
             busbw_gbps: o.busbw_gbps,
             verified: o.verified.as_ref().map_or("-".into(), |v| v.is_ok().to_string()),
+            model: o.model.as_str(),
             chip_ids: ids(cluster, &o.chips),
         })
         .collect()
@@ -278,7 +284,7 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
     serde_json::json!({
         "name": r.name, "op": r.op, "algorithm": r.algorithm, "chips": r.chips, "chip_ids": r.chip_ids,
         "start_us": r.start_us, "end_us": r.end_us, "time_us": r.time_us,
-        "busbw_gbps": r.busbw_gbps,
+        "busbw_gbps": r.busbw_gbps, "model": r.model,
         "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },
     })
 }

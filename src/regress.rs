@@ -48,7 +48,7 @@ impl Suite {
         self.path.with_extension("baseline")
     }
 
-    fn base_dir(&self) -> &Path {
+    pub(crate) fn base_dir(&self) -> &Path {
         self.path.parent().unwrap_or(Path::new("."))
     }
 }
@@ -411,4 +411,133 @@ mod tests {
             ]
         );
     }
+}
+
+/// Per-rank bytes from which the flow model is held to [`FLOW_BOUND_LARGE`] of the packet
+/// model, and below which to [`FLOW_BOUND_SMALL`] (issue 33's bounds).
+pub const FLOW_LARGE_FROM: u64 = 1 << 20;
+/// The flow model's allowed error from [`FLOW_LARGE_FROM`] bytes per rank up, %.
+pub const FLOW_BOUND_LARGE: f64 = 3.0;
+/// Its allowed error below, %.
+pub const FLOW_BOUND_SMALL: f64 = 10.0;
+
+/// The flow model's allowed error, %, for an op of `per_rank` bytes per rank (a workload's
+/// ops all count as small unless every one is large).
+pub fn flow_bound(per_rank: Option<u64>) -> f64 {
+    if per_rank.is_some_and(|b| b >= FLOW_LARGE_FROM) { FLOW_BOUND_LARGE } else { FLOW_BOUND_SMALL }
+}
+
+/// A scenario on the flow model beside its baseline, the packet model's time.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowRow {
+    /// Suite name.
+    pub suite: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// The op's bytes per rank (its tensor over its ranks; none for a workload).
+    pub per_rank_bytes: Option<u64>,
+    /// The packet model's time (the baseline), µs.
+    pub packet_us: Option<f64>,
+    /// The flow model's time, µs.
+    pub flow_us: Option<f64>,
+    /// (flow − packet) / packet, %.
+    pub error_pct: Option<f64>,
+    /// The error allowed, % ([`flow_bound`]).
+    pub bound_pct: f64,
+    /// `ok`, `over` (beyond the bound), `skipped` (what the flow model does not run) or
+    /// `error`.
+    pub status: &'static str,
+    /// Why it was skipped or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Why the flow model does not run scenario `sc`, if it does not: microbenchmarks measure
+/// the packet model itself; the flow model carries the fabric stack, without faults.
+fn flow_skips(suite: &Suite, sc: &Scenario) -> Option<String> {
+    use crate::scenario::Kind;
+    use meshsim_ccl::op::Stack;
+    let stack = match sc.op {
+        Kind::Op(_) => sc.stack.unwrap_or(Stack::DEFAULT),
+        Kind::Workload => {
+            let file = sc.workload.as_ref()?;
+            crate::workload::Workload::load(&suite.base_dir().join(file)).ok()?.stack
+        }
+        _ => return Some("a microbenchmark of the packet model".into()),
+    };
+    if stack != Stack::Fabric {
+        return Some(format!("the {stack} stack (the flow model carries the fabric)"));
+    }
+    if sc.faults.any() {
+        return Some("faults (the packet model's)".into());
+    }
+    None
+}
+
+/// Runs every op and workload scenario of `suites` (those `only` names) on the flow model and
+/// compares each with its baseline: the flow model's error against the packet model.
+pub fn run_flow(
+    suites: &[Suite],
+    baselines: &[Baseline],
+    only: Option<&str>,
+    params: Option<&crate::scenario::Model>,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<FlowRow> {
+    let jobs: Vec<(usize, usize)> = suites
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| (0..s.scenarios.len()).map(move |j| (i, j)))
+        .filter(|&(i, j)| only.is_none_or(|n| suites[i].scenarios[j].name == n))
+        .collect();
+    jobs.par_iter()
+        .with_max_len(1)
+        .map(|&(i, j)| {
+            let (suite, sc) = (&suites[i], &suites[i].scenarios[j]);
+            let packet = baselines[i].iter().find(|(n, _)| *n == sc.name).map(|(_, t)| *t);
+            let mut row = FlowRow {
+                suite: suite.name.clone(),
+                scenario: sc.name.clone(),
+                per_rank_bytes: None,
+                packet_us: packet.map(Time::as_us_f64),
+                flow_us: None,
+                error_pct: None,
+                bound_pct: FLOW_BOUND_SMALL,
+                status: "skipped",
+                note: None,
+            };
+            if let Some(why) = flow_skips(suite, sc) {
+                row.note = Some(why);
+                tick();
+                return row;
+            }
+            // The flow model moves no bytes: a verifying scenario's time is its timing run's.
+            let mut flow = sc.clone();
+            flow.model = Some(meshsim_ccl::flow::Model::Flow);
+            flow.verify = None;
+            match flow.run(suite.base_dir(), params, false) {
+                Ok(o) => {
+                    row.per_rank_bytes =
+                        o.op.as_ref().map(|d| d.tensor.bytes() / d.chips.len().max(1) as u64);
+                    row.bound_pct = flow_bound(row.per_rank_bytes);
+                    row.flow_us = Some(o.time.as_us_f64());
+                    row.error_pct =
+                        packet.map(|p| 100.0 * (o.time.0 as f64 - p.0 as f64) / (p.0 as f64).max(1.0));
+                    row.status = match row.error_pct {
+                        Some(e) if e.abs() <= row.bound_pct => "ok",
+                        Some(_) => "over",
+                        None => "error",
+                    };
+                    if packet.is_none() {
+                        row.note = Some("no baseline".into());
+                    }
+                }
+                Err(e) => {
+                    row.status = "error";
+                    row.note = Some(e.to_string());
+                }
+            }
+            tick();
+            row
+        })
+        .collect()
 }

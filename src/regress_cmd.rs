@@ -81,6 +81,54 @@ pub(crate) fn run_regress(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `regress --model flow`: every op and workload scenario on the flow model beside its
+/// baseline (the packet model's time), a row each with the error; exit 1 when one is beyond
+/// the flow model's bound or failed to run.
+pub(crate) fn run_flow_errors(
+    suite_path: &Path,
+    only: Option<&str>,
+    model: crate::cli::ParamsFile,
+    format: Format,
+) -> anyhow::Result<ExitCode> {
+    let suites = regress::load_suites(suite_path).map_err(BadInput)?;
+    if let Some(name) = only
+        && !suites.iter().any(|s| s.scenarios.iter().any(|sc| sc.name == name))
+    {
+        return Err(BadInput(format!("{}: no scenario named '{name}'", suite_path.display())).into());
+    }
+    let params = match model.params.is_some() || model.link_gbps.is_some() {
+        true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
+        false => None,
+    };
+    let baselines: Vec<regress::Baseline> = suites
+        .iter()
+        .map(|s| regress::read_baseline(&s.baseline_path()))
+        .collect::<Result<_, _>>()
+        .map_err(BadInput)?;
+    let total =
+        suites.iter().flat_map(|s| &s.scenarios).filter(|sc| only.is_none_or(|n| sc.name == n)).count();
+    let pb = progress(total as u64, "regress --model flow");
+    let rows = regress::run_flow(&suites, &baselines, only, params.as_ref(), &|| pb.inc(1));
+    pb.finish_and_clear();
+    out!("{}", report::render(&rows, format.into()))?;
+    let count = |st: &str| rows.iter().filter(|r| r.status == st).count();
+    let errors: Vec<f64> = rows.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
+    let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
+    let worst = errors.iter().copied().fold(0.0, f64::max);
+    eprintln!(
+        "meshsim: flow model on {} scenario(s): {} within bound, {} beyond, {} skipped, {} failed to run; |error| mean {mean:.1} %, worst {worst:.1} %",
+        rows.len(),
+        count("ok"),
+        count("over"),
+        count("skipped"),
+        count("error"),
+    );
+    for r in rows.iter().filter(|r| r.status == "error") {
+        eprintln!("meshsim: {}/{} failed: {}", r.suite, r.scenario, r.note.as_deref().unwrap_or(""));
+    }
+    Ok(if count("over") + count("error") > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
 /// Compares every suite's results with its baseline (rewriting the baseline under `update`);
 /// with `only`, leaves out the rows of scenarios that did not run.
 fn compare_and_update(

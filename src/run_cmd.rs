@@ -17,7 +17,7 @@ pub(crate) fn run_workload(
     format: Format,
     link_report: bool,
     trace: Option<&Path>,
-    verify: bool,
+    (verify, sim): (bool, meshsim_ccl::flow::Model),
     (model, select): (crate::cli::ParamsFile, Option<PathBuf>),
     (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
@@ -38,7 +38,7 @@ pub(crate) fn run_workload(
     let cluster = load_cluster(&w.cluster_spec())?;
     let params =
         load_model(model.params.or_else(|| w.params_path()).as_deref(), model.link_gbps)?.on(&cluster);
-    let done = w.run(&cluster, &params, verify, trace.is_some())?;
+    let done = w.run(&cluster, &params, (verify, sim), trace.is_some())?;
     let run = &done;
     if let (Some(path), Some(t)) = (trace, &run.trace) {
         write_trace(path, t, &cluster)?;

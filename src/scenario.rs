@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
 use meshsim_ccl::comm::Communicator;
+use meshsim_ccl::flow::Model as SimModel;
 use meshsim_ccl::op::{Bidir, Given, Knobs, OpRun, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpRequest, OpResult, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
@@ -132,6 +133,8 @@ pub struct Scenario {
     pub verify: Option<bool>,
     /// Op: the transport, `edm` or `fabric`.
     pub stack: Option<Stack>,
+    /// Op or workload: the model that simulates it, `packet` (the default) or `flow`.
+    pub model: Option<SimModel>,
     /// Op (fabric): the routers' packet payload, bytes.
     pub packet_size: Option<Size>,
     /// Benchmark: payload bytes per packet or ping.
@@ -396,7 +399,9 @@ impl Scenario {
                     self.cluster, w.cluster
                 )));
             }
-            let run = w.run(&cluster, &params, self.verify.unwrap_or(false), trace).map_err(ccl_error)?;
+            let sim = self.model.unwrap_or_default();
+            let run =
+                w.run(&cluster, &params, (self.verify.unwrap_or(false), sim), trace).map_err(ccl_error)?;
             return Ok(Outcome { time: run.makespan, stats: run.stats, cluster, trace: run.trace, op: None });
         }
         if let Kind::Op(op) = self.op {
@@ -427,6 +432,7 @@ impl Scenario {
         let stack = self.stack.unwrap_or(Stack::DEFAULT);
         let mut session = Session::new(&cluster, params);
         session.set_stack(stack);
+        session.set_model(self.model.unwrap_or_default());
         if let Some(path) = &self.select {
             session.set_select(load_select(&base.join(path)).map_err(RunError::Bad)?);
         }
@@ -503,13 +509,19 @@ impl Scenario {
     }
 
     fn run_bench(&self, cluster: Cluster, params: Params, trace: bool) -> Result<Outcome, RunError> {
+        if self.model == Some(SimModel::Flow) {
+            return Err(RunError::Bad(format!(
+                "{} is a microbenchmark of the packet model: it does not run on the flow model",
+                self.op.name()
+            )));
+        }
         let size = self
             .size
             .as_ref()
             .ok_or_else(|| RunError::Bad(format!("{} needs a size", self.op.name())))?
             .bytes()
             .map_err(RunError::Bad)?;
-        let setup = Setup { cluster, params, trace };
+        let setup = Setup { cluster, params, trace, model: SimModel::Packet };
         let err = |e: meshsim_bench::BenchError| {
             if e.is_bad_input() { RunError::Bad(e.to_string()) } else { RunError::Failed(e.to_string()) }
         };

@@ -191,6 +191,11 @@ pub struct FaultKnobs {
 }
 
 impl FaultKnobs {
+    /// Whether any fault is asked for.
+    pub fn any(&self) -> bool {
+        !self.faults.is_empty() || self.random_faults.is_some_and(|k| k > 0)
+    }
+
     /// The faults: those named, then `random_faults` drawn from `fault_seed` over `cluster`.
     pub fn list(&self, cluster: &Cluster) -> Result<Vec<meshsim_ccl::fault::Fault>, String> {
         if self.fault_seed.is_some() && self.random_faults.is_none() {

@@ -26,6 +26,8 @@ pub(crate) struct SweepKnobs {
     pub(crate) axis: Option<u8>,
     pub(crate) bidir: Option<Bidir>,
     pub(crate) stack: Stack,
+    /// The model that simulates every point.
+    pub(crate) model: meshsim_ccl::flow::Model,
     pub(crate) redop: Option<RedOp>,
     pub(crate) root: Option<usize>,
     /// The selection tree (`None`: the embedded one).
@@ -50,7 +52,13 @@ impl SweepKnobs {
 
     /// What the table's header says of the whole sweep.
     pub(crate) fn header(&self) -> SweepHeader {
-        SweepHeader { op: self.op_name(), min: self.min, max: self.max, factor: self.factor }
+        SweepHeader {
+            op: self.op_name(),
+            min: self.min,
+            max: self.max,
+            factor: self.factor,
+            model: self.model,
+        }
     }
 }
 
@@ -63,6 +71,8 @@ pub(crate) struct SweepHeader {
     pub(crate) min: u64,
     pub(crate) max: u64,
     pub(crate) factor: u64,
+    /// The model that simulated it.
+    pub(crate) model: meshsim_ccl::flow::Model,
 }
 
 /// Where a sweep's points go and which of them it runs: `--out`, `--resume`, `--shard`, and
@@ -97,6 +107,23 @@ pub(crate) struct PointRecord {
     min_bytes: u64,
     max_bytes: u64,
     factor: u64,
+    /// The model that simulated it (points written before models had one are the packet
+    /// model's).
+    #[serde(default)]
+    model: meshsim_ccl::flow::Model,
+}
+
+impl PointRecord {
+    /// The header of the sweep it is a point of.
+    fn header(&self) -> SweepHeader {
+        SweepHeader {
+            op: self.op.clone(),
+            min: self.min_bytes,
+            max: self.max_bytes,
+            factor: self.factor,
+            model: self.model,
+        }
+    }
 }
 
 /// Reads a sweep's JSONL file. A last line cut short (the process was killed mid-write) is
@@ -129,19 +156,23 @@ pub(crate) fn series_of(
     let Some(first) = points.first() else {
         return Err(format!("{from}: no sweep points"));
     };
-    let header = SweepHeader {
-        op: first.op.clone(),
-        min: first.min_bytes,
-        max: first.max_bytes,
-        factor: first.factor,
-    };
+    let header = first.header();
     let mut by_index: std::collections::BTreeMap<usize, SweepSeries> = std::collections::BTreeMap::new();
     for p in points {
-        let h = SweepHeader { op: p.op.clone(), min: p.min_bytes, max: p.max_bytes, factor: p.factor };
+        let h = p.header();
         if h != header {
             return Err(format!(
-                "{from}: points of different sweeps ({} -b {} -e {} -f {} and {} -b {} -e {} -f {})",
-                header.op, header.min, header.max, header.factor, h.op, h.min, h.max, h.factor
+                "{from}: points of different sweeps ({} -b {} -e {} -f {} --model {} and {} -b {} -e {} -f {} --model {})",
+                header.op,
+                header.min,
+                header.max,
+                header.factor,
+                header.model,
+                h.op,
+                h.min,
+                h.max,
+                h.factor,
+                h.model
             ));
         }
         let se = by_index.entry(p.series_index).or_insert_with(|| SweepSeries {
@@ -222,6 +253,8 @@ pub(crate) struct SweepSeries {
 struct SeriesRow<'a> {
     series: &'a str,
     cluster: &'a str,
+    /// The model that simulated it (`packet`, `flow`).
+    model: &'static str,
     chips: usize,
     num_links: usize,
     workers: Option<usize>,
@@ -243,6 +276,7 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         axis: a.axis,
         bidir: a.bidir,
         stack: a.stack.unwrap_or(Stack::DEFAULT),
+        model: a.sim.sim_model,
         redop: a.redop,
         root: a.root,
         select: a.select.as_deref().map(crate::scenario::load_select).transpose().map_err(BadInput)?,
@@ -403,6 +437,7 @@ pub(crate) fn run_sweep(
             min_bytes: header.min,
             max_bytes: header.max,
             factor: header.factor,
+            model: header.model,
         };
         let p = model.on(&c);
         let new = meshsim_ccl::sweep::sweep_points(&c, &p, &spec, &tiles, stop, &|row| {
@@ -464,6 +499,7 @@ fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -
                 workers: w,
                 dtype,
                 stack: k.stack,
+                model: k.model,
                 faults: faults.clone(),
                 select: k.select.clone(),
                 in_place: k.in_place,
@@ -498,20 +534,20 @@ fn resumed(io: &SweepIo, header: &SweepHeader) -> Result<Vec<PointRecord>, Strin
         return Ok(Vec::new());
     }
     let points = read_points(path)?;
-    if let Some(r) = points.iter().find(|r| {
-        SweepHeader { op: r.op.clone(), min: r.min_bytes, max: r.max_bytes, factor: r.factor } != *header
-    }) {
+    if let Some(r) = points.iter().find(|r| r.header() != *header) {
         return Err(format!(
-            "{}: its points are of another sweep ({} -b {} -e {} -f {}, not {} -b {} -e {} -f {})",
+            "{}: its points are of another sweep ({} -b {} -e {} -f {} --model {}, not {} -b {} -e {} -f {} --model {})",
             path.display(),
             r.op,
             r.min_bytes,
             r.max_bytes,
             r.factor,
+            r.model,
             header.op,
             header.min,
             header.max,
-            header.factor
+            header.factor,
+            header.model
         ));
     }
     Ok(points)
@@ -572,6 +608,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
                 s.rows.iter().map(move |row| SeriesRow {
                     series: &s.label,
                     cluster: &s.cluster,
+                    model: k.model.as_str(),
                     chips: s.chips,
                     num_links: s.num_links,
                     workers: s.workers,
@@ -586,7 +623,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
         let _ = writeln!(
             s,
             "# meshsim {} on {} ({} chips, {}), {}, num_links {}, workers {}\n\
-             # minBytes {} maxBytes {} step: {}(factor) simulated: 1 run per size, timing mode, no data check\n#",
+             # minBytes {} maxBytes {} step: {}(factor) simulated: 1 run per size, {} model, timing mode, no data check\n#",
             k.op,
             se.cluster,
             se.chips,
@@ -596,7 +633,8 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
             se.workers.map_or("default".into(), |w| w.to_string()),
             k.min,
             k.max,
-            k.factor
+            k.factor,
+            k.model
         );
         s.push_str(&rounding_note(k, se));
         s.push_str("#                                                              out-of-place                       in-place          
@@ -759,6 +797,7 @@ mod tests {
             axis: None,
             bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,
+            model: meshsim_ccl::flow::Model::Packet,
             redop: None,
             root: None,
             select: None,

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use meshsim_ccl::comm::Communicator;
+use meshsim_ccl::flow::Model as SimModel;
 use meshsim_ccl::op::{Bidir, CclError, Collective, Given, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
 
@@ -210,10 +211,11 @@ impl Workload {
         &self,
         cluster: &Cluster,
         params: &Params,
-        verify: bool,
+        (verify, sim): (bool, SimModel),
         trace: bool,
     ) -> Result<SessionRun, CclError> {
         let mut s = Session::new(cluster, params);
+        s.set_model(sim);
         s.set_limits(self.limits)?;
         if let Some(tree) = &self.select {
             s.set_select(tree.clone());

@@ -162,6 +162,7 @@ pub fn run_sweep(
         workers: None,
         dtype: DType::Bf16,
         stack: Stack::Fabric,
+        model: setup.model,
         faults: Vec::new(),
         select: None,
         in_place: false,

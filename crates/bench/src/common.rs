@@ -13,12 +13,15 @@ pub struct Setup {
     pub params: Params,
     /// Record a full trace of each point's run into [`Measured::trace`].
     pub trace: bool,
+    /// The model that simulates the collective sweeps (microbenchmarks run on the packet
+    /// model, which they measure).
+    pub model: meshsim_ccl::flow::Model,
 }
 
 impl Setup {
     /// `cluster` with `params`, not tracing.
     pub fn new(cluster: Cluster, params: Params) -> Setup {
-        Setup { cluster, params, trace: false }
+        Setup { cluster, params, trace: false, model: meshsim_ccl::flow::Model::Packet }
     }
 
     /// A fresh machine in timing mode, tracing if asked to.

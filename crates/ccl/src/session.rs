@@ -29,6 +29,7 @@ pub use crate::request::{Limits, OpHandle, OpRequest, OpResult, SessionRun, Stre
 pub use crate::stacks::{MAX_WORKERS, default_links};
 pub use crate::verify::{gather_page, reduce_page};
 
+use crate::flow::Model;
 use crate::op::{Bidir, CclError, Collective, Given, Hazard, Knobs, OpError, Stack, Topology};
 use crate::phase::Phase;
 use crate::plan::{self, Plan};
@@ -52,6 +53,8 @@ pub struct Session<'c> {
     pub(crate) ops: Vec<OpRequest>,
     /// The stack its selection tree's `stack=` conditions test.
     stack: Stack,
+    /// The model that simulates its ops.
+    model: Model,
     /// What carries its ops.
     transport: Box<dyn Transport>,
     /// Per op, the knobs its caller gave, before the selection tree and the defaults filled
@@ -80,6 +83,7 @@ impl<'c> Session<'c> {
             faults: Vec::new(),
             ops: Vec::new(),
             stack: Stack::DEFAULT,
+            model: Model::Packet,
             transport: crate::stacks::transport(Stack::DEFAULT),
             given: Vec::new(),
             select: Select::default_tree(),
@@ -160,7 +164,14 @@ impl<'c> Session<'c> {
     /// runs either an EDM or a router). The default is [`Stack::DEFAULT`], the fabric.
     pub fn set_stack(&mut self, stack: Stack) {
         self.stack = stack;
-        self.transport = crate::stacks::transport(stack);
+        self.transport = crate::stacks::transport_for(stack, self.model);
+    }
+
+    /// Which model simulates every op: every packet (the default) or flows
+    /// ([`crate::flow`]); the stack stays the one set.
+    pub fn set_model(&mut self, model: Model) {
+        self.model = model;
+        self.transport = crate::stacks::transport_for(self.stack, model);
     }
 
     /// Carries every op on `transport`, a caller's own (selection trees still test the stack
@@ -368,6 +379,19 @@ impl<'c> Session<'c> {
     }
 
     fn run_inner(mut self) -> Result<SessionRun, CclError> {
+        if self.model == Model::Flow {
+            if self.verify {
+                return Err(CclError::Invalid(
+                    "the flow model moves no bytes, so it cannot verify outputs: verify with --model packet"
+                        .into(),
+                ));
+            }
+            if !self.faults.is_empty() {
+                return Err(CclError::Invalid(
+                    "the flow model does not model faults: inject them with --model packet".into(),
+                ));
+            }
+        }
         self.given = self.ops.iter().map(|o| o.knobs).collect();
         for req in &self.ops {
             if let Some(m) = self.transport.refuses(req.collective, &Given::of(&req.knobs)) {
@@ -491,6 +515,7 @@ impl<'c> Session<'c> {
             pages_per_packet: runs[first].pages_per_packet,
             links: req.knobs.links(),
             transport: self.transport.name(),
+            model: self.model,
             algorithm: mine.iter().map(|&p| runs[p].algorithm).collect::<Vec<_>>().join(" + "),
         }
     }

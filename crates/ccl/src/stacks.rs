@@ -4,6 +4,7 @@
 use meshsim_topology::Cluster;
 
 use crate::comm::Communicator;
+use crate::flow::Model;
 use crate::op::{Collective, Given, Stack, Topology};
 use crate::transport::Transport;
 
@@ -12,6 +13,14 @@ pub fn transport(stack: Stack) -> Box<dyn Transport> {
     match stack {
         Stack::Edm => Box::new(crate::edm::EdmTransport),
         Stack::Fabric => Box::new(crate::fabric::FabricTransport),
+    }
+}
+
+/// The transport of `stack` as `model` simulates it.
+pub fn transport_for(stack: Stack, model: Model) -> Box<dyn Transport> {
+    match model {
+        Model::Packet => transport(stack),
+        Model::Flow => Box::new(crate::flow::FlowTransport::new(stack)),
     }
 }
 

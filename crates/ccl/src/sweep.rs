@@ -105,6 +105,8 @@ pub struct SweepSpec {
     pub dtype: DType,
     /// The transport.
     pub stack: crate::op::Stack,
+    /// The model that simulates every point.
+    pub model: crate::flow::Model,
     /// Faults injected into every point.
     pub faults: Vec<crate::fault::Fault>,
     /// The selection tree (`None`: the embedded one).
@@ -251,6 +253,7 @@ fn point_session<'c>(
     let collective = spec.op.collective();
     let mut s = Session::new(cluster, params);
     s.set_stack(spec.stack);
+    s.set_model(spec.model);
     if let Some(tree) = &spec.select {
         s.set_select(tree.clone());
     }

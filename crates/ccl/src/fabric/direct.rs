@@ -100,7 +100,7 @@ struct Sends<'p> {
 
 /// Who sends which chunk to whom, and where it lands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Pairs {
+pub(crate) enum Pairs {
     /// Rank k sends chunk j of its input to rank j, landing at chunk k; rank k keeps chunk k
     /// (all-to-all; a direct reduce-scatter, whose receive buffer has a chunk per source).
     AllToAll,
@@ -126,7 +126,7 @@ impl Pairs {
     }
 
     /// The routed plan of who sends which chunk where on `n` ranks along `topology`.
-    fn plan(self, n: usize, topology: Topology) -> Routed {
+    pub(crate) fn plan(self, n: usize, topology: Topology) -> Routed {
         match self {
             Pairs::AllToAll => routed::all_to_all(n, topology),
             Pairs::ToRoot(r) => routed::direct_gather(n, topology, r),
@@ -423,7 +423,7 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
 }
 
 /// Packets an all-to-all kernel reads at once.
-const A2A_WINDOW: usize = 8;
+pub(crate) const A2A_WINDOW: usize = 8;
 
 /// What an all-to-all direction kernel needs.
 struct A2aCtx {

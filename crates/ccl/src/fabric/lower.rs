@@ -91,7 +91,7 @@ impl Transport for FabricTransport {
         let mut runs = Vec::with_capacity(s.phases.len());
         for (pi, p) in s.phases.iter().enumerate() {
             let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
-            let algo = choose(s, &fabric, p)?;
+            let algo = choose(s, line_for(&fabric, &s.ops[p.op]).1, p)?;
             let (ppp, routers) = match algo {
                 Algo::DirectReduction => {
                     let (got, routers) = direct_reduction(&mut cx, pi, p)?;
@@ -142,7 +142,7 @@ impl Transport for FabricTransport {
 /// The fabric's algorithm for a phase — tt-metal's factory for it — chosen once from the
 /// phase's collective, the op's knobs and its line, before anything is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Algo {
+pub(crate) enum Algo {
     /// The one-shot direct reduce-scatter, or a reduce straight to its root: every rank's
     /// chunks unicast into the owner's receive buffer, reducer cores adding them as they land.
     DirectReduction,
@@ -158,7 +158,7 @@ enum Algo {
 
 impl Algo {
     /// Its name in results; a reduce-scatter's says whether it ran on a ring or a line.
-    fn name(self, ring: bool) -> &'static str {
+    pub(crate) fn name(self, ring: bool) -> &'static str {
         match self {
             Algo::DirectReduction | Algo::PointToPoint(_) => "direct",
             Algo::ReduceScatter if ring => "ring",
@@ -169,8 +169,8 @@ impl Algo {
     }
 }
 
-/// How the fabric carries phase `p`.
-fn choose(s: &LowerCx, fabric: &Fabric, p: &Phase) -> Result<Algo, CclError> {
+/// How the fabric carries phase `p`, whose op runs as a ring on its fabric line if `closed`.
+pub(crate) fn choose(s: &LowerCx, closed: bool, p: &Phase) -> Result<Algo, CclError> {
     let req = &s.ops[p.op];
     Ok(match p.collective {
         Collective::ReduceScatter(_) if direct_path(s, p) => Algo::DirectReduction,
@@ -185,7 +185,6 @@ fn choose(s: &LowerCx, fabric: &Fabric, p: &Phase) -> Result<Algo, CclError> {
         Collective::Broadcast { .. } => Algo::Multicast,
         Collective::AllReduce(_) => unreachable!("an all-reduce is planned as two phases"),
         Collective::AllGather => {
-            let closed = line_for(fabric, req).1;
             // Rings switch to the unicast (relay) factory from a number of pages per device
             // (the architecture's: on Wormhole 64, 20 for pages of 4 KiB or more), on every plane.
             let page = p.tensors.slice.page_bytes();

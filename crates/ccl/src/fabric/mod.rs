@@ -24,7 +24,7 @@
 //! so the table obeys the same flow control as the memory.
 
 mod build;
-mod direct;
+pub(crate) mod direct;
 mod gather;
 pub(crate) mod lower;
 pub use build::ENTRY_BARRIER;

@@ -1,7 +1,116 @@
-//! The flow-level model (issue 33, in progress): each plan step's transfers as fluid flows
-//! sharing link directions, router ERISCs, NoC and DRAM max-min fairly. [`net`] is its solver;
-//! the transport that lowers phases onto it is not written yet.
+//! The flow-level model: a third [`Transport`], beside the EDM's and the fabric's packet-level
+//! ones, that carries the same sessions — communicators, selection, defaults, plans and
+//! placement — but simulates each plan step's transfers as fluid flows sharing link
+//! directions, router ERISCs and worker kernels max-min fairly ([`net`]), so its cost grows
+//! with the number of transfers, not with the bytes.
+//!
+//! [`FlowTransport`] solves the whole session's flows when it lowers it ([`fabric`]), then
+//! emits one kernel per chip and phase that enters the phase's gate, waits out the time the
+//! flows gave that chip and leaves: the session's gates, measurements, results and outputs
+//! are the packet model's own. Its costs per packet ([`cost`]) come from the same parameters.
+//! It models the fabric stack; docs/model.md, "The flow model", says what it leaves out.
 
+pub(crate) mod cost;
+pub(crate) mod fabric;
 pub mod net;
 
+use meshsim_hw::{CoreRef, Machine, Params, Program};
+use meshsim_topology::{ChipIdx, Cluster};
+
 pub use net::{FlowId, FlowNet, ResourceId};
+
+use crate::named::named;
+use crate::op::{Algorithm, CclError, Collective, Given, Stack};
+use crate::request::OpRequest;
+use crate::transport::{LowerCx, Lowered, Transport};
+
+/// Which model simulates a session: every packet, or flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Model {
+    /// The packet-level model: every packet through the hardware model (the reference).
+    #[default]
+    Packet,
+    /// The flow-level model: each transfer as a fluid flow over the resources it uses.
+    Flow,
+}
+
+named!(Model, "model", Packet => "packet", Flow => "flow");
+
+impl serde::Serialize for Model {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The flow model of a stack: the stack's own rules (algorithms, knobs, default links), its
+/// transfers simulated as flows.
+pub struct FlowTransport {
+    stack: Stack,
+    inner: Box<dyn Transport>,
+}
+
+impl FlowTransport {
+    /// The flow model of `stack`.
+    pub fn new(stack: Stack) -> FlowTransport {
+        FlowTransport { stack, inner: crate::stacks::transport(stack) }
+    }
+}
+
+impl Transport for FlowTransport {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn algorithms(&self, collective: Collective) -> &'static [Algorithm] {
+        self.inner.algorithms(collective)
+    }
+
+    fn refuses(&self, collective: Collective, given: &Given) -> Option<String> {
+        self.inner.refuses(collective, given)
+    }
+
+    fn accepts(&self, req: &OpRequest, params: &Params) -> Result<(), CclError> {
+        if self.stack != Stack::Fabric {
+            return Err(CclError::Invalid(format!(
+                "op '{}': the flow model carries the fabric stack; run the {} stack with --model packet",
+                req.name,
+                self.inner.name()
+            )));
+        }
+        self.inner.accepts(req, params)
+    }
+
+    fn default_links(&self, cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
+        self.inner.default_links(cluster, ops)
+    }
+
+    fn lower(&self, cx: &LowerCx, _m: &mut Machine) -> Result<Lowered, CclError> {
+        let solved = fabric::solve(cx)?;
+        let chips = cx.cluster.chips().len();
+        let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+        let soc = cx.cluster.soc();
+        for (pi, ends) in solved.ends.iter().enumerate() {
+            let gate = cx.gate(pi, ends.len());
+            let start = solved.starts[pi];
+            let name = format!("{}flow", cx.kernel_prefix(cx.phases[pi].op));
+            // One core per phase (kernels of phases that overlap must not share one).
+            let core = CoreRef::Worker(soc.logical_worker((pi % soc.workers.len()) as u64));
+            for &(chip, end) in ends {
+                let (g, wait) = (gate.clone(), end.saturating_sub(start));
+                programs[chip.0 as usize].create_kernel(core, &name, 0, vec![], move |k| async move {
+                    let at = g.enter(&k).await;
+                    k.delay(wait).await;
+                    g.leave(&k, at);
+                    Ok(())
+                });
+            }
+        }
+        Ok(Lowered {
+            programs,
+            phases: solved.runs,
+            workers: solved.workers,
+            report: Box::new(Vec::new),
+            late_credits: Vec::new(),
+        })
+    }
+}

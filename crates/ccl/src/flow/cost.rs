@@ -1,0 +1,335 @@
+//! What one packet costs each resource of the fabric, in picoseconds, from the same parameters
+//! the packet model spends: the link's wire time, the router ERISC's loop work, the worker's
+//! serial path. Each figure follows the step of the packet model's kernels it stands for
+//! (`fabric/router.rs`, `fabric/gather.rs`, `fabric/relay.rs`, `fabric/reduce.rs`,
+//! `hw/src/eth.rs`, `hw/src/noc.rs`); docs/model.md, "The flow model", lists them.
+
+use meshsim_hw::Params;
+
+/// Per-packet costs of a phase's packets on the fabric.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Costs {
+    /// One core cycle.
+    cycle: f64,
+    /// The parameters' figures this module reads, in cycles or bytes.
+    issue: f64,
+    router_noc: f64,
+    initiate: f64,
+    latch: f64,
+    step: f64,
+    pass: f64,
+    notice: f64,
+    poll: f64,
+    hop: f64,
+    inject: f64,
+    eject: f64,
+    flit: f64,
+    dram_latency: f64,
+    dram_per_cycle: f64,
+    tile_reduce: f64,
+    /// Link figures.
+    mtu: u64,
+    overhead: u64,
+    gbps: f64,
+    link_latency: f64,
+    dma_per_cycle: f64,
+    /// The router's packet header.
+    pub header: u64,
+    /// Whether the router runs a ring's flow control (first-level acknowledgements).
+    pub ring: bool,
+}
+
+impl Costs {
+    /// The costs on `p` for a router with `header`-byte headers.
+    pub fn new(p: &Params, header: u64, ring: bool) -> Costs {
+        let c = |n: u64| n as f64;
+        Costs {
+            cycle: p.cycles(1_000_000).0 as f64 / 1e6,
+            issue: c(p.noc_issue_cycles),
+            router_noc: c(p.fabric_router_noc_cycles),
+            initiate: c(p.eth_send_initiate_cycles),
+            latch: c(p.eth_txq_latch_cycles),
+            step: c(p.fabric_router_step_cycles),
+            pass: c(p.fabric_router_pass_cycles),
+            notice: c(p.fabric_router_notice_cycles),
+            poll: c(p.core_poll_cycles),
+            hop: c(p.noc_hop_cycles),
+            inject: c(p.noc_inject_cycles),
+            eject: c(p.noc_eject_cycles),
+            flit: p.noc_flit_bytes as f64,
+            dram_latency: c(p.dram_latency_cycles),
+            dram_per_cycle: p.dram_bank_bytes_per_cycle as f64,
+            tile_reduce: c(p.tile_reduce_cycles),
+            mtu: p.eth_mtu_bytes,
+            overhead: p.eth_packet_overhead_bytes,
+            gbps: p.eth_link_gbps as f64,
+            link_latency: p.eth_link_latency_ns as f64 * 1e3,
+            dma_per_cycle: p.eth_dma_bytes_per_cycle as f64,
+            header,
+            ring,
+        }
+    }
+
+    fn cyc(&self, n: f64) -> f64 {
+        n * self.cycle
+    }
+
+    /// Bytes a packet of `payload` puts through the Ethernet DMA: header and payload, in 16 B
+    /// words.
+    pub fn eth_bytes(&self, payload: u64) -> u64 {
+        (self.header + payload).next_multiple_of(16)
+    }
+
+    /// Wire time of `bytes` sent as one command: MTU-sized packets, each with its overhead.
+    pub fn wire(&self, bytes: u64) -> f64 {
+        let (full, rest) = (bytes / self.mtu, bytes % self.mtu);
+        let one = |b: u64| b as f64 * 8_000.0 / self.gbps;
+        full as f64 * one(self.mtu + self.overhead) + if rest > 0 { one(rest + self.overhead) } else { 0.0 }
+    }
+
+    /// Ethernet DMA time of `bytes`.
+    pub fn dma(&self, bytes: u64) -> f64 {
+        self.cyc((bytes as f64 / self.dma_per_cycle).ceil())
+    }
+
+    /// The link direction a data packet of `payload` takes: its own wire time and the
+    /// "packets sent" counter that follows it.
+    pub fn link_forward(&self, payload: u64) -> f64 {
+        self.wire(self.eth_bytes(payload)) + self.wire(16)
+    }
+
+    /// The opposite direction, per data packet: the receiver's completion, and on a ring its
+    /// first-level acknowledgement.
+    pub fn link_back(&self) -> f64 {
+        self.wire(16) * if self.ring { 2.0 } else { 1.0 }
+    }
+
+    /// The sender channel's ERISC work per packet: the step reading its state, the data send,
+    /// the wait for the tx queue to take it, the counter send, the credit it returns to its
+    /// producer and its pass. On a ring the receiver step's acknowledgement comes next in the
+    /// same pass and waits for the tx queue, which takes it only once the DMA has moved the
+    /// data: the ERISC spins for the rest of the DMA.
+    pub fn send(&self, payload: u64) -> f64 {
+        let own = self.cyc(self.step + 2.0 * self.initiate + self.latch + self.router_noc + self.pass);
+        let spin = if self.ring {
+            (self.dma(self.eth_bytes(payload)) - self.cyc(self.initiate + self.latch)).max(0.0)
+        } else {
+            0.0
+        };
+        own + spin
+    }
+
+    /// The tx DMA per data packet: the data and its counter, moved from L1 to the MAC one
+    /// command after another.
+    pub fn tx_dma(&self, payload: u64) -> f64 {
+        self.dma(self.eth_bytes(payload)) + self.dma(16)
+    }
+
+    /// The receiver channel's ERISC work per packet: a ring's acknowledgement, `forwards`
+    /// forwards into the next router (the packet and its doorbell), `writes` local NoC commands
+    /// and the completion.
+    pub fn receive(&self, forwards: u64, writes: u64) -> f64 {
+        let ack = if self.ring { self.initiate } else { 0.0 };
+        self.cyc(ack + (2 * forwards + writes) as f64 * self.router_noc + self.initiate + self.pass)
+    }
+
+    /// One packet's way across a hop: the send, the DMA, the wire, the link and the receiver
+    /// noticing and processing it.
+    pub fn hop(&self, payload: u64) -> f64 {
+        let bytes = self.eth_bytes(payload);
+        self.cyc(self.step + self.initiate + self.notice)
+            + self.dma(bytes.min(self.mtu))
+            + self.wire(bytes)
+            + self.link_latency
+            + self.dma(bytes % self.mtu)
+            + self.receive(0, 1)
+    }
+
+    /// A NoC write of `bytes` to a bank `round_hops / 2` hops away (a DRAM bank if `dram`),
+    /// until its acknowledgement is back.
+    pub fn write_ack(&self, bytes: u64, round_hops: f64, dram: bool) -> f64 {
+        let stream = if dram { (bytes as f64 / self.dram_per_cycle).ceil() + self.dram_latency } else { 0.0 };
+        self.cyc(2.0 * (self.inject + self.eject) + round_hops * self.hop + self.flits(bytes) + 1.0 + stream)
+    }
+
+    /// A 16 B counter (a completion, an acknowledgement) sent back over the link, until the
+    /// router at the far end notices it.
+    fn counter_back(&self) -> f64 {
+        self.cyc(self.initiate + self.notice) + 2.0 * self.dma(16) + self.wire(16) + self.link_latency
+    }
+
+    /// A data packet's way from the sending router's step to the receiving router noticing it.
+    fn data_way(&self, payload: u64) -> f64 {
+        let bytes = self.eth_bytes(payload);
+        let last = if bytes % self.mtu == 0 { self.mtu } else { bytes % self.mtu };
+        self.cyc(self.step + self.initiate + self.notice)
+            + self.dma(bytes.min(self.mtu))
+            + self.wire(bytes)
+            + self.link_latency
+            + self.dma(last)
+    }
+
+    /// The time a receiver channel holds a transaction id for a packet: its processing and its
+    /// `writes` NoC writes of `page` bytes until they are acknowledged.
+    pub fn trid_hold(&self, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
+        self.receive(0, writes) + self.write_ack(page, round_hops, dram)
+    }
+
+    /// The round trip of a receiver slot: from the send, over the link, through the
+    /// receiver's processing and writes, until the completion is back at the sender.
+    pub fn rx_loop(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
+        self.data_way(payload) + self.trid_hold(writes, page, round_hops, dram) + self.counter_back()
+    }
+
+    /// The round trip of a sender-channel slot: its producer's write into it, the send, and
+    /// the slot's return — on a ring the first-level acknowledgement on arrival, on a line the
+    /// completion after the receiver's writes — and the credit's NoC increment back to the
+    /// producer, who notices it.
+    pub fn slot_loop(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
+        let fill = self.cyc(self.issue + self.inject + self.flits(payload) + self.notice);
+        let back = if self.ring {
+            self.data_way(payload) + self.counter_back()
+        } else {
+            self.rx_loop(payload, writes, page, round_hops, dram)
+        };
+        let credit = self
+            .cyc(self.router_noc + self.inject + round_hops / 2.0 * self.hop + 1.0 + self.eject + self.poll);
+        fill + back + credit
+    }
+
+    /// Flits of a NoC packet of `bytes`.
+    fn flits(&self, bytes: u64) -> f64 {
+        1.0 + (bytes as f64 / self.flit).ceil()
+    }
+
+    /// A NoC read of one page of `page` bytes whose request and answer travel `round_hops`
+    /// hops in all, from a DRAM bank (`dram`) or an L1.
+    fn read(&self, page: u64, round_hops: f64, dram: bool) -> f64 {
+        let stream = if dram { (page as f64 / self.dram_per_cycle).ceil() + self.dram_latency } else { 0.0 };
+        self.cyc(2.0 * (self.inject + self.eject) + round_hops * self.hop + 1.0 + self.flits(page) + stream)
+    }
+
+    /// A worker's reads of `pages` pages issued one after another and waited for together:
+    /// the issues, the first round trip, the answers one after another into its port, and
+    /// the barrier noticing.
+    pub fn reads(&self, pages: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
+        let p = pages as f64;
+        let spacing = self.issue.max(self.flits(page));
+        self.cyc(self.issue + (p - 1.0) * spacing + self.poll) + self.read(page, round_hops, dram)
+    }
+
+    /// A worker's sending of one packet of `pages` pages of `page` bytes into its router:
+    /// `local` pages also written into its own output first, the payload, the header and the
+    /// doorbell, until the writes have left its L1 (the next packet's buffer is this one's).
+    pub fn inject(&self, pages: u64, page: u64, local: u64) -> f64 {
+        let issues = (local + 3) as f64 * self.issue;
+        let out = (local + 1) as f64 * self.issue
+            + self.inject
+            + local as f64 * self.flits(page)
+            + self.flits(pages * page)
+            + self.flits(self.header);
+        self.cyc(issues.max(out))
+    }
+
+    /// The serial path of a worker that reads a packet, waits for it and sends it before the
+    /// next (the multicast all-gather's and the point-to-point senders' loop).
+    pub fn serial(&self, pages: u64, page: u64, round_hops: f64, dram: bool, local: bool) -> f64 {
+        self.reads(pages, page, round_hops, dram) + self.inject(pages, page, if local { pages } else { 0 })
+    }
+
+    /// The serial path of a worker that only copies each packet it reads into its own output
+    /// (a line end's idle direction keeping the rank's slice).
+    pub fn copy(&self, pages: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
+        let p = pages as f64;
+        let out = (p * self.issue).max(self.issue + self.inject + p * self.flits(page));
+        self.reads(pages, page, round_hops, dram) + self.cyc(out)
+    }
+
+    /// A worker that reads a window of packets ahead while it sends (the relay all-gather's
+    /// and the reduce-scatter's): per packet its issues — `reads` page reads, `local` local
+    /// writes, the three commands of a send — and `reduced` pages summed on its Tensix.
+    pub fn windowed(&self, reads: u64, local: u64, reduced: u64) -> f64 {
+        self.cyc((reads + local + 3) as f64 * self.issue + reduced as f64 * self.tile_reduce)
+    }
+
+    /// Per packet, a worker that works in waves of `window` packets (the point-to-point
+    /// senders', the reduce-scatter's): it waits for the last wave's writes to leave, issues
+    /// the reads of the wave (`reads` pages per packet), waits for them, then spends `after`
+    /// on each packet (its sums and the three commands of a send, or its local writes); each
+    /// packet sends `out` bytes from its L1 (its payload and header, or its local writes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn wave(
+        &self,
+        window: u64,
+        reads: u64,
+        page: u64,
+        (round_hops, dram): (f64, bool),
+        after: f64,
+        out: u64,
+    ) -> f64 {
+        let w = window as f64;
+        let read = if reads > 0 { self.reads(window * reads, page, round_hops, dram) } else { 0.0 };
+        // The last packet's bytes leave after its commands; the next wave waits for them.
+        let flush = self.cyc(self.inject + self.flits(out));
+        (read + w * after + flush) / w
+    }
+
+    /// The three commands of a send into a router or mux: payload, header, doorbell.
+    pub fn send_issues(&self) -> f64 {
+        self.cyc(3.0 * self.issue)
+    }
+
+    /// `n` NoC commands a worker issues.
+    pub fn issues(&self, n: u64) -> f64 {
+        self.cyc(n as f64 * self.issue)
+    }
+
+    /// A Tensix mux's work per packet it forwards: the send into the router slot, the blocking
+    /// flush of its writes, and the credit it returns to its client.
+    pub fn mux(&self, pages: u64, page: u64) -> f64 {
+        self.inject(pages, page, 0) + self.cyc(self.issue)
+    }
+
+    /// Summing `pages` tiles on a worker's Tensix.
+    pub fn reduce(&self, pages: u64) -> f64 {
+        self.cyc(pages as f64 * self.tile_reduce)
+    }
+
+    /// A router's noticing a change and a worker's: the fixed latency of a semaphore wait.
+    pub fn notice(&self) -> f64 {
+        self.cyc(self.notice + self.poll)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshsim_topology::Arch;
+
+    fn wormhole() -> Costs {
+        Costs::new(&Params::of(Arch::WormholeB0).unwrap(), 48, true)
+    }
+
+    /// A 4 KiB packet with its 48 B header is three MTU packets on the wire, each with its
+    /// overhead, at 12.5 GB/s.
+    #[test]
+    fn the_wire_splits_at_the_mtu() {
+        let c = wormhole();
+        let bytes = c.eth_bytes(4096);
+        assert_eq!(bytes, 4144);
+        let want = (2.0 * (1500.0 + 50.0) + (4144.0 - 3000.0 + 50.0)) * 8_000.0 / 100.0;
+        assert!((c.wire(bytes) - want).abs() < 1e-6);
+    }
+
+    /// On a ring the sender's ERISC waits for the tx DMA of a large packet, not of a small one;
+    /// on a line it does not wait.
+    #[test]
+    fn a_large_packet_holds_the_sender_for_its_dma() {
+        let c = wormhole();
+        let small = c.send(0);
+        let large = c.send(4096);
+        assert!(large > small + 100_000.0, "{large} vs {small}");
+        let line = Costs { ring: false, ..c };
+        assert_eq!(line.send(4096), line.send(0));
+    }
+}

@@ -1,0 +1,751 @@
+//! The fabric's phases as flows: each transfer of a phase's routed plan — the same plan, the
+//! same algorithm choice, knobs and placement the packet model lowers — becomes flows of its
+//! packets over the resources they use:
+//!
+//! - each link direction, per routing plane: the wire time of a data packet and its counter,
+//!   and on the way back the completions (and a ring's acknowledgements);
+//! - each router's ERISC: its sender channel's work per packet sent, its receiver channel's
+//!   per packet received, forwarded and written (one resource when one ERISC runs both);
+//! - each worker kernel: its serial per-packet path (reads, waits, sends; a reduction's sums);
+//! - a direct reduction's reducer cores.
+//!
+//! A multicast or unicast transfer is one flow over its whole route; a relay is one flow per
+//! hop, each starting once the hop before has delivered its first synchronised group of
+//! packets (the packet model's kernels wait for an increment after every `chunks_per_sync`
+//! packets), so a relayed chunk pipelines along its path. A kernel's transfers run in the
+//! order it sends them when it sends them one after another, together when it interleaves
+//! them. A phase starts once those it depends on have ended, after its routers' handshake (the
+//! session's first phases), its connections and its entry barrier; a chip's part of it ends
+//! with the last flow that reaches it, plus the final increment's way and notice.
+
+use std::collections::BTreeMap;
+
+use meshsim_engine::Time;
+use meshsim_hw::noc::Noc;
+use meshsim_topology::ChipIdx;
+
+use super::cost::Costs;
+use super::net::{FlowId, FlowNet, ResourceId};
+use crate::fabric::lower::{Algo, choose, fabric_lines};
+use crate::fabric::{HEADER_1D_BYTES, Layout, Line, RECEIVER_TRIDS};
+use crate::op::{CclError, Collective, Topology};
+use crate::phase::Phase;
+use crate::plan::Dir;
+use crate::plan::routed::{self, Mechanism, Part, Routed, Transfer};
+use crate::tensor::Memory;
+use crate::transport::{LowerCx, PhaseRun};
+
+/// What the flow model found: per phase how it ran, when it started and when each chip's part
+/// of it ended.
+pub(crate) struct Solution {
+    /// Per phase, its pages per packet and algorithm.
+    pub runs: Vec<PhaseRun>,
+    /// Per op, workers per link and direction.
+    pub workers: Vec<usize>,
+    /// Per phase, when it started (its dependencies ended).
+    pub starts: Vec<Time>,
+    /// Per phase, each of its chips and when its part ended.
+    pub ends: Vec<Vec<(ChipIdx, Time)>>,
+}
+
+/// A resource of the fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    /// The link direction from a chip to a neighbour on a routing plane.
+    Link(ChipIdx, ChipIdx, usize),
+    /// The ERISC of a chip's router facing a neighbour on a plane: 0 its sender channels,
+    /// 1 its receiver channel (the same resource on one ERISC).
+    Erisc(ChipIdx, ChipIdx, usize, u8),
+    /// A worker kernel: (phase, rank, plane, worker, kernel).
+    Worker(usize, usize, usize, usize, u8),
+    /// A chip's reducer cores of a phase.
+    Reducers(usize, ChipIdx),
+    /// The tx DMA of a chip's router toward a neighbour on a plane.
+    TxDma(ChipIdx, ChipIdx, usize),
+    /// The Tensix mux in front of a chip's router toward a neighbour on a plane.
+    Mux(ChipIdx, ChipIdx, usize),
+    /// The slots of a sender channel of a chip's router toward a neighbour on a plane: a
+    /// packet holds one for a round trip.
+    Slots(ChipIdx, ChipIdx, usize, u8),
+    /// The receiver slots of a chip's router from a neighbour on a plane.
+    RxSlots(ChipIdx, ChipIdx, usize),
+    /// The transaction ids of a chip's receiver channel from a neighbour on a plane.
+    Trids(ChipIdx, ChipIdx, usize),
+}
+
+/// A flow to be: its packets, the resources it uses, when its first packet lands, the units
+/// it waits for, and the chips its packets reach.
+struct Unit {
+    phase: usize,
+    packets: f64,
+    uses: Vec<(ResourceId, f64)>,
+    latency: f64,
+    waiting: usize,
+    ready: f64,
+    dependents: Vec<usize>,
+    chips: Vec<ChipIdx>,
+    end: Option<f64>,
+}
+
+/// How a phase runs on the flow model.
+struct PhaseState {
+    units: Vec<usize>,
+    /// Before its flows: connections and entry barrier (and the routers' handshake).
+    setup: f64,
+    /// After its last flow reaches a chip: the final increment and its notice.
+    tail: f64,
+    start: Option<f64>,
+    left: usize,
+    end: Option<f64>,
+    chip_end: BTreeMap<ChipIdx, f64>,
+}
+
+/// The session's flow network as it is built and run.
+struct Model<'a, 'c> {
+    s: &'a LowerCx<'c>,
+    net: FlowNet,
+    keys: BTreeMap<Key, ResourceId>,
+    units: Vec<Unit>,
+    phases: Vec<PhaseState>,
+    lines: Vec<Line>,
+    payload: u64,
+    header: u64,
+    one_erisc: bool,
+    /// Slots per sender channel and of the receiver channel.
+    slots: (u64, u64),
+}
+
+/// Solves every phase of the session on the flow model.
+pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
+    let lines = fabric_lines(s.cluster, s.ops)?;
+    let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
+    asked.dedup();
+    if asked.len() > 1 {
+        return Err(CclError::Invalid(format!(
+            "the fabric's packet size is global to a session: its ops ask for {} B and {} B",
+            asked[0], asked[1]
+        )));
+    }
+    let payload = asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes);
+    if payload == 0 || payload % 16 != 0 || payload > s.params.fabric_max_payload_bytes {
+        return Err(CclError::Invalid(format!(
+            "fabric: a packet payload of {payload} B is not a multiple of 16 up to {} B",
+            s.params.fabric_max_payload_bytes
+        )));
+    }
+    let longest = lines.iter().map(|l| l.chips.len()).max().unwrap_or(1) as u32;
+    let header = if longest <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
+    let layout = Layout::new(s.params, payload, longest).map_err(|e| CclError::Invalid(e.to_string()))?;
+    let mut m = Model {
+        s,
+        net: FlowNet::new(),
+        keys: BTreeMap::new(),
+        units: Vec::new(),
+        phases: Vec::new(),
+        lines,
+        payload,
+        header,
+        // Two ERISCs split a router's channels unless a mux sits in front of it (workers
+        // sharing a router), which the flow model does not place: it takes the parameter.
+        one_erisc: s.params.fabric_router_eriscs < 2,
+        slots: (layout.sender_slots, layout.receiver_slots),
+    };
+    let mut runs = Vec::new();
+    let mut workers = vec![1usize; s.ops.len()];
+    for (pi, p) in s.phases.iter().enumerate() {
+        let (run, w) = m.phase(pi, p)?;
+        workers[p.op] = workers[p.op].max(w);
+        runs.push(run);
+    }
+    m.run();
+    let starts = m.phases.iter().map(|ph| ps(ph.start.unwrap_or(0.0))).collect();
+    let ends = m
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(pi, ph)| {
+            let req = &s.ops[s.phases[pi].op];
+            let start = ph.start.unwrap_or(0.0);
+            let end = ph.end.unwrap_or(start);
+            req.comm.chips().iter().map(|&c| (c, ps(ph.chip_end.get(&c).copied().unwrap_or(end)))).collect()
+        })
+        .collect();
+    Ok(Solution { runs, workers, starts, ends })
+}
+
+fn ps(t: f64) -> Time {
+    Time(t.round().max(0.0) as u64)
+}
+
+impl Model<'_, '_> {
+    fn resource(&mut self, key: Key) -> ResourceId {
+        if let Some(&r) = self.keys.get(&key) {
+            return r;
+        }
+        // Every resource is a server: one picosecond of work per picosecond; demands are
+        // picoseconds per packet and amounts are packets.
+        let r = self.net.resource(&format!("{key:?}"), 1e12);
+        self.keys.insert(key, r);
+        r
+    }
+
+    /// The ERISC resource of `chip`'s router toward `to` on `plane`, for its sender (0) or
+    /// receiver (1) channel.
+    fn erisc(&mut self, chip: ChipIdx, to: ChipIdx, plane: usize, half: u8) -> ResourceId {
+        let half = if self.one_erisc { 0 } else { half };
+        self.resource(Key::Erisc(chip, to, plane, half))
+    }
+
+    /// Whether the op of phase `p` runs as a ring on its fabric line.
+    fn closed(&self, p: &Phase) -> bool {
+        let req = &self.s.ops[p.op];
+        let chips = req.comm.chips();
+        req.comm.topology() == Topology::Ring
+            && self.lines.iter().any(|l| l.closed && l.chips.len() == chips.len() && l.carries(chips))
+    }
+
+    /// Mean hops of a NoC read's request and answer between the op's worker and the banks of
+    /// `memory`, on `noc`.
+    fn round_hops(&self, memory: Memory, noc: usize) -> f64 {
+        let soc = self.s.cluster.soc();
+        let grid = Noc::new(soc.grid_x, soc.grid_y);
+        let me = soc.worker(soc.logical_worker(1));
+        let ends: Vec<_> = match memory {
+            Memory::Dram => soc.dram.iter().filter_map(|b| b.first().copied()).collect(),
+            Memory::L1 => soc.workers.clone(),
+        };
+        if ends.is_empty() {
+            return 0.0;
+        }
+        let sum: u32 = ends.iter().map(|&d| grid.hops(noc, me, d) + grid.hops(noc, d, me)).sum();
+        sum as f64 / ends.len() as f64
+    }
+
+    /// Adds a unit of phase `pi`.
+    #[allow(clippy::too_many_arguments)]
+    fn unit(
+        &mut self,
+        pi: usize,
+        packets: f64,
+        uses: Vec<(ResourceId, f64)>,
+        latency: f64,
+        after: &[usize],
+        chips: Vec<ChipIdx>,
+    ) -> usize {
+        let id = self.units.len();
+        for &a in after {
+            self.units[a].dependents.push(id);
+        }
+        self.units.push(Unit {
+            phase: pi,
+            packets,
+            uses,
+            latency,
+            waiting: after.len(),
+            ready: 0.0,
+            dependents: Vec::new(),
+            chips,
+            end: None,
+        });
+        self.phases[pi].units.push(id);
+        id
+    }
+
+    /// The resources a packet of `payload` uses over `hops` hops from rank `from` going `dir`
+    /// on `plane`, every rank on the way writing it (`writes` NoC commands) if `multicast`,
+    /// else only the last; and the chips on its route, nearest first.
+    #[allow(clippy::too_many_arguments)]
+    fn route(
+        &mut self,
+        costs: &Costs,
+        p: &Phase,
+        (from, dir, hops): (usize, Dir, usize),
+        plane: usize,
+        payload: u64,
+        writes: u64,
+        multicast: bool,
+    ) -> (Vec<(ResourceId, f64)>, Vec<ChipIdx>) {
+        let req = &self.s.ops[p.op];
+        let (n, chips) = (req.comm.size(), req.comm.chips());
+        let topology = if self.closed(p) { Topology::Ring } else { Topology::Line };
+        let t = Transfer {
+            from,
+            dir,
+            hops,
+            mech: Mechanism::Unicast,
+            part: Part::All,
+            src: routed::Place { loc: crate::plan::Loc::InputSlice, slot: 0 },
+            to: routed::Place { loc: crate::plan::Loc::InputSlice, slot: 0 },
+            reduce: false,
+        };
+        let ranks = t.route(n, topology);
+        let mut uses = Vec::new();
+        let mut at = chips[from];
+        let memory = p.tensors.output.memory;
+        let round = self.round_hops(memory, 0);
+        let dram = memory == Memory::Dram;
+        let page = p.tensors.slice.page_bytes();
+        let trids = if costs.ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as f64;
+        let (tx_slots, rx_slots) = (self.slots.0 as f64, self.slots.1 as f64);
+        for (i, &r) in ranks.iter().enumerate() {
+            let next = chips[r];
+            let last = i + 1 == ranks.len();
+            let link = self.resource(Key::Link(at, next, plane));
+            let back = self.resource(Key::Link(next, at, plane));
+            let send = self.erisc(at, next, plane, 0);
+            let recv = self.erisc(next, at, plane, 1);
+            let w = if multicast || last { writes } else { 0 };
+            uses.push((link, costs.link_forward(payload)));
+            uses.push((back, costs.link_back()));
+            uses.push((send, costs.send(payload)));
+            let dma = self.resource(Key::TxDma(at, next, plane));
+            uses.push((dma, costs.tx_dma(payload)));
+            // The credit loops: the sender channel's slots (the worker's on the first hop,
+            // the forwarding channel's after), the receiver's slots and transaction ids.
+            let slots = self.resource(Key::Slots(at, next, plane, u8::from(i > 0)));
+            uses.push((slots, costs.slot_loop(payload, w.max(1), page, round, dram) / tx_slots));
+            let rx = self.resource(Key::RxSlots(next, at, plane));
+            uses.push((rx, costs.rx_loop(payload, w.max(1), page, round, dram) / rx_slots));
+            let ids = self.resource(Key::Trids(next, at, plane));
+            uses.push((ids, costs.trid_hold(w.max(1), page, round, dram) / trids));
+            uses.push((recv, costs.receive(u64::from(!last), w)));
+            at = next;
+        }
+        let reached = if multicast { ranks.iter().map(|&r| chips[r]).collect() } else { vec![at] };
+        (merge(uses), reached)
+    }
+
+    /// Builds phase `pi`'s units; returns how it runs and its workers per link and direction.
+    fn phase(&mut self, pi: usize, p: &Phase) -> Result<(PhaseRun, usize), CclError> {
+        let s = self.s;
+        let req = &s.ops[p.op];
+        let n = req.comm.size();
+        let closed = self.closed(p);
+        let algo = choose(s, closed, p)?;
+        let t = p.tensors;
+        let page = t.slice.page_bytes();
+        if page > self.payload {
+            return Err(CclError::Invalid(format!(
+                "op '{}': pages of {page} B do not fit the fabric's {} B packets",
+                req.name, self.payload
+            )));
+        }
+        let ring = self.lines.iter().any(|l| l.closed);
+        let costs = Costs::new(s.params, self.header, ring);
+        // The session's first phases wait for the routers' handshake.
+        let handshake = if p.deps.is_empty() { 2.0 * costs.hop(16) } else { 0.0 };
+        let reach = if closed { n / 2 } else { n - 1 } as f64;
+        let setup =
+            handshake + costs.inject(0, page, 0) + costs.notice() + reach * costs.hop(0) + costs.notice();
+        let tail = costs.hop(0) + costs.notice();
+        self.phases.push(PhaseState {
+            units: Vec::new(),
+            setup,
+            tail,
+            start: None,
+            left: 0,
+            end: None,
+            chip_end: BTreeMap::new(),
+        });
+        let topology = if closed { Topology::Ring } else { Topology::Line };
+        let (ppp, workers) = match algo {
+            Algo::Multicast => (self.multicast(pi, p, &costs, topology), 1),
+            Algo::Relay => self.relay(pi, p, &costs),
+            Algo::ReduceScatter => self.reduce_scatter(pi, p, &costs, topology),
+            Algo::PointToPoint(pairs) => {
+                (self.point_to_point(pi, p, &costs, pairs.plan(n, topology), false), 1)
+            }
+            Algo::DirectReduction => {
+                let plan = match req.collective {
+                    Collective::Reduce { root, .. } => routed::direct_reduce(n, topology, root),
+                    _ => routed::direct_reduce_scatter(n, topology),
+                };
+                (self.point_to_point(pi, p, &costs, plan, true), 1)
+            }
+        };
+        self.phases[pi].left = self.phases[pi].units.len();
+        Ok((PhaseRun { pages_per_packet: ppp, algorithm: algo.name(closed) }, workers))
+    }
+
+    /// The multicast all-gather (a broadcast too): per rank, plane and direction a kernel
+    /// sends its packets over every transfer its plan gives it, interleaved.
+    fn multicast(&mut self, pi: usize, p: &Phase, costs: &Costs, topology: Topology) -> u64 {
+        let req = &self.s.ops[p.op];
+        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
+        let t = p.tensors;
+        let page = t.slice.page_bytes();
+        let ppp = (self.payload / page).clamp(1, 4);
+        let planes = req.knobs.links();
+        let root = req.collective.root();
+        let plan = match root {
+            Some(r) => routed::multicast_broadcast(n, topology, p.bidir, r),
+            None => routed::multicast_all_gather(n, topology, !(req.exclude_myself || req.in_place)),
+        };
+        let slice_packets = crate::fabric::reduce::packets(t.slice.pages(), ppp);
+        let dram = t.input.memory == Memory::Dram;
+        for (k, &chip) in chips.iter().enumerate() {
+            if root.is_some_and(|r| r != k) {
+                continue;
+            }
+            for plane in 0..planes {
+                let mine: Vec<u64> =
+                    slice_packets.iter().skip(plane).step_by(planes).map(|&(_, pages)| pages).collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let count = mine.len() as f64;
+                let pages = mine.iter().sum::<u64>().div_ceil(mine.len() as u64);
+                for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
+                    let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
+                    let partial = matches!(sends[..], [t] if t.part != Part::All);
+                    let local = plan.keeps(k) && (partial || plan.copies_going(k, dir));
+                    let hops = self.round_hops(t.input.memory, d);
+                    let serial = costs.serial(pages, page, hops, dram, local);
+                    let worker = self.resource(Key::Worker(pi, k, plane, 0, d as u8));
+                    if sends.is_empty() {
+                        if local {
+                            let copy = costs.copy(pages, page, hops, dram);
+                            self.unit(pi, count, vec![(worker, copy)], copy, &[], vec![chip]);
+                        }
+                        continue;
+                    }
+                    let shares = sends.len() as f64;
+                    for tr in sends {
+                        let share = match tr.part {
+                            Part::All if shares == 1.0 => count,
+                            Part::All | Part::Alternate(_) | Part::Half(_) => count / 2.0,
+                        };
+                        let (mut uses, mut reached) =
+                            self.route(costs, p, (k, dir, tr.hops), plane, pages * page, pages, true);
+                        uses.push((worker, serial));
+                        if local {
+                            reached.push(chip);
+                        }
+                        let latency = serial + tr.hops as f64 * costs.hop(pages * page);
+                        self.unit(pi, share, uses, latency, &[], reached);
+                    }
+                }
+            }
+        }
+        ppp
+    }
+
+    /// The relay all-gather on a ring: per rank, plane, worker and direction a kernel sends its
+    /// stripes one after another, stripe i once the upstream neighbour's stripe i - 1 has
+    /// begun to land (its first synchronised group).
+    fn relay(&mut self, pi: usize, p: &Phase, costs: &Costs) -> (u64, usize) {
+        use crate::fabric::relay::{CHUNKS_PER_SYNC, stripes_of, workers as relay_workers};
+        let req = &self.s.ops[p.op];
+        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
+        let t = p.tensors;
+        let page = t.slice.page_bytes();
+        let ppp = (self.payload / page).clamp(1, 4);
+        let planes = req.knobs.links();
+        let per_plane = crate::fabric::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
+        let workers = relay_workers(t.slice.bytes() / planes as u64, per_plane);
+        let plan = routed::relay_all_gather(n, !(req.exclude_myself || req.in_place));
+        let own = !(req.exclude_myself || req.in_place);
+        for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
+            let packets = crate::fabric::reduce::plane_packets(
+                t.slice.pages(),
+                ppp,
+                (plane * workers + w, planes * workers),
+            );
+            let total = packets.len();
+            if total == 0 {
+                continue;
+            }
+            let pages = packets.iter().map(|x| x.1).sum::<u64>().div_ceil(total as u64);
+            // Per (rank, direction), per stripe: its head and tail units.
+            let mut heads: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+            let mut order: Vec<(usize, usize, usize, usize)> = Vec::new();
+            for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
+                for k in 0..n {
+                    for (i, &(_, _, count)) in stripes_of(&plan, k, dir, total).iter().enumerate() {
+                        order.push((i, d, k, count));
+                    }
+                }
+            }
+            // Stripe by stripe, so each upstream head exists before its downstream waits on it.
+            order.sort();
+            let mut last: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+            for (i, d, k, count) in order {
+                let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
+                let local = if i == 0 && d == 0 && own { pages } else { 0 };
+                let worker_ps = costs.windowed(pages, local, 0);
+                let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
+                let (mut uses, reached) =
+                    self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
+                uses.push((worker, worker_ps));
+                let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
+                if workers > 1 {
+                    let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
+                    let mux = self.resource(Key::Mux(chips[k], chips[down], plane));
+                    uses.push((mux, costs.mux(pages, page)));
+                }
+                let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
+                if i > 0
+                    && let Some(&h) = heads.get(&(up, d, i - 1))
+                {
+                    after.push(h);
+                }
+                let latency = worker_ps + costs.hop(pages * page) + costs.notice();
+                let head_n = (CHUNKS_PER_SYNC as f64).min(count as f64);
+                let mut reached = reached;
+                if local > 0 {
+                    reached.push(chips[k]);
+                }
+                let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
+                heads.insert((k, d, i), head);
+                let end = if (count as f64) > head_n {
+                    self.unit(pi, count as f64 - head_n, uses, 0.0, &[head], reached)
+                } else {
+                    head
+                };
+                last.insert((k, d), end);
+            }
+        }
+        (ppp, workers)
+    }
+
+    /// Reduce-scatter along the line or ring: per rank, plane, worker and direction a kernel
+    /// relays, slice by slice, the partials of the slices whose sides pass it, adding its own
+    /// pages; each owner sums both sides' partials into its output as they land.
+    fn reduce_scatter(&mut self, pi: usize, p: &Phase, costs: &Costs, topology: Topology) -> (u64, usize) {
+        use crate::fabric::reduce::{CHUNKS_PER_SYNC, WINDOW, plane_packets, workers as rs_workers};
+        let req = &self.s.ops[p.op];
+        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
+        let t = p.tensors;
+        let page = t.slice.page_bytes();
+        let ring = topology == Topology::Ring;
+        let ppp = (self.payload / page).clamp(1, if ring { 2 } else { 4 });
+        let planes = req.knobs.links();
+        let workers =
+            req.knobs.workers.unwrap_or_else(|| rs_workers(t.slice.bytes() * t.n / planes as u64, ring));
+        let plan = routed::reduce_scatter_sides(n, topology);
+        for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
+            let packets = plane_packets(t.slice.pages(), ppp, (plane * workers + w, planes * workers));
+            let count = packets.len();
+            if count == 0 {
+                continue;
+            }
+            let pages = packets.iter().map(|x| x.1).sum::<u64>().div_ceil(count as u64);
+            let per_sync =
+                if ring { CHUNKS_PER_SYNC.0 } else { CHUNKS_PER_SYNC.1 }.min((count as u64 / 2).max(1));
+            let head_n = (per_sync as f64).min(count as f64);
+            // Every hop of every side: (position, farthest owner first, rank, direction, slice).
+            let mut hops: Vec<(usize, std::cmp::Reverse<usize>, usize, usize, usize, usize)> = Vec::new();
+            for tr in &plan.transfers {
+                let d = usize::from(tr.dir == Dir::Backward);
+                let mut at = tr.from;
+                for h in 0..tr.hops {
+                    hops.push((h, std::cmp::Reverse(tr.hops), at, d, tr.to.slot, tr.hops));
+                    at = tr.dir.next(at, n, topology).expect("a side stays on the line");
+                }
+            }
+            hops.sort();
+            let mut heads: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+            let mut tails: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+            let mut last: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+            let mut arriving: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+            for (h, _, k, d, j, len) in hops {
+                let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
+                let reads = if h == 0 { pages } else { 2 * pages };
+                let sums = if h > 0 { costs.reduce(pages) } else { 0.0 };
+                let hops_rt = self.round_hops(Memory::Dram, d);
+                let out = pages * page + costs.header;
+                let worker_ps =
+                    costs.wave(WINDOW as u64, reads, page, (hops_rt, true), sums + costs.send_issues(), out);
+                let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
+                let (mut uses, reached) =
+                    self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
+                uses.push((worker, worker_ps));
+                let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
+                if workers > 1 {
+                    let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
+                    let mux = self.resource(Key::Mux(chips[k], chips[down], plane));
+                    uses.push((mux, costs.mux(pages, page)));
+                }
+                let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
+                if h > 0
+                    && let Some(&x) = heads.get(&(up, d, j))
+                {
+                    after.push(x);
+                }
+                let rt = costs.reads(pages, page, self.round_hops(Memory::Dram, d), true);
+                let latency = rt + worker_ps + costs.hop(pages * page) + costs.notice();
+                let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
+                let tail = if count as f64 > head_n {
+                    self.unit(pi, count as f64 - head_n, uses, 0.0, &[head], reached)
+                } else {
+                    head
+                };
+                heads.insert((k, d, j), head);
+                tails.insert((k, d, j), tail);
+                last.insert((k, d), tail);
+                if h + 1 == len {
+                    arriving.entry(j).or_default().push((head, tail));
+                }
+            }
+            // Each owner adds the sides' partials to its own pages, as they land.
+            for (j, &chip) in chips.iter().enumerate() {
+                let sides = arriving.get(&j).cloned().unwrap_or_default();
+                let ops = 1 + sides.len() as u64;
+                // Its reads run a packet ahead of its sums and writes.
+                let hops_rt = self.round_hops(Memory::Dram, 0);
+                let owner_ps = costs
+                    .reads(ops * pages, page, hops_rt, true)
+                    .max(costs.reduce(pages * sides.len() as u64) + costs.issues(pages));
+                let worker = self.resource(Key::Worker(pi, j, plane, w, 2));
+                let uses = vec![(worker, owner_ps)];
+                let heads: Vec<usize> = sides.iter().map(|x| x.0).collect();
+                let body = count as f64 - head_n;
+                let first = if body > 0.0 {
+                    Some(self.unit(pi, body, uses.clone(), owner_ps, &heads, vec![chip]))
+                } else {
+                    None
+                };
+                let mut after: Vec<usize> = sides.iter().map(|x| x.1).collect();
+                after.extend(first);
+                self.unit(pi, head_n, uses, owner_ps, &after, vec![chip]);
+            }
+        }
+        (ppp, workers)
+    }
+
+    /// Point-to-point senders (all-to-all, gather, scatter, send/receive) and the direct
+    /// reductions built on them: per rank one kernel per direction on link 0 sends its chunks
+    /// one after another, farthest first; `reduce`: the owners' reducer cores add every
+    /// contribution as it lands.
+    fn point_to_point(&mut self, pi: usize, p: &Phase, costs: &Costs, plan: Routed, reduce: bool) -> u64 {
+        use crate::fabric::DIRECT_REDUCERS;
+        use crate::fabric::direct::A2A_WINDOW;
+        let req = &self.s.ops[p.op];
+        let chips = req.comm.chips().to_vec();
+        let t = p.tensors;
+        let page = t.slice.page_bytes();
+        let ppp = (self.payload / page).clamp(1, 2);
+        let chunk = crate::fabric::reduce::packets(t.slice.pages(), ppp);
+        let count = chunk.len() as f64;
+        let pages = t.slice.pages().div_ceil(chunk.len().max(1) as u64).max(1);
+        let dram = t.input.memory == Memory::Dram;
+        for (k, &chip) in chips.iter().enumerate() {
+            for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
+                let hops = self.round_hops(t.input.memory, d);
+                let worker = self.resource(Key::Worker(pi, k, 0, 0, d as u8));
+                let local = plan.keeps(k) && plan.copies_going(k, dir);
+                let window = A2A_WINDOW as u64;
+                let out = pages * page + costs.header;
+                let serial = costs.wave(window, pages, page, (hops, dram), costs.send_issues(), out);
+                let mut before: Vec<usize> = Vec::new();
+                let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
+                for tr in sends {
+                    let (mut uses, reached) =
+                        self.route(costs, p, (k, dir, tr.hops), 0, pages * page, pages, false);
+                    uses.push((worker, serial));
+                    if reduce {
+                        let dest = *reached.last().expect("a transfer reaches a rank");
+                        let r = self.resource(Key::Reducers(pi, dest));
+                        uses.push((r, costs.reduce(pages) / DIRECT_REDUCERS as f64));
+                    }
+                    let latency = serial + tr.hops as f64 * costs.hop(pages * page);
+                    let u = self.unit(pi, count, uses, latency, &before, reached);
+                    before = vec![u];
+                }
+                // The rank's own chunk is copied after the sends, in the same waves.
+                if local {
+                    let copy =
+                        costs.wave(window, pages, page, (hops, dram), costs.issues(pages), pages * page);
+                    self.unit(pi, count, vec![(worker, copy)], copy, &before, vec![chip]);
+                }
+            }
+        }
+        ppp
+    }
+
+    /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
+    /// once its phase has started and the units it waits for have ended.
+    fn run(&mut self) {
+        let s = self.s;
+        let mut by_flow: BTreeMap<FlowId, usize> = BTreeMap::new();
+        let mut started = vec![false; self.phases.len()];
+        loop {
+            // Start every phase whose dependencies have ended.
+            for (pi, going) in started.iter_mut().enumerate() {
+                if *going {
+                    continue;
+                }
+                let deps = &s.phases[pi].deps;
+                if deps.iter().any(|&d| self.phases[d].end.is_none()) {
+                    continue;
+                }
+                *going = true;
+                let at = deps.iter().filter_map(|&d| self.phases[d].end).fold(0.0, f64::max);
+                self.phases[pi].start = Some(at);
+                let go = at + self.phases[pi].setup;
+                if self.phases[pi].units.is_empty() {
+                    self.phases[pi].end = Some(go);
+                    continue;
+                }
+                for u in self.phases[pi].units.clone() {
+                    let unit = &mut self.units[u];
+                    unit.ready = unit.ready.max(go);
+                    if unit.waiting == 0 {
+                        let f = self.start(u);
+                        by_flow.insert(f, u);
+                    }
+                }
+            }
+            if started.iter().all(|&x| x) && self.phases.iter().all(|p| p.end.is_some()) {
+                break;
+            }
+            let Some((t, f)) = self.net.next_end() else {
+                // Nothing in flight: the phases left wait on one that never ends (none do).
+                break;
+            };
+            let u = by_flow[&f];
+            let t = t.0 as f64;
+            self.units[u].end = Some(t);
+            let pi = self.units[u].phase;
+            let tail = self.phases[pi].tail;
+            for c in self.units[u].chips.clone() {
+                let e = self.phases[pi].chip_end.entry(c).or_insert(0.0);
+                *e = e.max(t + tail);
+            }
+            for d in self.units[u].dependents.clone() {
+                let unit = &mut self.units[d];
+                unit.waiting -= 1;
+                unit.ready = unit.ready.max(t);
+                if unit.waiting == 0 && started[unit.phase] {
+                    let f = self.start(d);
+                    by_flow.insert(f, d);
+                }
+            }
+            self.phases[pi].left -= 1;
+            if self.phases[pi].left == 0 {
+                let ph = &mut self.phases[pi];
+                let end = ph.chip_end.values().copied().fold(ph.start.unwrap_or(0.0) + ph.setup, f64::max);
+                ph.end = Some(end);
+            }
+        }
+    }
+
+    fn start(&mut self, u: usize) -> FlowId {
+        let unit = &self.units[u];
+        self.net.start(ps(unit.ready), unit.packets, ps(unit.latency), &unit.uses, None)
+    }
+}
+
+/// Sums the demands on each resource (a route may pass a resource twice: a link's two
+/// directions both ways round a ring of two).
+fn merge(mut uses: Vec<(ResourceId, f64)>) -> Vec<(ResourceId, f64)> {
+    uses.sort_by_key(|u| u.0);
+    let mut out: Vec<(ResourceId, f64)> = Vec::with_capacity(uses.len());
+    for (r, w) in uses {
+        match out.last_mut() {
+            Some(last) if last.0 == r => last.1 += w,
+            _ => out.push((r, w)),
+        }
+    }
+    out
+}
