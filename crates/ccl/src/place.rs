@@ -1,10 +1,12 @@
 //! Where every phase's tensors live: each op's input, output and scratch, one after another
-//! in DRAM or worker L1 in submission order, refused in one line naming the op when they do
-//! not fit.
+//! in DRAM or worker L1 in submission order — on each chip after what the ops before placed
+//! on its chips, so ops on disjoint chips (the rows of a mesh) reuse the same addresses —
+//! refused in one line naming the op when they do not fit.
 
 use std::collections::BTreeMap;
 
 use meshsim_hw::Params;
+use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::SocDescriptor;
 
 use crate::op::{CclError, Collective};
@@ -18,30 +20,39 @@ pub(crate) fn place(
     ops: &[OpRequest],
     phases: &[Phase<()>],
 ) -> Result<Vec<Tensors>, CclError> {
-    let mut heap = Heap { soc, params, next: BTreeMap::new() };
+    let mut heap = Heap { soc, params, next: BTreeMap::new(), chips: Vec::new() };
     let mut out = Vec::with_capacity(phases.len());
     let mut i = 0;
     while i < phases.len() {
+        heap.chips = ops[phases[i].op].comm.chips().to_vec();
         i += place_phase(&mut heap, &ops[phases[i].op], phases, i, &mut out)?;
     }
     Ok(out)
 }
 
-/// Where the next tensor goes in DRAM and in L1: each after the last.
+/// Where the next tensor goes in DRAM and in L1: each after the last on the chips it lives on
+/// (the same address on every one of them).
 struct Heap<'a> {
     soc: &'a SocDescriptor,
     params: &'a Params,
-    /// The next free base, by whether it is L1.
-    next: BTreeMap<bool, u64>,
+    /// The next free base, by whether it is L1, and chip.
+    next: BTreeMap<(bool, ChipIdx), u64>,
+    /// The chips of the op being placed.
+    chips: Vec<ChipIdx>,
 }
 
 impl Heap<'_> {
     /// A tensor of `pages` pages of `page` bytes in `memory`, after the last one there.
     fn alloc(&mut self, memory: Memory, page: u64, pages: u64) -> Placement {
         let first = Placement::first(memory, page, self.soc, self.params);
-        let base = *self.next.get(&(memory == Memory::L1)).unwrap_or(&first.base);
+        let l1 = memory == Memory::L1;
+        let base =
+            self.chips.iter().filter_map(|&c| self.next.get(&(l1, c)).copied()).fold(first.base, u64::max);
         let p = Placement { base, ..first };
-        self.next.insert(memory == Memory::L1, p.after(pages).base);
+        let end = p.after(pages).base;
+        for &c in &self.chips {
+            self.next.insert((l1, c), end);
+        }
         p
     }
 

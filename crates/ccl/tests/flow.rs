@@ -44,7 +44,8 @@ fn the_flow_model_meets_the_packet_model_where_a_worker_binds() {
 /// A ring's reduce-scatter, bound by its workers' waves of reads, sums and sends: within 5 %.
 #[test]
 fn the_flow_model_tracks_a_ring_reduce_scatter() {
-    let (e, _) = error_pct("ring:8:links=1", Topology::Ring, Collective::ReduceScatter(RedOp::Sum), 256 * 1024);
+    let (e, _) =
+        error_pct("ring:8:links=1", Topology::Ring, Collective::ReduceScatter(RedOp::Sum), 256 * 1024);
     assert!(e.abs() < 5.0, "ring of 8, reduce-scatter: flow off by {e:.2} %");
 }
 

@@ -113,6 +113,8 @@ struct Model<'a, 'c> {
     one_erisc: bool,
     /// Slots per sender channel and of the receiver channel.
     slots: (u64, u64),
+    /// [`Model::round_hops`] by memory and NoC, once computed.
+    hops: BTreeMap<(bool, usize), f64>,
 }
 
 /// Solves every phase of the session on the flow model.
@@ -149,6 +151,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
         // sharing a router), which the flow model does not place: it takes the parameter.
         one_erisc: s.params.fabric_router_eriscs < 2,
         slots: (layout.sender_slots, layout.receiver_slots),
+        hops: BTreeMap::new(),
     };
     let mut runs = Vec::new();
     let mut workers = vec![1usize; s.ops.len()];
@@ -206,7 +209,17 @@ impl Model<'_, '_> {
 
     /// Mean hops of a NoC read's request and answer between the op's worker and the banks of
     /// `memory`, on `noc`.
-    fn round_hops(&self, memory: Memory, noc: usize) -> f64 {
+    fn round_hops(&mut self, memory: Memory, noc: usize) -> f64 {
+        let key = (memory == Memory::Dram, noc);
+        if let Some(&h) = self.hops.get(&key) {
+            return h;
+        }
+        let h = self.mean_round_hops(memory, noc);
+        self.hops.insert(key, h);
+        h
+    }
+
+    fn mean_round_hops(&self, memory: Memory, noc: usize) -> f64 {
         let soc = self.s.cluster.soc();
         let grid = Noc::new(soc.grid_x, soc.grid_y);
         let me = soc.worker(soc.logical_worker(1));

@@ -78,6 +78,8 @@ pub struct FlowNet {
     dirty: bool,
     /// Rate solves so far (each flow activation or end costs one).
     solves: u64,
+    /// A solve's working space.
+    scratch: Scratch,
 }
 
 impl FlowNet {
@@ -146,16 +148,17 @@ impl FlowNet {
             if self.live.is_empty() {
                 return None;
             }
-            if self.dirty {
-                self.solve();
-            }
-            // A finished flow (nothing left once active) comes out first.
+            // A finished flow (nothing left once active) comes out first: flows that end
+            // together come out one after another, with one solve after them.
             if let Some(&i) = self.live.iter().find(|&&i| {
                 let f = &self.flows[i as usize];
                 f.active_at <= self.now && f.remaining <= EPS * f.remaining.max(1.0)
             }) {
                 self.finish(i);
                 return Some((self.now(), FlowId(i)));
+            }
+            if self.dirty {
+                self.solve();
             }
             // The next thing that changes rates: an activation or an end.
             let mut next = f64::INFINITY;
@@ -205,7 +208,8 @@ impl FlowNet {
         self.dirty = true;
     }
 
-    /// Weighted max-min fair rates of the active flows by progressive filling.
+    /// Weighted max-min fair rates of the active flows by progressive filling. Only the
+    /// resources the active flows use are visited, so a solve costs their uses, not the net.
     fn solve(&mut self) {
         self.solves += 1;
         self.dirty = false;
@@ -222,12 +226,30 @@ impl FlowNet {
         for &i in &self.live {
             self.flows[i as usize].rate = 0.0;
         }
-        let mut left: Vec<f64> = self.resources.iter().map(|r| r.capacity).collect();
+        let n = self.resources.len();
+        let Scratch { mark, left, weight, touched } = &mut self.scratch;
+        mark.resize(n, 0);
+        left.resize(n, 0.0);
+        weight.resize(n, 0.0);
+        touched.clear();
+        let stamp = self.solves;
+        for &i in &active {
+            for &(r, _) in &self.flows[i as usize].uses {
+                let r = r.0 as usize;
+                if mark[r] != stamp {
+                    mark[r] = stamp;
+                    left[r] = self.resources[r].capacity;
+                    touched.push(r as u32);
+                }
+            }
+        }
         let mut frozen = vec![false; active.len()];
         let mut level = 0.0f64;
         loop {
             // Per resource, the weight of the unfrozen flows through it.
-            let mut weight = vec![0.0f64; self.resources.len()];
+            for &r in touched.iter() {
+                weight[r as usize] = 0.0;
+            }
             let mut any = false;
             for (k, &i) in active.iter().enumerate() {
                 if frozen[k] {
@@ -243,7 +265,8 @@ impl FlowNet {
             }
             // How far every unfrozen rate can rise: the tightest resource or cap.
             let mut rise = f64::INFINITY;
-            for (r, &w) in weight.iter().enumerate() {
+            for &r in touched.iter() {
+                let (r, w) = (r as usize, weight[r as usize]);
                 if w > 0.0 {
                     rise = rise.min(left[r].max(0.0) / w);
                 }
@@ -265,24 +288,34 @@ impl FlowNet {
             }
             let rise = rise.max(0.0);
             level += rise;
-            for (r, &w) in weight.iter().enumerate() {
-                left[r] -= w * rise;
+            for &r in touched.iter() {
+                left[r as usize] -= weight[r as usize] * rise;
             }
             // Freeze the flows through a saturated resource and those at their cap.
-            let saturated: Vec<bool> =
-                left.iter().zip(&self.resources).map(|(&l, res)| l <= EPS * res.capacity).collect();
+            let resources = &self.resources;
+            let saturated = |r: ResourceId| left[r.0 as usize] <= EPS * resources[r.0 as usize].capacity;
             for (k, &i) in active.iter().enumerate() {
                 if frozen[k] {
                     continue;
                 }
                 let f = &mut self.flows[i as usize];
-                if level >= f.cap * (1.0 - EPS) || f.uses.iter().any(|&(r, _)| saturated[r.0 as usize]) {
+                if level >= f.cap * (1.0 - EPS) || f.uses.iter().any(|&(r, _)| saturated(r)) {
                     f.rate = level.min(f.cap);
                     frozen[k] = true;
                 }
             }
         }
     }
+}
+
+/// What a solve reuses: per resource the solve that last touched it, its capacity left and
+/// the weight through it; the resources this solve touched.
+#[derive(Default)]
+struct Scratch {
+    mark: Vec<u64>,
+    left: Vec<f64>,
+    weight: Vec<f64>,
+    touched: Vec<u32>,
 }
 
 #[cfg(test)]
