@@ -132,6 +132,10 @@ pub(crate) enum Command {
     Calibrate {
         #[command(flatten)]
         model: ParamsFile,
+        /// With --model flow: the op sweeps (--ccl, --blackhole) on the flow model, each point's
+        /// error against hardware (their microbenchmark goldens stay the packet model's).
+        #[command(flatten)]
+        sim: SimArg,
         /// The TT-Fabric set instead: tt-metal's fabric bandwidth tests on a T3000 and its
         /// one-hop latency on a Galaxy.
         #[arg(long, conflicts_with_all = ["ccl", "blackhole"])]
@@ -666,6 +670,15 @@ pub(crate) struct TuneArgs {
     /// Size factor between points.
     #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
     pub(crate) factor: u64,
+    /// Screen every candidate on this model first (flow), and run only the --confirm fastest
+    /// at each size, and the default, on --model (the packet model's times decide).
+    #[arg(long, value_name = "MODEL")]
+    pub(crate) screen: Option<SimModel>,
+    /// With --screen: candidates confirmed at each size.
+    #[arg(long, default_value_t = meshsim_ccl::tune::SCREEN_CONFIRMS as u64, requires = "screen", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) confirm: u64,
+    #[command(flatten)]
+    pub(crate) sim: SimArg,
     /// The tree to tune from [default: the embedded one]: its choices are candidates, and the
     /// other collectives keep it.
     #[arg(long, value_name = "FILE")]

@@ -210,14 +210,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 output.format,
             );
         }
-        Command::Calibrate { model, fabric, blackhole, max_bytes, ccl, plot, output } => {
+        Command::Calibrate { model, sim, fabric, blackhole, max_bytes, ccl, plot, output } => {
             let set = match (fabric, ccl, blackhole) {
                 (true, _, _) => CalibrationSet::Fabric,
                 (_, true, _) => CalibrationSet::Ccl { plot },
                 (_, _, true) => CalibrationSet::Blackhole { max_bytes: max_bytes.unwrap_or(u64::MAX), plot },
                 _ => CalibrationSet::Link,
             };
-            return calibrate(&model.load()?, set, output);
+            return calibrate((&model.load()?, sim.sim_model), set, output);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -263,12 +263,22 @@ enum CalibrationSet {
 }
 
 /// `meshsim calibrate`: exit 1 when a point misses its tolerance.
-fn calibrate(model: &scenario::Model, set: CalibrationSet, output: Output) -> anyhow::Result<ExitCode> {
+fn calibrate(
+    (model, sim): (&scenario::Model, meshsim_ccl::flow::Model),
+    set: CalibrationSet,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
     use meshsim_bench::ccl_calibration;
+    if sim == meshsim_ccl::flow::Model::Flow && matches!(set, CalibrationSet::Link | CalibrationSet::Fabric) {
+        return Err(BadInput(
+            "calibrate --model flow runs the op sweeps (--ccl, --blackhole): the link and fabric sets are microbenchmarks of the packet model".into(),
+        )
+        .into());
+    }
     let setup = |name: &str| -> anyhow::Result<Setup> {
         let c = load_cluster(name)?;
         let p = model.on(&c);
-        Ok(Setup::new(c, p))
+        Ok(Setup { model: sim, ..Setup::new(c, p) })
     };
     let (n300, galaxy, t3000) = (setup("n300")?, setup("galaxy")?, setup("t3000")?);
     if let CalibrationSet::Ccl { plot: Some(dir) } | CalibrationSet::Blackhole { plot: Some(dir), .. } = &set

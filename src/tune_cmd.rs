@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use meshsim_ccl::comm::Communicator;
+use meshsim_ccl::flow::Model as SimModel;
 use meshsim_ccl::op::{Stack, Topology};
 use meshsim_ccl::select::Select;
 use meshsim_ccl::tune::{self, TuneSpec};
@@ -44,7 +45,22 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let tiles = meshsim_ccl::sweep::points(&sizes, chunks, dtype);
     meshsim_ccl::stacks::check_given(stack, collective, &a.knobs.given()).map_err(bad)?;
     let knobs = a.knobs.knobs();
-    let spec = TuneSpec { collective, comm, dtype, stack, tiles, base, knobs, skew_ns: a.knobs.skew_ns };
+    let model = a.sim.sim_model;
+    let screen = match a.screen {
+        None => None,
+        Some(SimModel::Flow) if model == SimModel::Flow => {
+            return Err(bad(
+                "--screen flow screens candidates for the packet model: leave out --model flow".into()
+            ));
+        }
+        Some(SimModel::Flow) => Some(a.confirm as usize),
+        Some(SimModel::Packet) => return Err(bad("--screen takes flow (the model that screens)".into())),
+    };
+    if (screen.is_some() || model == SimModel::Flow) && stack != Stack::Fabric {
+        return Err(bad(format!("the flow model carries the fabric stack, not the {stack} stack")));
+    }
+    let skew_ns = a.knobs.skew_ns;
+    let spec = TuneSpec { collective, comm, dtype, stack, tiles, base, knobs, skew_ns, model, screen };
     let (tree, points) = tune::tune(&cluster, &params, &spec)
         .map_err(|e| if e.is_bad_input() { bad(e.to_string()) } else { anyhow::anyhow!("{e}") })?;
     #[derive(serde::Serialize)]
@@ -56,6 +72,7 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
         best: String,
         speedup: f64,
         candidates: usize,
+        confirmed: usize,
     }
     let rows: Vec<Row> = points
         .iter()
@@ -67,11 +84,18 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
             best: p.best.0.to_string(),
             speedup: p.base.1.0 as f64 / p.best.1.0.max(1) as f64,
             candidates: p.candidates,
+            confirmed: p.confirmed,
         })
         .collect();
     let table = meshsim_bench::report::render(&rows, a.output.format.into());
+    let screened = match spec.screen {
+        Some(k) => format!(
+            "; every candidate screened on the flow model, the best {k} at each size (and the default) run on the {model} model"
+        ),
+        None => format!("; every candidate run on the {model} model"),
+    };
     let header = format!(
-        "# meshsim tune {} on {} ({} chips, {}), {dtype}, {stack} stack: -b {} -e {} -f {}\n",
+        "# meshsim tune {} on {} ({} chips, {}), {dtype}, {stack} stack: -b {} -e {} -f {}{screened}\n",
         kind.name(),
         cluster.origin(),
         spec.comm.size(),

@@ -163,14 +163,17 @@ pub fn sweep_series(
 
 /// Runs the Blackhole set: latency on `quietbox` and `galaxy`, bandwidth and the all-gather
 /// sweep on `galaxy`. Sweep points above `max_sweep_bytes` are left out. Rows come back in a
-/// fixed order.
+/// fixed order. On the flow model (`galaxy.model`) only the sweep runs: the latency and
+/// bandwidth goldens are microbenchmarks of the packet model.
 pub fn run_blackhole(
     quietbox: &Setup,
     galaxy: &Setup,
     max_sweep_bytes: u64,
 ) -> Result<Vec<CalibrationRow>, BenchError> {
+    let micro = galaxy.model == meshsim_ccl::flow::Model::Packet;
     let lat: Vec<Result<CalibrationRow, BenchError>> = BH_LATENCY
         .par_iter()
+        .filter(|_| micro)
         .map(|&(on_galaxy, noc_send, size, ns, p99)| {
             let spec = FabricLatencySpec {
                 topology: LatencyTopology::Line,
@@ -186,6 +189,7 @@ pub fn run_blackhole(
         .collect();
     let bw: Vec<Result<CalibrationRow, BenchError>> = BH_BANDWIDTH
         .par_iter()
+        .filter(|_| micro)
         .map(|&(test, noc_send, size, links, gbps)| {
             let spec = FabricSpec {
                 test,

@@ -196,7 +196,8 @@ pub fn points_of(op: SweepCollective, n: usize, topology: Topology) -> impl Iter
 }
 
 /// Runs the CCL set: the sweep on `t3000`, the ring goldens on `t3000` and `galaxy`, the
-/// to-worker curve on `n300`. Rows come back in a fixed order.
+/// to-worker curve on `n300`. Rows come back in a fixed order. On the flow model
+/// (`t3000.model`) only the sweep runs: the goldens are microbenchmarks of the packet model.
 pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<CalibrationRow>, BenchError> {
     let series = series();
     let simulated: Vec<Result<Vec<(u64, f64)>, BenchError>> = series
@@ -218,6 +219,9 @@ pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<Calibr
             let what = format!("ccl {} {}-{n} us", op.collective().name(), topology_name(t));
             rows.push(row(&what, size, us, got, SWEEP_TOLERANCE_PCT));
         }
+    }
+    if t3000.model != meshsim_ccl::flow::Model::Packet {
+        return Ok(rows);
     }
     let ring_bw: Vec<Result<CalibrationRow, BenchError>> = RING_BANDWIDTH
         .par_iter()

@@ -5,6 +5,10 @@
 //! gives that leaf for the collective — so the tuned tree reproduces each winner's time
 //! exactly. The base tree's own choice is a candidate and wins ties, so a tuned tree is never
 //! slower than its base at the points it was tuned on.
+//!
+//! With a screen ([`TuneSpec::screen`]) every candidate first runs on the flow model, and only
+//! the best few at each size (and the base) run on the packet model, which picks the winner:
+//! the tree's times are still the packet model's.
 
 use meshsim_engine::Time;
 use meshsim_hw::Params;
@@ -38,7 +42,15 @@ pub struct TuneSpec {
     /// Program start skew: the k-th chip of the communicator starts k x this many ns after
     /// the first.
     pub skew_ns: u64,
+    /// The model that measures the candidates (and the tree's times).
+    pub model: crate::flow::Model,
+    /// Screen every candidate on the flow model and confirm only this many of the fastest at
+    /// each size with `model` (`None`: every candidate on `model`).
+    pub screen: Option<usize>,
 }
+
+/// Candidates confirmed with the packet model at each size after a flow screen, by default.
+pub const SCREEN_CONFIRMS: usize = 3;
 
 /// One point: the base tree's time, and the fastest candidate's.
 #[derive(Clone, Debug)]
@@ -51,6 +63,8 @@ pub struct TunePoint {
     pub best: (Choice, Time),
     /// Candidates run.
     pub candidates: usize,
+    /// Of those, how many ran on the spec's model (all of them without a screen).
+    pub confirmed: usize,
 }
 
 /// Workers per link a fabric reduction may take (its mux's clients).
@@ -145,12 +159,13 @@ fn time_of(
     params: &Params,
     spec: &TuneSpec,
     tiles: u64,
-    tree: Select,
+    (tree, model): (Select, crate::flow::Model),
 ) -> Result<Option<Time>, CclError> {
     let tensor = TensorSpec::new([1, 1, 32, 32 * tiles], spec.dtype, Layout::Tile)
         .map_err(|e| CclError::Invalid(e.0))?;
     let mut s = Session::new(cluster, params);
     s.set_stack(spec.stack);
+    s.set_model(model);
     s.set_select(tree);
     if spec.skew_ns > 0 {
         s.set_skew(spec.comm.chips().to_vec(), spec.skew_ns)?;
@@ -187,23 +202,49 @@ pub fn tune(
     }
     let mut tiles = spec.tiles.clone();
     tiles.sort_unstable();
-    let jobs: Vec<(usize, Option<usize>)> = (0..tiles.len())
+    use crate::flow::Model;
+    // Runs (point, candidate or the base) on `model`, in parallel.
+    let run = |jobs: &[(usize, Option<usize>)], model: Model| {
+        jobs.par_iter()
+            .with_max_len(1)
+            .map(|&(i, c)| {
+                let tree = match c {
+                    None => spec.base.clone(),
+                    Some(c) => tree_with(spec, &[(u64::MAX, cands[c])]),
+                };
+                time_of(cluster, params, spec, tiles[i], (tree, model))
+            })
+            .collect::<Result<Vec<Option<Time>>, CclError>>()
+    };
+    let every: Vec<(usize, Option<usize>)> = (0..tiles.len())
         .flat_map(|i| std::iter::once((i, None)).chain((0..cands.len()).map(move |c| (i, Some(c)))))
         .collect();
-    let times = jobs
-        .par_iter()
-        .with_max_len(1)
-        .map(|&(i, c)| {
-            let tree = match c {
-                None => spec.base.clone(),
-                Some(c) => tree_with(spec, &[(u64::MAX, cands[c])]),
-            };
-            time_of(cluster, params, spec, tiles[i], tree)
-        })
-        .collect::<Result<Vec<Option<Time>>, CclError>>()?;
+    // Which candidates run on the packet model at each point: all, or the screen's best few.
+    let packet_jobs: Vec<(usize, Option<usize>)> = match spec.screen {
+        None => every.clone(),
+        Some(keep) => {
+            let flow = run(&every, Model::Flow)?;
+            (0..tiles.len())
+                .flat_map(|i| {
+                    let at = |c: usize| flow[i * (cands.len() + 1) + c + 1];
+                    let mut ranked: Vec<(Time, usize)> =
+                        (0..cands.len()).filter_map(|c| at(c).map(|t| (t, c))).collect();
+                    ranked.sort();
+                    std::iter::once((i, None))
+                        .chain(ranked.into_iter().take(keep).map(move |(_, c)| (i, Some(c))))
+                })
+                .collect()
+        }
+    };
+    let packet = run(&packet_jobs, spec.model)?;
+    let mut times: Vec<Option<Time>> = vec![None; every.len()];
+    for (&(i, c), t) in packet_jobs.iter().zip(packet) {
+        times[i * (cands.len() + 1) + c.map_or(0, |c| c + 1)] = t;
+    }
     let mut points = Vec::new();
     for (i, &t) in tiles.iter().enumerate() {
         let size = t * spec.dtype.tile_bytes();
+        let confirmed = packet_jobs.iter().filter(|j| j.0 == i && j.1.is_some()).count();
         let at = |j: usize| times[i * (cands.len() + 1) + j];
         let base_choice = spec.base.choose(spec.collective, n, size, topo, spec.stack);
         let base_time = at(0).ok_or_else(|| {
@@ -223,6 +264,7 @@ pub fn tune(
             base: (base_choice, base_time),
             best,
             candidates: cands.len(),
+            confirmed,
         });
     }
     // Consecutive sizes with one winner share a leaf; the last covers every larger size.
