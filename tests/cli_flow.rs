@@ -1,0 +1,138 @@
+//! The flow model from the command line: its error on every regression scenario against the
+//! packet model's baselines, and the commands that take `--model` and `--screen`.
+
+mod common;
+use common::*;
+
+/// The regression scenarios the flow model misses its bound on (3 % from 1 MiB per rank, 10 %
+/// below), each for a reason docs/model.md states under "The flow model" (it names every one).
+/// A scenario that comes within its bound must leave this list.
+const EXCEPTIONS: &[(&str, &str)] = &[
+    ("bh-p300-ag-line-bf16", "Blackhole: NoC contention"),
+    ("bh-p300-rs-line-bf16", "Blackhole: NoC contention"),
+    ("bh-quietbox-ag-ring-bf16", "Blackhole: NoC contention"),
+    ("bh-quietbox-ar-ring-bf16", "Blackhole: NoC contention"),
+    ("bh-loudbox-ag-ring-bfp8", "Blackhole: NoC contention"),
+    ("bh-galaxy-ag-axis-ring-bf16", "Blackhole: NoC contention"),
+    ("bh-galaxy-ag-line4-bf16", "Blackhole: NoC contention"),
+    ("bh-galaxy-rs-axis-ring-bf16", "Blackhole: NoC contention"),
+    ("galaxy-workload-defaults", "planes sharing the Ethernet row's NoC"),
+    ("fabric-galaxy-ag-rows-bf16", "planes sharing the Ethernet row's NoC"),
+    ("fabric-galaxy-torus-ag-rows-relay-bf16", "planes sharing the Ethernet row's NoC"),
+    ("fabric-t3000-workload-mux", "wave senders and credits"),
+    ("fabric-t3000-rs-line4-bfp8", "wave senders and credits"),
+    ("fabric-t3000-scatter-line4-bf16", "wave senders and credits"),
+    ("fabric-n300-send-recv-bf16", "wave senders and credits"),
+    ("fabric-t3000-a2a-ring-bf16", "wave senders and credits"),
+    ("fabric-t3000-reduce-ring-direct-bf16", "wave senders and credits"),
+    ("fabric-t3000-reduce-ring-halves-bf16", "wave senders and credits"),
+    ("fabric-t3000-ag-ring-bfp8", "the ring router's loop"),
+    ("fabric-t3000-ag-ring-in-place-relay-bf16", "the ring router's loop"),
+];
+
+#[test]
+fn every_regression_scenario_on_the_flow_model_is_within_its_bound_or_a_stated_exception() {
+    let (_, out, err) = meshsim(&["regress", "--model", "flow", "--format", "json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/model.md")).unwrap();
+    let mut ok = 0;
+    for r in &rows {
+        let name = r["scenario"].as_str().unwrap();
+        let excepted = EXCEPTIONS.iter().find(|e| e.0 == name);
+        match r["status"].as_str().unwrap() {
+            "ok" => {
+                ok += 1;
+                assert!(excepted.is_none(), "{name} is within its bound now: take it off the exceptions");
+            }
+            "over" => {
+                let (_, why) = excepted.unwrap_or_else(|| panic!("{name} is beyond its bound: {r}"));
+                assert!(docs.contains(name), "docs/model.md does not state {name}'s exception ({why})");
+            }
+            "skipped" => assert!(r["note"].is_string(), "{r}"),
+            other => panic!("{name}: {other}: {r}"),
+        }
+    }
+    assert!(ok >= 9, "{ok} scenarios within bound");
+    assert_eq!(rows.iter().filter(|r| r["status"] != "skipped").count(), ok + EXCEPTIONS.len());
+}
+
+/// A sweep names its model in every row and in its header; the flow model refuses what it does
+/// not model in one line with exit 2.
+#[test]
+fn the_model_is_named_and_what_flow_does_not_model_is_refused() {
+    let (code, out, err) = meshsim(&[
+        "sweep",
+        "all-gather",
+        "--cluster",
+        "ring:8:links=1",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "--model",
+        "flow",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", flow model, timing mode"), "{out}");
+    let (code, out, err) = meshsim(&[
+        "sweep",
+        "all-gather",
+        "--cluster",
+        "ring:8:links=1",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "--model",
+        "flow",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().nth(1).unwrap().split(',').nth(2) == Some("flow"), "{out}");
+    for args in [
+        &["op", "all-gather", "--shape", "1,1,32,8192", "--model", "flow", "--verify"][..],
+        &["op", "all-gather", "--shape", "1,1,32,8192", "--model", "flow", "--stack", "edm"],
+        &["tune", "all-gather", "--screen", "packet"],
+        &["calibrate", "--fabric", "--model", "flow"],
+        &["regress", "--model", "flow", "--update"],
+    ] {
+        let (code, _, err) = meshsim(args);
+        assert_eq!((code, err.lines().count()), (2, 1), "{args:?}: {err}");
+    }
+}
+
+/// `tune --screen flow` runs every candidate on the flow model and confirms the best few on the
+/// packet model, and says how many in its rows.
+#[test]
+fn a_screened_tune_confirms_the_best_few_on_the_packet_model() {
+    let tree = std::env::temp_dir().join(format!("meshsim-cli-{}-screen.yaml", std::process::id()));
+    let (code, out, err) = meshsim(&[
+        "tune",
+        "all-gather",
+        "--cluster",
+        "t3000",
+        "-b",
+        "64K",
+        "-e",
+        "1M",
+        "-f",
+        "16",
+        "--screen",
+        "flow",
+        "--confirm",
+        "2",
+        "--format",
+        "json",
+        "--out",
+        tree.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_file(&tree);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    for r in &rows {
+        assert_eq!(r["confirmed"], 2, "{r}");
+        assert!(r["candidates"].as_u64().unwrap() > 2, "{r}");
+        assert!(r["best_us"].as_f64().unwrap() <= r["default_us"].as_f64().unwrap());
+    }
+}
