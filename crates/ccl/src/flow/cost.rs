@@ -126,11 +126,13 @@ impl Costs {
     }
 
     /// The receiver channel's ERISC work per packet: a ring's acknowledgement, `forwards`
-    /// forwards into the next router (the packet and its doorbell), `writes` local NoC commands
-    /// and the completion.
+    /// forwards into the next router (the packet and its doorbell), `writes` local NoC commands,
+    /// the completion, and on a line its pass.
     pub fn receive(&self, forwards: u64, writes: u64) -> f64 {
-        let ack = if self.ring { self.initiate } else { 0.0 };
-        self.cyc(ack + (2 * forwards + writes) as f64 * self.router_noc + self.initiate + self.pass)
+        // On a ring every router sends as it receives, one pass doing both: the sender's
+        // work carries the pass.
+        let (ack, pass) = if self.ring { (self.initiate, 0.0) } else { (0.0, self.pass) };
+        self.cyc(ack + (2 * forwards + writes) as f64 * self.router_noc + self.initiate + pass)
     }
 
     /// One packet's way across a hop: the send, the DMA, the wire, the link and the receiver
