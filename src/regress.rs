@@ -234,12 +234,7 @@ pub fn run_all(
     params: Option<&crate::scenario::Model>,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Vec<Option<Result<Ran, String>>>>, String> {
-    let jobs: Vec<(usize, usize)> = suites
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| (0..s.scenarios.len()).map(move |j| (i, j)))
-        .filter(|&(i, j)| only.is_none_or(|n| suites[i].scenarios[j].name == n))
-        .collect();
+    let jobs = jobs(suites, only);
     let results: Vec<((usize, usize), Result<Ran, RunError>)> = jobs
         .par_iter()
         .with_max_len(1)
@@ -270,6 +265,16 @@ pub fn run_all(
         });
     }
     Ok(out)
+}
+
+/// Every (suite, scenario) index pair to run: all, or those `only` names.
+fn jobs(suites: &[Suite], only: Option<&str>) -> Vec<(usize, usize)> {
+    suites
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| (0..s.scenarios.len()).map(move |j| (i, j)))
+        .filter(|&(i, j)| only.is_none_or(|n| suites[i].scenarios[j].name == n))
+        .collect()
 }
 
 /// Compares one suite's results with its baseline; returns the table rows and, for `--update`,
@@ -483,12 +488,7 @@ pub fn run_flow(
     params: Option<&crate::scenario::Model>,
     tick: &(dyn Fn() + Sync),
 ) -> Vec<FlowRow> {
-    let jobs: Vec<(usize, usize)> = suites
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| (0..s.scenarios.len()).map(move |j| (i, j)))
-        .filter(|&(i, j)| only.is_none_or(|n| suites[i].scenarios[j].name == n))
-        .collect();
+    let jobs = jobs(suites, only);
     jobs.par_iter()
         .with_max_len(1)
         .map(|&(i, j)| {

@@ -29,15 +29,7 @@ pub(crate) fn run_regress(
     {
         return Err(BadInput(format!("{}: no scenario named '{name}'", suite_path.display())).into());
     }
-    let params = match model.params.is_some() || model.link_gbps.is_some() {
-        true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
-        false => None,
-    };
-    let baselines: Vec<regress::Baseline> = suites
-        .iter()
-        .map(|s| regress::read_baseline(&s.baseline_path()))
-        .collect::<Result<_, _>>()
-        .map_err(BadInput)?;
+    let (params, baselines) = params_and_baselines(&model, &suites)?;
     let total =
         suites.iter().flat_map(|s| &s.scenarios).filter(|sc| only.is_none_or(|n| sc.name == n)).count();
     let pb = progress(total as u64, "regress");
@@ -81,6 +73,24 @@ pub(crate) fn run_regress(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The parameters every scenario takes (`--params`, `--link-gbps`; `None`: each its own) and
+/// every suite's baseline.
+fn params_and_baselines(
+    model: &crate::cli::ParamsFile,
+    suites: &[regress::Suite],
+) -> anyhow::Result<(Option<scenario::Model>, Vec<regress::Baseline>)> {
+    let params = match model.params.is_some() || model.link_gbps.is_some() {
+        true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
+        false => None,
+    };
+    let baselines = suites
+        .iter()
+        .map(|s| regress::read_baseline(&s.baseline_path()))
+        .collect::<Result<_, _>>()
+        .map_err(BadInput)?;
+    Ok((params, baselines))
+}
+
 /// `regress --model flow`: every op and workload scenario on the flow model beside its
 /// baseline (the packet model's time), a row each with the error; exit 1 when one is beyond
 /// the flow model's bound or failed to run.
@@ -96,15 +106,7 @@ pub(crate) fn run_flow_errors(
     {
         return Err(BadInput(format!("{}: no scenario named '{name}'", suite_path.display())).into());
     }
-    let params = match model.params.is_some() || model.link_gbps.is_some() {
-        true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
-        false => None,
-    };
-    let baselines: Vec<regress::Baseline> = suites
-        .iter()
-        .map(|s| regress::read_baseline(&s.baseline_path()))
-        .collect::<Result<_, _>>()
-        .map_err(BadInput)?;
+    let (params, baselines) = params_and_baselines(&model, &suites)?;
     let total =
         suites.iter().flat_map(|s| &s.scenarios).filter(|sc| only.is_none_or(|n| sc.name == n)).count();
     let pb = progress(total as u64, "regress --model flow");

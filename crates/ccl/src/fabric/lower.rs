@@ -308,6 +308,15 @@ fn build_fabric(s: &LowerCx) -> Result<Rc<Fabric>, CclError> {
     let lines = fabric_lines(s.cluster, s.ops)?;
     let kind = if lines.iter().any(|l| l.closed) { FabricKind::Ring } else { FabricKind::Linear };
     let planes = s.ops.iter().map(|o| o.knobs.links()).max().unwrap_or(1);
+    let payload = session_payload(s)?;
+    let config = FabricConfig { kind, max_payload_bytes: payload, planes };
+    let eth = s.cluster.soc().eth_cores.clone();
+    Fabric::new(s.cluster, s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
+}
+
+/// The session's router payload: the one its ops ask for, or the parameters' default; ops that
+/// ask for two are refused (the packet size is global to a fabric).
+pub(crate) fn session_payload(s: &LowerCx) -> Result<u64, CclError> {
     let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
     asked.dedup();
     if asked.len() > 1 {
@@ -316,10 +325,7 @@ fn build_fabric(s: &LowerCx) -> Result<Rc<Fabric>, CclError> {
             asked[0], asked[1]
         )));
     }
-    let payload = asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes);
-    let config = FabricConfig { kind, max_payload_bytes: payload, planes };
-    let eth = s.cluster.soc().eth_cores.clone();
-    Fabric::new(s.cluster, s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
+    Ok(asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes))
 }
 
 /// The fabric's lines for the session's ops: a line per distinct communicator (rank order;

@@ -26,7 +26,7 @@ use meshsim_topology::ChipIdx;
 
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
-use crate::fabric::lower::{Algo, choose, fabric_lines};
+use crate::fabric::lower::{Algo, choose, fabric_lines, session_payload};
 use crate::fabric::{HEADER_1D_BYTES, Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Collective, Topology};
 use crate::phase::Phase;
@@ -120,15 +120,7 @@ struct Model<'a, 'c> {
 /// Solves every phase of the session on the flow model.
 pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let lines = fabric_lines(s.cluster, s.ops)?;
-    let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
-    asked.dedup();
-    if asked.len() > 1 {
-        return Err(CclError::Invalid(format!(
-            "the fabric's packet size is global to a session: its ops ask for {} B and {} B",
-            asked[0], asked[1]
-        )));
-    }
-    let payload = asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes);
+    let payload = session_payload(s)?;
     if payload == 0 || payload % 16 != 0 || payload > s.params.fabric_max_payload_bytes {
         return Err(CclError::Invalid(format!(
             "fabric: a packet payload of {payload} B is not a multiple of 16 up to {} B",
@@ -328,6 +320,32 @@ impl Model<'_, '_> {
         (merge(uses), reached)
     }
 
+    /// One hop of a relay from rank `k` going forward (`d` 0) or backward (1) on `plane`: the
+    /// route's resources, the kernel's (`worker_ps` a packet) and, when `workers` share the
+    /// router, their mux's; and the chip it reaches.
+    fn relay_hop(
+        &mut self,
+        costs: &Costs,
+        p: &Phase,
+        (pi, k, d): (usize, usize, usize),
+        (plane, w, workers): (usize, usize, usize),
+        (pages, page): (u64, u64),
+        worker_ps: f64,
+    ) -> (Vec<(ResourceId, f64)>, Vec<ChipIdx>) {
+        let req = &self.s.ops[p.op];
+        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
+        let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
+        let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
+        let (mut uses, reached) = self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
+        uses.push((worker, worker_ps));
+        if workers > 1 {
+            let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
+            let mux = self.resource(Key::Mux(chips[k], chips[down], plane));
+            uses.push((mux, costs.mux(pages, page)));
+        }
+        (uses, reached)
+    }
+
     /// Builds phase `pi`'s units; returns how it runs and its workers per link and direction.
     fn phase(&mut self, pi: usize, p: &Phase) -> Result<(PhaseRun, usize), CclError> {
         let s = self.s;
@@ -483,19 +501,11 @@ impl Model<'_, '_> {
             order.sort();
             let mut last: BTreeMap<(usize, usize), usize> = BTreeMap::new();
             for (i, d, k, count) in order {
-                let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
                 let local = if i == 0 && d == 0 && own { pages } else { 0 };
                 let worker_ps = costs.windowed(pages, local, 0);
-                let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
-                let (mut uses, reached) =
-                    self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
-                uses.push((worker, worker_ps));
+                let (uses, reached) =
+                    self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
-                if workers > 1 {
-                    let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
-                    let mux = self.resource(Key::Mux(chips[k], chips[down], plane));
-                    uses.push((mux, costs.mux(pages, page)));
-                }
                 let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
                 if i > 0
                     && let Some(&h) = heads.get(&(up, d, i - 1))
@@ -562,23 +572,15 @@ impl Model<'_, '_> {
             let mut last: BTreeMap<(usize, usize), usize> = BTreeMap::new();
             let mut arriving: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
             for (h, _, k, d, j, len) in hops {
-                let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
                 let reads = if h == 0 { pages } else { 2 * pages };
                 let sums = if h > 0 { costs.reduce(pages) } else { 0.0 };
                 let hops_rt = self.round_hops(Memory::Dram, d);
                 let out = pages * page + costs.header;
                 let worker_ps =
                     costs.wave(WINDOW as u64, reads, page, (hops_rt, true), sums + costs.send_issues(), out);
-                let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
-                let (mut uses, reached) =
-                    self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
-                uses.push((worker, worker_ps));
+                let (uses, reached) =
+                    self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
-                if workers > 1 {
-                    let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
-                    let mux = self.resource(Key::Mux(chips[k], chips[down], plane));
-                    uses.push((mux, costs.mux(pages, page)));
-                }
                 let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
                 if h > 0
                     && let Some(&x) = heads.get(&(up, d, j))
