@@ -276,6 +276,48 @@ impl Costs {
         (read + w * after + flush) / w
     }
 
+    /// Per packet, the steady state of a producer that works in waves of `window` packets
+    /// against its channel's `slots` credits: each wave it spends `read` (its reads and the wait
+    /// for the last wave's writes), then writes its packets one after another, `write` each,
+    /// each into a slot whose credit came back `rtt` after the router began sending the packet
+    /// that held it, the router sending one every `link`. A slot credited back during the read
+    /// phase waits for the next send phase, so the period can exceed both the producer's own
+    /// work and the link's. A short deterministic walk of the loop (40 waves, the second half
+    /// timed), from the same figures.
+    pub fn credit_period(&self, window: u64, slots: u64, read: f64, write: f64, link: f64, rtt: f64) -> f64 {
+        const WAVES: usize = 40;
+        let mut free: std::collections::BinaryHeap<std::cmp::Reverse<u64>> =
+            (0..slots.max(1)).map(|_| std::cmp::Reverse(0)).collect();
+        let (mut t, mut link_free, mut half) = (0.0f64, 0.0f64, 0.0f64);
+        for w in 0..WAVES {
+            if w == WAVES / 2 {
+                half = t;
+            }
+            t += read;
+            for _ in 0..window {
+                let std::cmp::Reverse(at) = free.pop().expect("a slot");
+                t = t.max(at as f64) + write;
+                let send = t.max(link_free);
+                link_free = send + link;
+                free.push(std::cmp::Reverse((send + rtt).round() as u64));
+            }
+        }
+        (t - half) / (window as f64 * (WAVES - WAVES / 2) as f64)
+    }
+
+    /// The network part of a sender-channel slot's round trip, from the router's step for the
+    /// packet to the credit back at its producer ([`Costs::slot_loop`] without the producer's
+    /// write).
+    pub fn slot_rtt(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
+        let fill = self.cyc(self.issue + self.inject + self.flits(payload) + self.notice);
+        self.slot_loop(payload, writes, page, round_hops, dram) - fill
+    }
+
+    /// The wait for a packet of `bytes` to leave a worker's L1 once issued.
+    pub fn noc_flush(&self, bytes: u64) -> f64 {
+        self.cyc(self.inject + self.flits(bytes))
+    }
+
     /// The three commands of a send into a router or mux: payload, header, doorbell.
     pub fn send_issues(&self) -> f64 {
         self.cyc(3.0 * self.issue)
@@ -321,6 +363,21 @@ mod tests {
         assert_eq!(bytes, 4144);
         let want = (2.0 * (1500.0 + 50.0) + (4144.0 - 3000.0 + 50.0)) * 8_000.0 / 100.0;
         assert!((c.wire(bytes) - want).abs() < 1e-6);
+    }
+
+    /// A producer with as many slots as the round trip needs runs at its own pace or the
+    /// link's; with too few it waits for credits.
+    #[test]
+    fn a_wave_producer_waits_for_credits_it_has_too_few_of() {
+        let c = wormhole();
+        let (read, write, link) = (1_000_000.0, 100_000.0, 150_000.0);
+        let free = c.credit_period(8, 64, read, write, link, 2_000_000.0);
+        assert!((free - (read + 8.0 * write) / 8.0).abs() < 1.0, "{free}");
+        let short = c.credit_period(8, 4, read, write, link, 2_000_000.0);
+        assert!(short > free * 1.5, "{short} vs {free}");
+        // A producer with no work of its own, paced by the link once its slots are in flight.
+        let paced = c.credit_period(8, 16, 0.0, 0.0, link, 4.0 * link);
+        assert!((paced - link).abs() < 1.0, "{paced}");
     }
 
     /// On a ring the sender's ERISC waits for the tx DMA of a large packet, not of a small one;

@@ -576,8 +576,18 @@ impl Model<'_, '_> {
                 let sums = if h > 0 { costs.reduce(pages) } else { 0.0 };
                 let hops_rt = self.round_hops(Memory::Dram, d);
                 let out = pages * page + costs.header;
-                let worker_ps =
+                let mut worker_ps =
                     costs.wave(WINDOW as u64, reads, page, (hops_rt, true), sums + costs.send_issues(), out);
+                if workers == 1 {
+                    // Its waves against its router channel's credits (a mux's are not modelled).
+                    let window = WINDOW as u64;
+                    let read = costs.reads(window * reads, page, hops_rt, true) + costs.noc_flush(out);
+                    let rtt = costs.slot_rtt(pages * page, pages, page, hops_rt, true);
+                    let link = costs.link_forward(pages * page);
+                    let write = sums + costs.send_issues();
+                    worker_ps =
+                        worker_ps.max(costs.credit_period(window, self.slots.0, read, write, link, rtt));
+                }
                 let (uses, reached) =
                     self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
@@ -651,7 +661,14 @@ impl Model<'_, '_> {
                 let local = plan.keeps(k) && plan.copies_going(k, dir);
                 let window = A2A_WINDOW as u64;
                 let out = pages * page + costs.header;
-                let serial = costs.wave(window, pages, page, (hops, dram), costs.send_issues(), out);
+                let own = costs.wave(window, pages, page, (hops, dram), costs.send_issues(), out);
+                // Its waves against the first hop's credits.
+                let read = costs.reads(window * pages, page, hops, dram) + costs.noc_flush(out);
+                let rtt = costs.slot_rtt(pages * page, pages, page, hops, dram);
+                let link = costs.link_forward(pages * page);
+                let credited =
+                    costs.credit_period(window, self.slots.0, read, costs.send_issues(), link, rtt);
+                let serial = own.max(credited);
                 let mut before: Vec<usize> = Vec::new();
                 let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
                 for tr in sends {
