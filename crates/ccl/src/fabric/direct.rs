@@ -13,8 +13,8 @@ use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
-    Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
-    sync_kernel,
+    Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
+    page_and_payload, sync_kernel,
 };
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
@@ -46,7 +46,7 @@ pub(super) fn point_to_point(
     let t = p.tensors;
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = (max / page).clamp(1, 2);
+    let ppp = Packing::Direct.pages(max, page);
     let core = cx.take_core(req.comm.chips())?;
     let gate = s.gate(pi, 3 * n);
     let name = pairs.name();
@@ -254,7 +254,7 @@ pub(super) fn direct_reduction(
     let owners: Vec<usize> = root.map_or((0..n).collect(), |r| vec![r]);
     let owner_chips: Vec<ChipIdx> = owners.iter().map(|&k| req.comm.chip(k)).collect();
     let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = (max / page).clamp(1, 2);
+    let ppp = Packing::Direct.pages(max, page);
     // Every owner's receive buffer: one chunk per source rank.
     let recv = cx.scratch(page, t.slice.pages() * n as u64);
     let sender = cx.take_core(req.comm.chips())?;

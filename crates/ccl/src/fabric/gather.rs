@@ -15,8 +15,8 @@ use meshsim_hw::{CoreRef, Kernel};
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
-    Inject, Lowering, MAX_PAGES_PER_PACKET, barrier_reach, entry_barrier, issue_reads, line_for, noc_of,
-    page_addr, page_and_payload, sync_kernel,
+    Inject, Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
+    page_and_payload, sync_kernel,
 };
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
@@ -50,7 +50,7 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
     let t = p.tensors;
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = (max / page).clamp(1, MAX_PAGES_PER_PACKET);
+    let ppp = Packing::Gather.pages(max, page);
     let planes = req.knobs.links();
     let (line, closed) = line_for(fabric, req);
     // A broadcast is this multicast with the root the only source of its one chunk.
@@ -135,7 +135,7 @@ pub(super) fn all_gather_relay(
     let t = p.tensors;
     let n = req.comm.size();
     let (page, _) = page_and_payload(fabric, req, &t)?;
-    let ppp = (fabric.config.max_payload_bytes / page).clamp(1, MAX_PAGES_PER_PACKET);
+    let ppp = Packing::Gather.pages(fabric.config.max_payload_bytes, page);
     let line = line_for(fabric, req).0;
     let max = fabric.config.max_payload_bytes;
     let planes = req.knobs.links();

@@ -23,7 +23,7 @@
 //! channel's slot. A slot's entry is read only after the counter write that follows its bytes,
 //! so the table obeys the same flow control as the memory.
 
-mod build;
+pub(crate) mod build;
 pub(crate) mod direct;
 mod gather;
 pub(crate) mod lower;

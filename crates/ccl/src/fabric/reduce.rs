@@ -23,8 +23,8 @@ use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
 use super::build::{
-    Inject, Lowering, MAX_PAGES_PER_PACKET, barrier_reach, entry_barrier, issue_reads, line_for, noc_of,
-    page_addr, page_and_payload,
+    Inject, Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
+    page_and_payload,
 };
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
@@ -481,10 +481,8 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
     let (page, max) = page_and_payload(fabric, req, &t)?;
-    // tt-metal's reduce-scatter puts at most 2 pages in a packet on a ring; 4 otherwise.
     let (line, closed) = line_for(fabric, req);
-    let cap = if closed { 2 } else { MAX_PAGES_PER_PACKET };
-    let ppp = (max / page).clamp(1, cap);
+    let ppp = Packing::ReduceScatter { ring: closed }.pages(max, page);
     let planes = req.knobs.links();
     // Workers per link and direction, behind a mux on each router: tt-metal's thresholds on
     // the bytes each link carries of a rank's input.

@@ -6,68 +6,22 @@
 
 use meshsim_hw::Params;
 
-/// Per-packet costs of a phase's packets on the fabric.
+/// Per-packet costs of a phase's packets on the fabric, read from the parameters.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Costs {
-    /// One core cycle.
+pub(crate) struct Costs<'p> {
+    p: &'p Params,
+    /// One core cycle, ps (a fraction where the clock's period is not whole picoseconds).
     cycle: f64,
-    /// The parameters' figures this module reads, in cycles or bytes.
-    issue: f64,
-    router_noc: f64,
-    initiate: f64,
-    latch: f64,
-    step: f64,
-    pass: f64,
-    notice: f64,
-    poll: f64,
-    hop: f64,
-    inject: f64,
-    eject: f64,
-    flit: f64,
-    dram_latency: f64,
-    dram_per_cycle: f64,
-    tile_reduce: f64,
-    /// Link figures.
-    mtu: u64,
-    overhead: u64,
-    gbps: f64,
-    link_latency: f64,
-    dma_per_cycle: f64,
     /// The router's packet header.
     pub header: u64,
     /// Whether the router runs a ring's flow control (first-level acknowledgements).
     pub ring: bool,
 }
 
-impl Costs {
+impl Costs<'_> {
     /// The costs on `p` for a router with `header`-byte headers.
-    pub fn new(p: &Params, header: u64, ring: bool) -> Costs {
-        let c = |n: u64| n as f64;
-        Costs {
-            cycle: p.cycles(1_000_000).0 as f64 / 1e6,
-            issue: c(p.noc_issue_cycles),
-            router_noc: c(p.fabric_router_noc_cycles),
-            initiate: c(p.eth_send_initiate_cycles),
-            latch: c(p.eth_txq_latch_cycles),
-            step: c(p.fabric_router_step_cycles),
-            pass: c(p.fabric_router_pass_cycles),
-            notice: c(p.fabric_router_notice_cycles),
-            poll: c(p.core_poll_cycles),
-            hop: c(p.noc_hop_cycles),
-            inject: c(p.noc_inject_cycles),
-            eject: c(p.noc_eject_cycles),
-            flit: p.noc_flit_bytes as f64,
-            dram_latency: c(p.dram_latency_cycles),
-            dram_per_cycle: p.dram_bank_bytes_per_cycle as f64,
-            tile_reduce: c(p.tile_reduce_cycles),
-            mtu: p.eth_mtu_bytes,
-            overhead: p.eth_packet_overhead_bytes,
-            gbps: p.eth_link_gbps as f64,
-            link_latency: p.eth_link_latency_ns as f64 * 1e3,
-            dma_per_cycle: p.eth_dma_bytes_per_cycle as f64,
-            header,
-            ring,
-        }
+    pub fn new(p: &Params, header: u64, ring: bool) -> Costs<'_> {
+        Costs { p, cycle: p.cycles(1_000_000).0 as f64 / 1e6, header, ring }
     }
 
     fn cyc(&self, n: f64) -> f64 {
@@ -80,16 +34,18 @@ impl Costs {
         (self.header + payload).next_multiple_of(16)
     }
 
-    /// Wire time of `bytes` sent as one command: MTU-sized packets, each with its overhead.
+    /// Wire time of `bytes` sent as one command: MTU-sized packets, each with its overhead on
+    /// the line (`Params::eth_wire_time`, as `eth::transmit` splits them).
     pub fn wire(&self, bytes: u64) -> f64 {
-        let (full, rest) = (bytes / self.mtu, bytes % self.mtu);
-        let one = |b: u64| b as f64 * 8_000.0 / self.gbps;
-        full as f64 * one(self.mtu + self.overhead) + if rest > 0 { one(rest + self.overhead) } else { 0.0 }
+        let (mtu, overhead) = (self.p.eth_mtu_bytes, self.p.eth_packet_overhead_bytes);
+        let (full, rest) = (bytes / mtu, bytes % mtu);
+        let one = |b: u64| self.p.eth_wire_time(b + overhead).0 as f64;
+        full as f64 * one(mtu) + if rest > 0 { one(rest) } else { 0.0 }
     }
 
-    /// Ethernet DMA time of `bytes`.
+    /// Ethernet DMA time of `bytes` (`Params::eth_dma_time`).
     pub fn dma(&self, bytes: u64) -> f64 {
-        self.cyc((bytes as f64 / self.dma_per_cycle).ceil())
+        self.p.eth_dma_time(bytes).0 as f64
     }
 
     /// The link direction a data packet of `payload` takes: its own wire time and the
@@ -110,9 +66,17 @@ impl Costs {
     /// same pass and waits for the tx queue, which takes it only once the DMA has moved the
     /// data: the ERISC spins for the rest of the DMA.
     pub fn send(&self, payload: u64) -> f64 {
-        let own = self.cyc(self.step + 2.0 * self.initiate + self.latch + self.router_noc + self.pass);
+        let own = self.cyc(
+            (self.p.fabric_router_step_cycles as f64)
+                + 2.0 * (self.p.eth_send_initiate_cycles as f64)
+                + (self.p.eth_txq_latch_cycles as f64)
+                + (self.p.fabric_router_noc_cycles as f64)
+                + (self.p.fabric_router_pass_cycles as f64),
+        );
         let spin = if self.ring {
-            (self.dma(self.eth_bytes(payload)) - self.cyc(self.initiate + self.latch)).max(0.0)
+            (self.dma(self.eth_bytes(payload))
+                - self.cyc((self.p.eth_send_initiate_cycles as f64) + (self.p.eth_txq_latch_cycles as f64)))
+            .max(0.0)
         } else {
             0.0
         };
@@ -131,43 +95,75 @@ impl Costs {
     pub fn receive(&self, forwards: u64, writes: u64) -> f64 {
         // On a ring every router sends as it receives, one pass doing both: the sender's
         // work carries the pass.
-        let (ack, pass) = if self.ring { (self.initiate, 0.0) } else { (0.0, self.pass) };
-        self.cyc(ack + (2 * forwards + writes) as f64 * self.router_noc + self.initiate + pass)
+        let (ack, pass) = if self.ring {
+            ((self.p.eth_send_initiate_cycles as f64), 0.0)
+        } else {
+            (0.0, (self.p.fabric_router_pass_cycles as f64))
+        };
+        self.cyc(
+            ack + (2 * forwards + writes) as f64 * (self.p.fabric_router_noc_cycles as f64)
+                + (self.p.eth_send_initiate_cycles as f64)
+                + pass,
+        )
     }
 
     /// One packet's way across a hop: the send, the DMA, the wire, the link and the receiver
     /// noticing and processing it.
     pub fn hop(&self, payload: u64) -> f64 {
         let bytes = self.eth_bytes(payload);
-        self.cyc(self.step + self.initiate + self.notice)
-            + self.dma(bytes.min(self.mtu))
+        self.cyc(
+            (self.p.fabric_router_step_cycles as f64)
+                + (self.p.eth_send_initiate_cycles as f64)
+                + (self.p.fabric_router_notice_cycles as f64),
+        ) + self.dma(bytes.min(self.p.eth_mtu_bytes))
             + self.wire(bytes)
-            + self.link_latency
-            + self.dma(bytes % self.mtu)
+            + (self.p.eth_link_latency_ns as f64 * 1e3)
+            + self.dma(bytes % self.p.eth_mtu_bytes)
             + self.receive(0, 1)
     }
 
     /// A NoC write of `bytes` to a bank `round_hops / 2` hops away (a DRAM bank if `dram`),
     /// until its acknowledgement is back.
     pub fn write_ack(&self, bytes: u64, round_hops: f64, dram: bool) -> f64 {
-        let stream = if dram { (bytes as f64 / self.dram_per_cycle).ceil() + self.dram_latency } else { 0.0 };
-        self.cyc(2.0 * (self.inject + self.eject) + round_hops * self.hop + self.flits(bytes) + 1.0 + stream)
+        let stream = if dram {
+            (bytes as f64 / (self.p.dram_bank_bytes_per_cycle as f64)).ceil()
+                + (self.p.dram_latency_cycles as f64)
+        } else {
+            0.0
+        };
+        self.cyc(
+            2.0 * ((self.p.noc_inject_cycles as f64) + (self.p.noc_eject_cycles as f64))
+                + round_hops * (self.p.noc_hop_cycles as f64)
+                + self.flits(bytes)
+                + 1.0
+                + stream,
+        )
     }
 
     /// A 16 B counter (a completion, an acknowledgement) sent back over the link, until the
     /// router at the far end notices it.
     fn counter_back(&self) -> f64 {
-        self.cyc(self.initiate + self.notice) + 2.0 * self.dma(16) + self.wire(16) + self.link_latency
+        self.cyc((self.p.eth_send_initiate_cycles as f64) + (self.p.fabric_router_notice_cycles as f64))
+            + 2.0 * self.dma(16)
+            + self.wire(16)
+            + (self.p.eth_link_latency_ns as f64 * 1e3)
     }
 
     /// A data packet's way from the sending router's step to the receiving router noticing it.
     fn data_way(&self, payload: u64) -> f64 {
         let bytes = self.eth_bytes(payload);
-        let last = if bytes % self.mtu == 0 { self.mtu } else { bytes % self.mtu };
-        self.cyc(self.step + self.initiate + self.notice)
-            + self.dma(bytes.min(self.mtu))
+        let last = if bytes % self.p.eth_mtu_bytes == 0 {
+            self.p.eth_mtu_bytes
+        } else {
+            bytes % self.p.eth_mtu_bytes
+        };
+        self.cyc(
+            (self.p.fabric_router_step_cycles as f64)
+                + (self.p.eth_send_initiate_cycles as f64)
+                + (self.p.fabric_router_notice_cycles as f64),
+        ) + self.dma(bytes.min(self.p.eth_mtu_bytes))
             + self.wire(bytes)
-            + self.link_latency
+            + (self.p.eth_link_latency_ns as f64 * 1e3)
             + self.dma(last)
     }
 
@@ -188,27 +184,49 @@ impl Costs {
     /// completion after the receiver's writes — and the credit's NoC increment back to the
     /// producer, who notices it.
     pub fn slot_loop(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let fill = self.cyc(self.issue + self.inject + self.flits(payload) + self.notice);
+        let fill = self.cyc(
+            (self.p.noc_issue_cycles as f64)
+                + (self.p.noc_inject_cycles as f64)
+                + self.flits(payload)
+                + (self.p.fabric_router_notice_cycles as f64),
+        );
         let back = if self.ring {
             self.data_way(payload) + self.counter_back()
         } else {
             self.rx_loop(payload, writes, page, round_hops, dram)
         };
-        let credit = self
-            .cyc(self.router_noc + self.inject + round_hops / 2.0 * self.hop + 1.0 + self.eject + self.poll);
+        let credit = self.cyc(
+            (self.p.fabric_router_noc_cycles as f64)
+                + (self.p.noc_inject_cycles as f64)
+                + round_hops / 2.0 * (self.p.noc_hop_cycles as f64)
+                + 1.0
+                + (self.p.noc_eject_cycles as f64)
+                + (self.p.core_poll_cycles as f64),
+        );
         fill + back + credit
     }
 
     /// Flits of a NoC packet of `bytes`.
     fn flits(&self, bytes: u64) -> f64 {
-        1.0 + (bytes as f64 / self.flit).ceil()
+        1.0 + (bytes as f64 / (self.p.noc_flit_bytes as f64)).ceil()
     }
 
     /// A NoC read of one page of `page` bytes whose request and answer travel `round_hops`
     /// hops in all, from a DRAM bank (`dram`) or an L1.
     fn read(&self, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let stream = if dram { (page as f64 / self.dram_per_cycle).ceil() + self.dram_latency } else { 0.0 };
-        self.cyc(2.0 * (self.inject + self.eject) + round_hops * self.hop + 1.0 + self.flits(page) + stream)
+        let stream = if dram {
+            (page as f64 / (self.p.dram_bank_bytes_per_cycle as f64)).ceil()
+                + (self.p.dram_latency_cycles as f64)
+        } else {
+            0.0
+        };
+        self.cyc(
+            2.0 * ((self.p.noc_inject_cycles as f64) + (self.p.noc_eject_cycles as f64))
+                + round_hops * (self.p.noc_hop_cycles as f64)
+                + 1.0
+                + self.flits(page)
+                + stream,
+        )
     }
 
     /// A worker's reads of `pages` pages issued one after another and waited for together:
@@ -216,17 +234,18 @@ impl Costs {
     /// the barrier noticing.
     pub fn reads(&self, pages: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
         let p = pages as f64;
-        let spacing = self.issue.max(self.flits(page));
-        self.cyc(self.issue + (p - 1.0) * spacing + self.poll) + self.read(page, round_hops, dram)
+        let spacing = (self.p.noc_issue_cycles as f64).max(self.flits(page));
+        self.cyc((self.p.noc_issue_cycles as f64) + (p - 1.0) * spacing + (self.p.core_poll_cycles as f64))
+            + self.read(page, round_hops, dram)
     }
 
     /// A worker's sending of one packet of `pages` pages of `page` bytes into its router:
     /// `local` pages also written into its own output first, the payload, the header and the
     /// doorbell, until the writes have left its L1 (the next packet's buffer is this one's).
     pub fn inject(&self, pages: u64, page: u64, local: u64) -> f64 {
-        let issues = (local + 3) as f64 * self.issue;
-        let out = (local + 1) as f64 * self.issue
-            + self.inject
+        let issues = (local + 3) as f64 * (self.p.noc_issue_cycles as f64);
+        let out = (local + 1) as f64 * (self.p.noc_issue_cycles as f64)
+            + (self.p.noc_inject_cycles as f64)
             + local as f64 * self.flits(page)
             + self.flits(pages * page)
             + self.flits(self.header);
@@ -243,7 +262,8 @@ impl Costs {
     /// (a line end's idle direction keeping the rank's slice).
     pub fn copy(&self, pages: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
         let p = pages as f64;
-        let out = (p * self.issue).max(self.issue + self.inject + p * self.flits(page));
+        let out = (p * (self.p.noc_issue_cycles as f64))
+            .max((self.p.noc_issue_cycles as f64) + (self.p.noc_inject_cycles as f64) + p * self.flits(page));
         self.reads(pages, page, round_hops, dram) + self.cyc(out)
     }
 
@@ -251,7 +271,10 @@ impl Costs {
     /// and the reduce-scatter's): per packet its issues — `reads` page reads, `local` local
     /// writes, the three commands of a send — and `reduced` pages summed on its Tensix.
     pub fn windowed(&self, reads: u64, local: u64, reduced: u64) -> f64 {
-        self.cyc((reads + local + 3) as f64 * self.issue + reduced as f64 * self.tile_reduce)
+        self.cyc(
+            (reads + local + 3) as f64 * (self.p.noc_issue_cycles as f64)
+                + reduced as f64 * (self.p.tile_reduce_cycles as f64),
+        )
     }
 
     /// Per packet, a worker that works in waves of `window` packets (the point-to-point
@@ -272,7 +295,7 @@ impl Costs {
         let w = window as f64;
         let read = if reads > 0 { self.reads(window * reads, page, round_hops, dram) } else { 0.0 };
         // The last packet's bytes leave after its commands; the next wave waits for them.
-        let flush = self.cyc(self.inject + self.flits(out));
+        let flush = self.cyc((self.p.noc_inject_cycles as f64) + self.flits(out));
         (read + w * after + flush) / w
     }
 
@@ -309,39 +332,44 @@ impl Costs {
     /// packet to the credit back at its producer ([`Costs::slot_loop`] without the producer's
     /// write).
     pub fn slot_rtt(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let fill = self.cyc(self.issue + self.inject + self.flits(payload) + self.notice);
+        let fill = self.cyc(
+            (self.p.noc_issue_cycles as f64)
+                + (self.p.noc_inject_cycles as f64)
+                + self.flits(payload)
+                + (self.p.fabric_router_notice_cycles as f64),
+        );
         self.slot_loop(payload, writes, page, round_hops, dram) - fill
     }
 
     /// The wait for a packet of `bytes` to leave a worker's L1 once issued.
     pub fn noc_flush(&self, bytes: u64) -> f64 {
-        self.cyc(self.inject + self.flits(bytes))
+        self.cyc((self.p.noc_inject_cycles as f64) + self.flits(bytes))
     }
 
     /// The three commands of a send into a router or mux: payload, header, doorbell.
     pub fn send_issues(&self) -> f64 {
-        self.cyc(3.0 * self.issue)
+        self.cyc(3.0 * (self.p.noc_issue_cycles as f64))
     }
 
     /// `n` NoC commands a worker issues.
     pub fn issues(&self, n: u64) -> f64 {
-        self.cyc(n as f64 * self.issue)
+        self.cyc(n as f64 * (self.p.noc_issue_cycles as f64))
     }
 
     /// A Tensix mux's work per packet it forwards: the send into the router slot, the blocking
     /// flush of its writes, and the credit it returns to its client.
     pub fn mux(&self, pages: u64, page: u64) -> f64 {
-        self.inject(pages, page, 0) + self.cyc(self.issue)
+        self.inject(pages, page, 0) + self.cyc(self.p.noc_issue_cycles as f64)
     }
 
     /// Summing `pages` tiles on a worker's Tensix.
     pub fn reduce(&self, pages: u64) -> f64 {
-        self.cyc(pages as f64 * self.tile_reduce)
+        self.cyc(pages as f64 * (self.p.tile_reduce_cycles as f64))
     }
 
     /// A router's noticing a change and a worker's: the fixed latency of a semaphore wait.
     pub fn notice(&self) -> f64 {
-        self.cyc(self.notice + self.poll)
+        self.cyc((self.p.fabric_router_notice_cycles as f64) + (self.p.core_poll_cycles as f64))
     }
 }
 
@@ -350,8 +378,8 @@ mod tests {
     use super::*;
     use meshsim_topology::Arch;
 
-    fn wormhole() -> Costs {
-        Costs::new(&Params::of(Arch::WormholeB0).unwrap(), 48, true)
+    fn wormhole() -> Costs<'static> {
+        Costs::new(Box::leak(Box::new(Params::of(Arch::WormholeB0).unwrap())), 48, true)
     }
 
     /// A 4 KiB packet with its 48 B header is three MTU packets on the wire, each with its

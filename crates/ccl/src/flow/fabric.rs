@@ -26,12 +26,13 @@ use meshsim_topology::ChipIdx;
 
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
+use crate::fabric::build::Packing;
 use crate::fabric::lower::{Algo, choose, fabric_lines, session_payload};
 use crate::fabric::{HEADER_1D_BYTES, Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Collective, Topology};
 use crate::phase::Phase;
 use crate::plan::Dir;
-use crate::plan::routed::{self, Mechanism, Part, Routed, Transfer};
+use crate::plan::routed::{self, Part, Routed, Transfer};
 use crate::tensor::Memory;
 use crate::transport::{LowerCx, PhaseRun};
 
@@ -84,7 +85,6 @@ struct Unit {
     ready: f64,
     dependents: Vec<usize>,
     chips: Vec<ChipIdx>,
-    end: Option<f64>,
 }
 
 /// How a phase runs on the flow model.
@@ -179,7 +179,7 @@ impl Model<'_, '_> {
         }
         // Every resource is a server: one picosecond of work per picosecond; demands are
         // picoseconds per packet and amounts are packets.
-        let r = self.net.resource(&format!("{key:?}"), 1e12);
+        let r = self.net.resource(1e12);
         self.keys.insert(key, r);
         r
     }
@@ -250,7 +250,6 @@ impl Model<'_, '_> {
             ready: 0.0,
             dependents: Vec::new(),
             chips,
-            end: None,
         });
         self.phases[pi].units.push(id);
         id
@@ -273,17 +272,8 @@ impl Model<'_, '_> {
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips());
         let topology = if self.closed(p) { Topology::Ring } else { Topology::Line };
-        let t = Transfer {
-            from,
-            dir,
-            hops,
-            mech: Mechanism::Unicast,
-            part: Part::All,
-            src: routed::Place { loc: crate::plan::Loc::InputSlice, slot: 0 },
-            to: routed::Place { loc: crate::plan::Loc::InputSlice, slot: 0 },
-            reduce: false,
-        };
-        let ranks = t.route(n, topology);
+        let ranks: Vec<usize> =
+            std::iter::successors(Some(from), |&k| dir.next(k, n, topology)).skip(1).take(hops).collect();
         let mut uses = Vec::new();
         let mut at = chips[from];
         let memory = p.tensors.output.memory;
@@ -405,7 +395,7 @@ impl Model<'_, '_> {
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
         let page = t.slice.page_bytes();
-        let ppp = (self.payload / page).clamp(1, 4);
+        let ppp = Packing::Gather.pages(self.payload, page);
         let planes = req.knobs.links();
         let root = req.collective.root();
         let plan = match root {
@@ -470,7 +460,7 @@ impl Model<'_, '_> {
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
         let page = t.slice.page_bytes();
-        let ppp = (self.payload / page).clamp(1, 4);
+        let ppp = Packing::Gather.pages(self.payload, page);
         let planes = req.knobs.links();
         let per_plane = crate::fabric::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
         let workers = relay_workers(t.slice.bytes() / planes as u64, per_plane);
@@ -541,7 +531,7 @@ impl Model<'_, '_> {
         let t = p.tensors;
         let page = t.slice.page_bytes();
         let ring = topology == Topology::Ring;
-        let ppp = (self.payload / page).clamp(1, if ring { 2 } else { 4 });
+        let ppp = Packing::ReduceScatter { ring }.pages(self.payload, page);
         let planes = req.knobs.links();
         let workers =
             req.knobs.workers.unwrap_or_else(|| rs_workers(t.slice.bytes() * t.n / planes as u64, ring));
@@ -649,7 +639,7 @@ impl Model<'_, '_> {
         let chips = req.comm.chips().to_vec();
         let t = p.tensors;
         let page = t.slice.page_bytes();
-        let ppp = (self.payload / page).clamp(1, 2);
+        let ppp = Packing::Direct.pages(self.payload, page);
         let chunk = crate::fabric::reduce::packets(t.slice.pages(), ppp);
         let count = chunk.len() as f64;
         let pages = t.slice.pages().div_ceil(chunk.len().max(1) as u64).max(1);
@@ -699,7 +689,8 @@ impl Model<'_, '_> {
     /// once its phase has started and the units it waits for have ended.
     fn run(&mut self) {
         let s = self.s;
-        let mut by_flow: BTreeMap<FlowId, usize> = BTreeMap::new();
+        // The unit of each flow, by flow id (the net numbers flows as they start).
+        let mut by_flow: Vec<usize> = Vec::new();
         let mut started = vec![false; self.phases.len()];
         loop {
             // Start every phase whose dependencies have ended.
@@ -724,7 +715,8 @@ impl Model<'_, '_> {
                     unit.ready = unit.ready.max(go);
                     if unit.waiting == 0 {
                         let f = self.start(u);
-                        by_flow.insert(f, u);
+                        debug_assert_eq!(f.0 as usize, by_flow.len());
+                        by_flow.push(u);
                     }
                 }
             }
@@ -735,9 +727,8 @@ impl Model<'_, '_> {
                 // Nothing in flight: the phases left wait on one that never ends (none do).
                 break;
             };
-            let u = by_flow[&f];
+            let u = by_flow[f.0 as usize];
             let t = t.0 as f64;
-            self.units[u].end = Some(t);
             let pi = self.units[u].phase;
             let tail = self.phases[pi].tail;
             for c in self.units[u].chips.clone() {
@@ -750,7 +741,8 @@ impl Model<'_, '_> {
                 unit.ready = unit.ready.max(t);
                 if unit.waiting == 0 && started[unit.phase] {
                     let f = self.start(d);
-                    by_flow.insert(f, d);
+                    debug_assert_eq!(f.0 as usize, by_flow.len());
+                    by_flow.push(d);
                 }
             }
             self.phases[pi].left -= 1;

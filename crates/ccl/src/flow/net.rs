@@ -20,7 +20,7 @@
 //! use meshsim_engine::Time;
 //!
 //! let mut net = FlowNet::new();
-//! let link = net.resource("link", 10e9); // 10 GB/s
+//! let link = net.resource(10e9); // 10 GB/s
 //! let a = net.start(Time::ZERO, 1e6, Time::from_ns(500), &[(link, 1.0)], None);
 //! let b = net.start(Time::ZERO, 1e6, Time::from_ns(500), &[(link, 1.0)], None);
 //! // Both share the link: 2 MB at 10 GB/s after 500 ns.
@@ -44,11 +44,8 @@ pub struct FlowId(pub u32);
 const EPS: f64 = 1e-9;
 
 struct Resource {
-    name: String,
     /// Units per picosecond.
     capacity: f64,
-    /// Units it carried in the run so far.
-    used: f64,
 }
 
 struct Flow {
@@ -88,10 +85,10 @@ impl FlowNet {
         FlowNet::default()
     }
 
-    /// Adds a resource of `per_second` units per second; `name` is for reports.
-    pub fn resource(&mut self, name: &str, per_second: f64) -> ResourceId {
-        assert!(per_second > 0.0, "resource {name}: capacity must be positive");
-        self.resources.push(Resource { name: name.to_owned(), capacity: per_second * 1e-12, used: 0.0 });
+    /// Adds a resource of `per_second` units per second.
+    pub fn resource(&mut self, per_second: f64) -> ResourceId {
+        assert!(per_second > 0.0, "a resource's capacity must be positive");
+        self.resources.push(Resource { capacity: per_second * 1e-12 });
         ResourceId(self.resources.len() as u32 - 1)
     }
 
@@ -134,11 +131,6 @@ impl FlowNet {
     /// The current rate of `flow`, units per second (0 before it is active and once done).
     pub fn rate(&self, flow: FlowId) -> f64 {
         self.flows[flow.0 as usize].rate * 1e12
-    }
-
-    /// Each resource's name, capacity (units/s) and the units it carried so far.
-    pub fn usage(&self) -> impl Iterator<Item = (&str, f64, f64)> {
-        self.resources.iter().map(|r| (r.name.as_str(), r.capacity * 1e12, r.used))
     }
 
     /// Advances to the next flow's end and returns it with its time; `None` once no flow is
@@ -189,9 +181,6 @@ impl FlowNet {
                 // Snap a flow whose end this is (rounding) to done.
                 if f.remaining <= EPS * (f.rate * dt).max(1.0) {
                     f.remaining = 0.0;
-                }
-                for &(r, w) in &f.uses {
-                    self.resources[r.0 as usize].used += moved * w;
                 }
             }
         }
@@ -329,7 +318,7 @@ mod tests {
     #[test]
     fn a_lone_flow_takes_its_latency_then_its_bytes_at_the_rate() {
         let mut net = FlowNet::new();
-        let l = net.resource("link", 12.5e9);
+        let l = net.resource(12.5e9);
         net.start(Time::from_ns(100), 12_500.0, Time::from_ns(700), &[(l, 1.0)], None);
         assert_eq!(ends(&mut net), vec![(100 + 700 + 1000, 0)]);
     }
@@ -338,8 +327,8 @@ mod tests {
     fn flows_share_a_bottleneck_max_min_fairly_and_the_rest_take_what_is_left() {
         // a and b share link x (10 GB/s); b also crosses y (4 GB/s), so b gets 4 and a 6.
         let mut net = FlowNet::new();
-        let x = net.resource("x", 10e9);
-        let y = net.resource("y", 4e9);
+        let x = net.resource(10e9);
+        let y = net.resource(4e9);
         let a = net.start(Time::ZERO, 6e6, Time::ZERO, &[(x, 1.0)], None);
         let b = net.start(Time::ZERO, 4e6, Time::ZERO, &[(x, 1.0), (y, 1.0)], None);
         net.solve();
@@ -351,7 +340,7 @@ mod tests {
     #[test]
     fn an_ended_flow_frees_its_share() {
         let mut net = FlowNet::new();
-        let x = net.resource("x", 10e9);
+        let x = net.resource(10e9);
         net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0)], None);
         net.start(Time::ZERO, 3e6, Time::ZERO, &[(x, 1.0)], None);
         // 5 GB/s each until the first ends at 200 us, then the second alone at 10 GB/s: 2 MB
@@ -364,7 +353,7 @@ mod tests {
         // An ERISC of 4 M packets/s carries two flows of 4 KiB packets (1/4096 packet per
         // byte): 2 M packets/s each, 8.192 GB/s; a capped third flow takes only its cap.
         let mut net = FlowNet::new();
-        let erisc = net.resource("erisc", 4e6);
+        let erisc = net.resource(4e6);
         let a = net.start(Time::ZERO, 1e9, Time::ZERO, &[(erisc, 1.0 / 4096.0)], None);
         let b = net.start(Time::ZERO, 1e9, Time::ZERO, &[(erisc, 1.0 / 4096.0)], Some(1e9));
         net.solve();
@@ -375,7 +364,7 @@ mod tests {
     #[test]
     fn a_flow_waiting_out_its_latency_takes_no_share() {
         let mut net = FlowNet::new();
-        let x = net.resource("x", 1e9);
+        let x = net.resource(1e9);
         net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0)], None); // alone: 1 ms
         net.start(Time::ZERO, 0.5e6, Time::from_us(500), &[(x, 1.0)], None);
         // First alone for 500 us (0.5 MB), then half each: both have 0.5 MB left at 0.5 GB/s.
@@ -387,8 +376,7 @@ mod tests {
     fn the_same_flows_give_the_same_times() {
         let run = || {
             let mut net = FlowNet::new();
-            let r: Vec<ResourceId> =
-                (0..5).map(|i| net.resource(&format!("r{i}"), 1e9 + i as f64 * 1e8)).collect();
+            let r: Vec<ResourceId> = (0..5).map(|i| net.resource(1e9 + i as f64 * 1e8)).collect();
             for f in 0..20u32 {
                 let uses: Vec<(ResourceId, f64)> = (0..3).map(|k| (r[((f + k) % 5) as usize], 1.0)).collect();
                 net.start(
