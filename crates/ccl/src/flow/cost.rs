@@ -123,21 +123,9 @@ impl Costs<'_> {
     }
 
     /// A NoC write of `bytes` to a bank `round_hops / 2` hops away (a DRAM bank if `dram`),
-    /// until its acknowledgement is back.
+    /// until its acknowledgement is back: the same round trip as a read's request and answer.
     pub fn write_ack(&self, bytes: u64, round_hops: f64, dram: bool) -> f64 {
-        let stream = if dram {
-            (bytes as f64 / (self.p.dram_bank_bytes_per_cycle as f64)).ceil()
-                + (self.p.dram_latency_cycles as f64)
-        } else {
-            0.0
-        };
-        self.cyc(
-            2.0 * ((self.p.noc_inject_cycles as f64) + (self.p.noc_eject_cycles as f64))
-                + round_hops * (self.p.noc_hop_cycles as f64)
-                + self.flits(bytes)
-                + 1.0
-                + stream,
-        )
+        self.read(bytes, round_hops, dram)
     }
 
     /// A 16 B counter (a completion, an acknowledgement) sent back over the link, until the
