@@ -130,28 +130,37 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let longest = lines.iter().map(|l| l.chips.len()).max().unwrap_or(1) as u32;
     let header = if longest <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
     let layout = Layout::new(s.params, payload, longest).map_err(|e| CclError::Invalid(e.to_string()))?;
-    let mut m = Model {
-        s,
-        net: FlowNet::new(),
-        keys: BTreeMap::new(),
-        units: Vec::new(),
-        phases: Vec::new(),
-        lines,
-        payload,
-        header,
-        // Two ERISCs split a router's channels unless a mux sits in front of it (workers
-        // sharing a router), which the flow model does not place: it takes the parameter.
-        one_erisc: s.params.fabric_router_eriscs < 2,
-        slots: (layout.sender_slots, layout.receiver_slots),
-        hops: BTreeMap::new(),
+    // Two ERISCs split a router's channels unless a mux sits in front of any router of the
+    // session (workers sharing a router): then every router runs as one loop, as the packet
+    // model's lowering does (`Fabric::use_one_erisc`). Whether one does is known once the
+    // phases are built, so a session that places one is built again on one ERISC.
+    let mut one_erisc = s.params.fabric_router_eriscs < 2;
+    let (mut m, runs, workers) = loop {
+        let mut m = Model {
+            s,
+            net: FlowNet::new(),
+            keys: BTreeMap::new(),
+            units: Vec::new(),
+            phases: Vec::new(),
+            lines: lines.clone(),
+            payload,
+            header,
+            one_erisc,
+            slots: (layout.sender_slots, layout.receiver_slots),
+            hops: BTreeMap::new(),
+        };
+        let mut runs = Vec::new();
+        let mut workers = vec![1usize; s.ops.len()];
+        for (pi, p) in s.phases.iter().enumerate() {
+            let (run, w) = m.phase(pi, p)?;
+            workers[p.op] = workers[p.op].max(w);
+            runs.push(run);
+        }
+        if one_erisc || !m.keys.keys().any(|k| matches!(k, Key::Mux(..))) {
+            break (m, runs, workers);
+        }
+        one_erisc = true;
     };
-    let mut runs = Vec::new();
-    let mut workers = vec![1usize; s.ops.len()];
-    for (pi, p) in s.phases.iter().enumerate() {
-        let (run, w) = m.phase(pi, p)?;
-        workers[p.op] = workers[p.op].max(w);
-        runs.push(run);
-    }
     m.run();
     let starts = m.phases.iter().map(|ph| ps(ph.start.unwrap_or(0.0))).collect();
     let ends = m
