@@ -255,6 +255,26 @@ impl Costs<'_> {
         self.reads(pages, page, round_hops, dram) + self.cyc(out)
     }
 
+    /// Per packet, a reduce-scatter owner (`fabric/reduce.rs`, `owner`): one core that, once a
+    /// packet's reads are in, issues the next packet's `operands` x `pages` page reads, sums
+    /// the packet's `sides` partials into its own pages and writes them out, waiting for the
+    /// writes to leave before the next reads reuse their buffer; the reads run in the
+    /// background of all that, so they bind only when they take longer.
+    pub fn owner(
+        &self,
+        operands: u64,
+        sides: u64,
+        pages: u64,
+        page: u64,
+        round_hops: f64,
+        dram: bool,
+    ) -> f64 {
+        let writes = (pages as f64 * (self.p.noc_issue_cycles as f64))
+            .max((self.p.noc_inject_cycles as f64) + pages as f64 * self.flits(page));
+        let work = self.issues(operands * pages) + self.reduce(pages * sides) + self.cyc(writes);
+        work.max(self.reads(operands * pages, page, round_hops, dram))
+    }
+
     /// A worker that reads a window of packets ahead while it sends (the relay all-gather's
     /// and the reduce-scatter's): per packet its issues — `reads` page reads, `local` local
     /// writes, the three commands of a send — and `reduced` pages summed on its Tensix.
@@ -406,5 +426,21 @@ mod tests {
         assert!(large > small + 100_000.0, "{large} vs {small}");
         let line = Costs { ring: false, ..c };
         assert_eq!(line.send(4096), line.send(0));
+    }
+
+    /// A reduce-scatter owner is its one core's whole loop: the next packet's read issues and
+    /// the writes' leaving come on top of its sums, and when its sums are cheap its reads,
+    /// which run a packet ahead, bind instead.
+    #[test]
+    fn an_owner_pays_its_issues_and_writes_or_waits_for_its_reads() {
+        let c = wormhole();
+        let (page, hops) = (2048, 22.0);
+        let sums = c.reduce(2 * 2);
+        let busy = c.owner(3, 2, 2, page, hops, true);
+        assert!(busy > sums + c.issues(3 * 2), "{busy} vs {sums}");
+        let reads = c.reads(3 * 2, page, hops, true);
+        assert!(busy >= reads);
+        let idle = Costs { p: Box::leak(Box::new(Params { tile_reduce_cycles: 0, ..c.p.clone() })), ..c };
+        assert_eq!(idle.owner(3, 2, 2, page, hops, true), idle.reads(3 * 2, page, hops, true));
     }
 }

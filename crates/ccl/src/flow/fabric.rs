@@ -596,7 +596,9 @@ impl Model<'_, '_> {
                 {
                     after.push(x);
                 }
-                let rt = costs.reads(pages, page, self.round_hops(Memory::Dram, d), true);
+                // A side reads a whole wave before it sends the wave's first packet.
+                let wave = (WINDOW as u64).min(head_n as u64);
+                let rt = costs.reads(wave * reads, page, self.round_hops(Memory::Dram, d), true);
                 let latency = rt + worker_ps + costs.hop(pages * page) + costs.notice();
                 let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
                 let tail = if count as f64 > head_n {
@@ -617,9 +619,7 @@ impl Model<'_, '_> {
                 let ops = 1 + sides.len() as u64;
                 // Its reads run a packet ahead of its sums and writes.
                 let hops_rt = self.round_hops(Memory::Dram, 0);
-                let owner_ps = costs
-                    .reads(ops * pages, page, hops_rt, true)
-                    .max(costs.reduce(pages * sides.len() as u64) + costs.issues(pages));
+                let owner_ps = costs.owner(ops, sides.len() as u64, pages, page, hops_rt, true);
                 let worker = self.resource(Key::Worker(pi, j, plane, w, 2));
                 let uses = vec![(worker, owner_ps)];
                 let heads: Vec<usize> = sides.iter().map(|x| x.0).collect();
