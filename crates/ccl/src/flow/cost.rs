@@ -255,6 +255,16 @@ impl Costs<'_> {
         self.reads(pages, page, round_hops, dram) + self.cyc(out)
     }
 
+    /// `pages` NoC writes of `page` bytes a worker issues one after another, until they have
+    /// left its L1: its issues, or its port's flits when they take longer.
+    pub fn writes(&self, pages: u64, page: u64) -> f64 {
+        let p = pages as f64;
+        self.cyc(
+            (p * (self.p.noc_issue_cycles as f64))
+                .max((self.p.noc_inject_cycles as f64) + p * self.flits(page)),
+        )
+    }
+
     /// Per packet, a reduce-scatter owner (`fabric/reduce.rs`, `owner`): one core that, once a
     /// packet's reads are in, issues the next packet's `operands` x `pages` page reads, sums
     /// the packet's `sides` partials into its own pages and writes them out, waiting for the
@@ -269,9 +279,7 @@ impl Costs<'_> {
         round_hops: f64,
         dram: bool,
     ) -> f64 {
-        let writes = (pages as f64 * (self.p.noc_issue_cycles as f64))
-            .max((self.p.noc_inject_cycles as f64) + pages as f64 * self.flits(page));
-        let work = self.issues(operands * pages) + self.reduce(pages * sides) + self.cyc(writes);
+        let work = self.issues(operands * pages) + self.reduce(pages * sides) + self.writes(pages, page);
         work.max(self.reads(operands * pages, page, round_hops, dram))
     }
 

@@ -81,6 +81,11 @@ struct Unit {
     packets: f64,
     uses: Vec<(ResourceId, f64)>,
     latency: f64,
+    /// What its chips still wait for once it has ended (a reducer's writes of its sums).
+    way: f64,
+    /// How much of its latency overlaps the unit before it in its kernel's order: that unit's
+    /// own way, which its packets travel while this one's kernel already works.
+    overlap: f64,
     waiting: usize,
     ready: f64,
     dependents: Vec<usize>,
@@ -255,6 +260,8 @@ impl Model<'_, '_> {
             packets,
             uses,
             latency,
+            way: 0.0,
+            overlap: 0.0,
             waiting: after.len(),
             ready: 0.0,
             dependents: Vec::new(),
@@ -451,7 +458,9 @@ impl Model<'_, '_> {
                         if local {
                             reached.push(chip);
                         }
-                        let latency = serial + tr.hops as f64 * costs.hop(pages * page);
+                        // Its serial path is each packet's cost, the first's too; the last
+                        // packet then takes its hops.
+                        let latency = tr.hops as f64 * costs.hop(pages * page);
                         self.unit(pi, share, uses, latency, &[], reached);
                     }
                 }
@@ -658,7 +667,8 @@ impl Model<'_, '_> {
                 let hops = self.round_hops(t.input.memory, d);
                 let worker = self.resource(Key::Worker(pi, k, 0, 0, d as u8));
                 let local = plan.keeps(k) && plan.copies_going(k, dir);
-                let window = A2A_WINDOW as u64;
+                // A wave is at most a chunk: a chunk smaller than the window is a wave of its own.
+                let window = (A2A_WINDOW as u64).min(chunk.len().max(1) as u64);
                 let out = pages * page + costs.header;
                 let own = costs.wave(window, pages, page, (hops, dram), costs.send_issues(), out);
                 // Its waves against the first hop's credits.
@@ -674,14 +684,29 @@ impl Model<'_, '_> {
                     let (mut uses, reached) =
                         self.route(costs, p, (k, dir, tr.hops), 0, pages * page, pages, false);
                     uses.push((worker, serial));
+                    // The kernel's waves are its packets' cost (`serial`, the first wave's reads
+                    // included); its packets reach their destination their hops later. Its next
+                    // destination's waves follow once these packets have left, not once they
+                    // have arrived: that unit takes back this one's way.
+                    let way = tr.hops as f64 * costs.hop(pages * page);
+                    let u = self.unit(pi, count, uses, way, &before, reached.clone());
+                    if let Some(&prev) = before.first() {
+                        self.units[u].overlap = self.units[prev].latency;
+                    }
+                    before = vec![u];
                     if reduce {
+                        // Once the chunk has landed, the destination's reducers each read their
+                        // share of it from the receive buffer (DRAM) and add it to their sum,
+                        // one contribution after another; the last one's sums are then
+                        // written out.
                         let dest = *reached.last().expect("a transfer reaches a rank");
                         let r = self.resource(Key::Reducers(pi, dest));
-                        uses.push((r, costs.reduce(pages) / DIRECT_REDUCERS as f64));
+                        let share = chunk.len().div_ceil(DIRECT_REDUCERS) as u64 * pages;
+                        let add = costs.reads(share, page, self.round_hops(Memory::Dram, 0), true)
+                            + costs.reduce(share);
+                        let sum = self.unit(pi, 1.0, vec![(r, add)], 0.0, &[u], vec![dest]);
+                        self.units[sum].way = costs.writes(share, page);
                     }
-                    let latency = serial + tr.hops as f64 * costs.hop(pages * page);
-                    let u = self.unit(pi, count, uses, latency, &before, reached);
-                    before = vec![u];
                 }
                 // The rank's own chunk is copied after the sends, in the same waves.
                 if local {
@@ -739,7 +764,7 @@ impl Model<'_, '_> {
             let u = by_flow[f.0 as usize];
             let t = t.0 as f64;
             let pi = self.units[u].phase;
-            let tail = self.phases[pi].tail;
+            let tail = self.phases[pi].tail + self.units[u].way;
             for c in self.units[u].chips.clone() {
                 let e = self.phases[pi].chip_end.entry(c).or_insert(0.0);
                 *e = e.max(t + tail);
@@ -765,7 +790,8 @@ impl Model<'_, '_> {
 
     fn start(&mut self, u: usize) -> FlowId {
         let unit = &self.units[u];
-        self.net.start(ps(unit.ready), unit.packets, ps(unit.latency), &unit.uses, None)
+        let latency = (unit.latency - unit.overlap).max(0.0);
+        self.net.start(ps(unit.ready), unit.packets, ps(latency), &unit.uses, None)
     }
 }
 
