@@ -120,6 +120,10 @@ struct Model<'a, 'c> {
     slots: (u64, u64),
     /// [`Model::round_hops`] by memory and NoC, once computed.
     hops: BTreeMap<(bool, usize), f64>,
+    /// Every credit loop (a sender channel's slots, a receiver's slots or transaction ids):
+    /// its credits and the resources a packet queues at on its way round (the link, the tx
+    /// DMA and the two routers' ERISCs of its hop).
+    loops: BTreeMap<ResourceId, (f64, [ResourceId; 4])>,
 }
 
 /// Solves every phase of the session on the flow model.
@@ -153,6 +157,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
             one_erisc,
             slots: (layout.sender_slots, layout.receiver_slots),
             hops: BTreeMap::new(),
+            loops: BTreeMap::new(),
         };
         let mut runs = Vec::new();
         let mut workers = vec![1usize; s.ops.len()];
@@ -162,6 +167,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
             runs.push(run);
         }
         if one_erisc || !m.keys.keys().any(|k| matches!(k, Key::Mux(..))) {
+            m.queue_in_loops();
             break (m, runs, workers);
         }
         one_erisc = true;
@@ -319,6 +325,12 @@ impl Model<'_, '_> {
             uses.push((rx, costs.rx_loop(payload, w.max(1), page, round, dram) / rx_slots));
             let ids = self.resource(Key::Trids(next, at, plane));
             uses.push((ids, costs.trid_hold(w.max(1), page, round, dram) / trids));
+            // What a packet queues at on its way round each loop: the hop's link, tx DMA and
+            // ERISCs (a transaction id is held over the receiver's work only).
+            let stations = [link, dma, send, recv];
+            self.loops.insert(slots, (tx_slots, stations));
+            self.loops.insert(rx, (rx_slots, stations));
+            self.loops.insert(ids, (trids, [recv; 4]));
             uses.push((recv, costs.receive(u64::from(!last), w)));
             at = next;
         }
@@ -721,6 +733,62 @@ impl Model<'_, '_> {
 
     /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
     /// once its phase has started and the units it waits for have ended.
+    /// Charges each credit loop its queueing. A loop of N credits is a closed network: N
+    /// packets go round it, each queueing at the resources on its way (its hop's link, tx DMA
+    /// and ERISCs, whose load from every flow of the phase the loop's packets meet) and
+    /// spending the rest of the loop's time in latencies. Its throughput is exact mean value
+    /// analysis of that network (Reiser and Lavenberg's recursion over 1..N packets), which
+    /// sits below both the loop's own bound (N over the loop's time) and the busiest station's
+    /// where the two meet: the packets of a loop wait for each other at a busy router. The loop
+    /// resource then costs a packet one over that throughput, where that is dearer.
+    fn queue_in_loops(&mut self) {
+        // Per phase, each resource's work (cost x packets) over its units.
+        let mut work: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
+        for u in &self.units {
+            for &(r, c) in &u.uses {
+                *work.entry((u.phase, r)).or_default() += c * u.packets;
+            }
+        }
+        // Per phase and loop, the packets that go round it.
+        let mut packets: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
+        for u in &self.units {
+            for &(r, _) in &u.uses {
+                if self.loops.contains_key(&r) {
+                    *packets.entry((u.phase, r)).or_default() += u.packets;
+                }
+            }
+        }
+        // Symmetric sessions meet the same loop many times: solve each network once.
+        let mut solved: std::collections::HashMap<Vec<u64>, f64> = std::collections::HashMap::new();
+        for u in &mut self.units {
+            for i in 0..u.uses.len() {
+                let (r, c) = u.uses[i];
+                let Some(&(n, stations)) = self.loops.get(&r) else { continue };
+                let through = packets[&(u.phase, r)];
+                let mut seen: Vec<ResourceId> = Vec::new();
+                // Per station: this packet's own demand, and the rest of the phase's work there
+                // per packet of the loop (the other flows it meets).
+                let mut net: Vec<(f64, f64)> = Vec::new();
+                for st in stations {
+                    if seen.contains(&st) {
+                        continue;
+                    }
+                    seen.push(st);
+                    let mine = u.uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
+                    let all = work.get(&(u.phase, st)).copied().unwrap_or(0.0) / through;
+                    net.push((mine, (all - mine).max(0.0)));
+                }
+                let queued: f64 = net.iter().map(|d| d.0).sum();
+                let think = (c * n - queued).max(0.0);
+                let customers = n.round().max(1.0) as usize;
+                let mut key = vec![customers as u64, think.to_bits()];
+                key.extend(net.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
+                let period = *solved.entry(key).or_insert_with(|| mva_period(customers, &net, think));
+                u.uses[i].1 = c.max(period);
+            }
+        }
+    }
+
     fn run(&mut self) {
         let s = self.s;
         // The unit of each flow, by flow id (the net numbers flows as they start).
@@ -795,6 +863,53 @@ impl Model<'_, '_> {
     }
 }
 
+/// The period (one over the throughput) of a closed network of `customers` going round
+/// queueing stations and a pure delay of `think`: mean value analysis, each station given as
+/// (its demand per visit, the demand other traffic puts on it per customer's round). The other
+/// traffic is open: it moves as fast as the loop does, so it holds a station a fraction of the
+/// time (its demand over the period) that slows the loop's own service there; the period and
+/// that fraction are found together, a fixed point of a few rounds.
+fn mva_period(customers: usize, stations: &[(f64, f64)], think: f64) -> f64 {
+    let closed = |background: &[f64]| {
+        let (mut queue, mut busy) = (vec![0.0; stations.len()], vec![0.0; stations.len()]);
+        let mut period = think;
+        for n in 1..=customers {
+            // Service is deterministic: a packet that arrives finds the one in service half
+            // done (residual life), and the other traffic's wait is M/D/1's.
+            let resid: Vec<f64> = stations
+                .iter()
+                .zip(queue.iter().zip(&busy))
+                .zip(background)
+                .map(|((&(d, _), (q, u)), b)| d * (1.0 + q - u / 2.0) * (1.0 + b / (2.0 * (1.0 - b))))
+                .collect();
+            let cycle = think + resid.iter().sum::<f64>();
+            let throughput = n as f64 / cycle;
+            for ((q, u), (r, &(d, _))) in
+                queue.iter_mut().zip(busy.iter_mut()).zip(resid.iter().zip(stations))
+            {
+                *q = throughput * r;
+                *u = throughput * d;
+            }
+            period = 1.0 / throughput;
+        }
+        period
+    };
+    // No station serves the loop's packets faster than their own demand there (the
+    // residual-life correction is approximate and may dip below it); how the station is
+    // shared with the other traffic is the flow net's to say.
+    let bound = stations.iter().map(|&(d, _)| d).fold(0.0, f64::max);
+    let mut period = closed(&vec![0.0; stations.len()]).max(bound);
+    for _ in 0..20 {
+        let background: Vec<f64> = stations.iter().map(|&(_, o)| (o / period).min(0.95)).collect();
+        let next = closed(&background).max(bound);
+        if (next - period).abs() <= 1e-6 * period {
+            return next;
+        }
+        period = next;
+    }
+    period
+}
+
 /// Sums the demands on each resource (a route may pass a resource twice: a link's two
 /// directions both ways round a ring of two).
 fn merge(mut uses: Vec<(ResourceId, f64)>) -> Vec<(ResourceId, f64)> {
@@ -807,4 +922,39 @@ fn merge(mut uses: Vec<(ResourceId, f64)>) -> Vec<(ResourceId, f64)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mva_period;
+
+    /// One packet round a loop meets no one: its period is the loop's time.
+    #[test]
+    fn a_lone_packet_goes_round_at_the_loop_s_time() {
+        let p = mva_period(1, &[(300.0, 0.0), (200.0, 0.0)], 1000.0);
+        assert!((p - 1500.0).abs() < 1e-9, "{p}");
+    }
+
+    /// Many credits make the busiest station the bound, never beaten; few make the loop's
+    /// time over the credits the bound; where the two meet, queueing puts the period above
+    /// both.
+    #[test]
+    fn credits_trade_the_loop_s_bound_for_the_busiest_station_s() {
+        let stations = [(350.0, 0.0), (180.0, 0.0), (190.0, 0.0)];
+        let many = mva_period(64, &stations, 1500.0);
+        assert!((350.0..360.0).contains(&many), "{many}");
+        let few = mva_period(2, &stations, 1500.0);
+        assert!(few >= (1500.0 + 720.0) / 2.0 * 0.999, "{few}");
+        let knee = mva_period(6, &stations, 1500.0);
+        let bound = ((1500.0 + 720.0) / 6.0f64).max(350.0);
+        assert!(knee > bound * 1.1, "{knee} vs {bound}");
+    }
+
+    /// Other traffic at a station slows the loop's packets there.
+    #[test]
+    fn other_traffic_at_a_station_slows_the_loop() {
+        let quiet = mva_period(8, &[(350.0, 0.0), (180.0, 0.0)], 1500.0);
+        let busy = mva_period(8, &[(350.0, 0.0), (180.0, 160.0)], 1500.0);
+        assert!(busy > quiet, "{busy} vs {quiet}");
+    }
 }
