@@ -870,6 +870,9 @@ impl Model<'_, '_> {
 /// time (its demand over the period) that slows the loop's own service there; the period and
 /// that fraction are found together, a fixed point of a few rounds.
 fn mva_period(customers: usize, stations: &[(f64, f64)], think: f64) -> f64 {
+    if think + stations.iter().map(|s| s.0).sum::<f64>() <= 0.0 {
+        return 0.0;
+    }
     let closed = |background: &[f64]| {
         let (mut queue, mut busy) = (vec![0.0; stations.len()], vec![0.0; stations.len()]);
         let mut period = think;
@@ -928,11 +931,13 @@ fn merge(mut uses: Vec<(ResourceId, f64)>) -> Vec<(ResourceId, f64)> {
 mod tests {
     use super::mva_period;
 
-    /// One packet round a loop meets no one: its period is the loop's time.
+    /// One packet round a loop meets no one: its period is the loop's time (and a loop of no
+    /// time has none).
     #[test]
     fn a_lone_packet_goes_round_at_the_loop_s_time() {
         let p = mva_period(1, &[(300.0, 0.0), (200.0, 0.0)], 1000.0);
         assert!((p - 1500.0).abs() < 1e-9, "{p}");
+        assert_eq!(mva_period(8, &[(0.0, 5.0)], 0.0), 0.0);
     }
 
     /// Many credits make the busiest station the bound, never beaten; few make the loop's
