@@ -54,34 +54,16 @@ fn every_regression_scenario_on_the_flow_model_is_within_its_bound_or_a_stated_e
 /// not model in one line with exit 2.
 #[test]
 fn the_model_is_named_and_what_flow_does_not_model_is_refused() {
-    let (code, out, err) = meshsim(&[
-        "sweep",
-        "all-gather",
-        "--cluster",
-        "ring:8:links=1",
-        "-b",
-        "1M",
-        "-e",
-        "4M",
-        "--model",
-        "flow",
-    ]);
+    let sweep = |more: &[&str]| {
+        let mut args =
+            vec!["sweep", "all-gather", "--cluster", "ring:8:links=1", "--model", "flow", "-b", "1M"];
+        args.extend_from_slice(more);
+        meshsim(&args)
+    };
+    let (code, out, err) = sweep(&["-e", "4M"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", flow model, timing mode"), "{out}");
-    let (code, out, err) = meshsim(&[
-        "sweep",
-        "all-gather",
-        "--cluster",
-        "ring:8:links=1",
-        "-b",
-        "1M",
-        "-e",
-        "1M",
-        "--model",
-        "flow",
-        "--format",
-        "csv",
-    ]);
+    let (code, out, err) = sweep(&["-e", "1M", "--format", "csv"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().nth(1).unwrap().split(',').nth(2) == Some("flow"), "{out}");
     for args in [

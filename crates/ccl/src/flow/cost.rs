@@ -110,16 +110,7 @@ impl Costs<'_> {
     /// One packet's way across a hop: the send, the DMA, the wire, the link and the receiver
     /// noticing and processing it.
     pub fn hop(&self, payload: u64) -> f64 {
-        let bytes = self.eth_bytes(payload);
-        self.cyc(
-            (self.p.fabric_router_step_cycles as f64)
-                + (self.p.eth_send_initiate_cycles as f64)
-                + (self.p.fabric_router_notice_cycles as f64),
-        ) + self.dma(bytes.min(self.p.eth_mtu_bytes))
-            + self.wire(bytes)
-            + (self.p.eth_link_latency_ns as f64 * 1e3)
-            + self.dma(bytes % self.p.eth_mtu_bytes)
-            + self.receive(0, 1)
+        self.data_way(payload) + self.receive(0, 1)
     }
 
     /// A NoC write of `bytes` to a bank `round_hops / 2` hops away (a DRAM bank if `dram`),
@@ -172,12 +163,6 @@ impl Costs<'_> {
     /// completion after the receiver's writes — and the credit's NoC increment back to the
     /// producer, who notices it.
     pub fn slot_loop(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let fill = self.cyc(
-            (self.p.noc_issue_cycles as f64)
-                + (self.p.noc_inject_cycles as f64)
-                + self.flits(payload)
-                + (self.p.fabric_router_notice_cycles as f64),
-        );
         let back = if self.ring {
             self.data_way(payload) + self.counter_back()
         } else {
@@ -191,7 +176,18 @@ impl Costs<'_> {
                 + (self.p.noc_eject_cycles as f64)
                 + (self.p.core_poll_cycles as f64),
         );
-        fill + back + credit
+        self.fill(payload) + back + credit
+    }
+
+    /// A producer's write of a packet of `payload` into a router slot, until the router
+    /// notices it.
+    fn fill(&self, payload: u64) -> f64 {
+        self.cyc(
+            (self.p.noc_issue_cycles as f64)
+                + (self.p.noc_inject_cycles as f64)
+                + self.flits(payload)
+                + (self.p.fabric_router_notice_cycles as f64),
+        )
     }
 
     /// Flits of a NoC packet of `bytes`.
@@ -249,20 +245,16 @@ impl Costs<'_> {
     /// The serial path of a worker that only copies each packet it reads into its own output
     /// (a line end's idle direction keeping the rank's slice).
     pub fn copy(&self, pages: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let p = pages as f64;
-        let out = (p * (self.p.noc_issue_cycles as f64))
-            .max((self.p.noc_issue_cycles as f64) + (self.p.noc_inject_cycles as f64) + p * self.flits(page));
-        self.reads(pages, page, round_hops, dram) + self.cyc(out)
+        self.reads(pages, page, round_hops, dram) + self.writes(pages, page)
     }
 
     /// `pages` NoC writes of `page` bytes a worker issues one after another, until they have
-    /// left its L1: its issues, or its port's flits when they take longer.
+    /// left its L1: its issues, or the first issue and then its port's flits when they take
+    /// longer.
     pub fn writes(&self, pages: u64, page: u64) -> f64 {
         let p = pages as f64;
-        self.cyc(
-            (p * (self.p.noc_issue_cycles as f64))
-                .max((self.p.noc_inject_cycles as f64) + p * self.flits(page)),
-        )
+        let issue = self.p.noc_issue_cycles as f64;
+        self.cyc((p * issue).max(issue + (self.p.noc_inject_cycles as f64) + p * self.flits(page)))
     }
 
     /// Per packet, a reduce-scatter owner (`fabric/reduce.rs`, `owner`): one core that, once a
@@ -311,8 +303,7 @@ impl Costs<'_> {
         let w = window as f64;
         let read = if reads > 0 { self.reads(window * reads, page, round_hops, dram) } else { 0.0 };
         // The last packet's bytes leave after its commands; the next wave waits for them.
-        let flush = self.cyc((self.p.noc_inject_cycles as f64) + self.flits(out));
-        (read + w * after + flush) / w
+        (read + w * after + self.noc_flush(out)) / w
     }
 
     /// Per packet, the steady state of a producer that works in waves of `window` packets
@@ -348,13 +339,7 @@ impl Costs<'_> {
     /// packet to the credit back at its producer ([`Costs::slot_loop`] without the producer's
     /// write).
     pub fn slot_rtt(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let fill = self.cyc(
-            (self.p.noc_issue_cycles as f64)
-                + (self.p.noc_inject_cycles as f64)
-                + self.flits(payload)
-                + (self.p.fabric_router_notice_cycles as f64),
-        );
-        self.slot_loop(payload, writes, page, round_hops, dram) - fill
+        self.slot_loop(payload, writes, page, round_hops, dram) - self.fill(payload)
     }
 
     /// The wait for a packet of `bytes` to leave a worker's L1 once issued.
@@ -436,19 +421,32 @@ mod tests {
         assert_eq!(line.send(4096), line.send(0));
     }
 
-    /// A reduce-scatter owner is its one core's whole loop: the next packet's read issues and
-    /// the writes' leaving come on top of its sums, and when its sums are cheap its reads,
-    /// which run a packet ahead, bind instead.
+    /// A reduce-scatter owner is its one core's whole loop: where its sums bind, each tile
+    /// more to sum costs the owner that tile's time, one for one; where they are cheap, its
+    /// reads, which run a packet ahead, bind instead.
     #[test]
-    fn an_owner_pays_its_issues_and_writes_or_waits_for_its_reads() {
+    fn an_owner_pays_its_sums_one_for_one_or_waits_for_its_reads() {
         let c = wormhole();
         let (page, hops) = (2048, 22.0);
-        let sums = c.reduce(2 * 2);
-        let busy = c.owner(3, 2, 2, page, hops, true);
-        assert!(busy > sums + c.issues(3 * 2), "{busy} vs {sums}");
-        let reads = c.reads(3 * 2, page, hops, true);
-        assert!(busy >= reads);
-        let idle = Costs { p: Box::leak(Box::new(Params { tile_reduce_cycles: 0, ..c.p.clone() })), ..c };
+        let with = |cycles: u64| Costs {
+            p: Box::leak(Box::new(Params { tile_reduce_cycles: cycles, ..c.p.clone() })),
+            ..c
+        };
+        let (dear, dearer) = (with(256), with(512));
+        let step = dearer.owner(3, 2, 2, page, hops, true) - dear.owner(3, 2, 2, page, hops, true);
+        assert!((step - (dearer.reduce(4) - dear.reduce(4))).abs() < 1e-6, "{step}");
+        assert!(dear.owner(3, 2, 2, page, hops, true) > dear.reads(3 * 2, page, hops, true));
+        let idle = with(0);
         assert_eq!(idle.owner(3, 2, 2, page, hops, true), idle.reads(3 * 2, page, hops, true));
+    }
+
+    /// The receiver's DMA of a packet's last MTU piece is paid when that piece is full too
+    /// (6000 B with the header, in 16 B words: four whole pieces), not only when it is a
+    /// remainder.
+    #[test]
+    fn a_packet_that_fills_its_last_mtu_piece_still_pays_its_dma() {
+        let c = wormhole();
+        assert_eq!(c.eth_bytes(5952), 6000);
+        assert!(c.hop(5952) > c.hop(5936), "{} vs {}", c.hop(5952), c.hop(5936));
     }
 }

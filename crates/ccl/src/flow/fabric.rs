@@ -83,9 +83,9 @@ struct Unit {
     latency: f64,
     /// What its chips still wait for once it has ended (a reducer's writes of its sums).
     way: f64,
-    /// How much of its latency overlaps the unit before it in its kernel's order: that unit's
-    /// own way, which its packets travel while this one's kernel already works.
-    overlap: f64,
+    /// The unit before it in its kernel's order, if it follows one whose packets are still on
+    /// their way while this one's kernel already works: this one's latency overlaps that one's.
+    chained: Option<usize>,
     waiting: usize,
     ready: f64,
     dependents: Vec<usize>,
@@ -123,7 +123,7 @@ struct Model<'a, 'c> {
     /// Every credit loop (a sender channel's slots, a receiver's slots or transaction ids):
     /// its credits and the resources a packet queues at on its way round (the link, the tx
     /// DMA and the two routers' ERISCs of its hop).
-    loops: BTreeMap<ResourceId, (f64, [ResourceId; 4])>,
+    loops: BTreeMap<ResourceId, (f64, Vec<ResourceId>)>,
 }
 
 /// Solves every phase of the session on the flow model.
@@ -267,7 +267,7 @@ impl Model<'_, '_> {
             uses,
             latency,
             way: 0.0,
-            overlap: 0.0,
+            chained: None,
             waiting: after.len(),
             ready: 0.0,
             dependents: Vec::new(),
@@ -327,10 +327,11 @@ impl Model<'_, '_> {
             uses.push((ids, costs.trid_hold(w.max(1), page, round, dram) / trids));
             // What a packet queues at on its way round each loop: the hop's link, tx DMA and
             // ERISCs (a transaction id is held over the receiver's work only).
-            let stations = [link, dma, send, recv];
-            self.loops.insert(slots, (tx_slots, stations));
+            let mut stations = vec![link, dma, send, recv];
+            stations.dedup(); // one ERISC: send and recv are one resource
+            self.loops.insert(slots, (tx_slots, stations.clone()));
             self.loops.insert(rx, (rx_slots, stations));
-            self.loops.insert(ids, (trids, [recv; 4]));
+            self.loops.insert(ids, (trids, vec![recv]));
             uses.push((recv, costs.receive(u64::from(!last), w)));
             at = next;
         }
@@ -702,9 +703,7 @@ impl Model<'_, '_> {
                     // have arrived: that unit takes back this one's way.
                     let way = tr.hops as f64 * costs.hop(pages * page);
                     let u = self.unit(pi, count, uses, way, &before, reached.clone());
-                    if let Some(&prev) = before.first() {
-                        self.units[u].overlap = self.units[prev].latency;
-                    }
+                    self.units[u].chained = before.first().copied();
                     before = vec![u];
                     if reduce {
                         // Once the chunk has landed, the destination's reducers each read their
@@ -742,17 +741,13 @@ impl Model<'_, '_> {
     /// where the two meet: the packets of a loop wait for each other at a busy router. The loop
     /// resource then costs a packet one over that throughput, where that is dearer.
     fn queue_in_loops(&mut self) {
-        // Per phase, each resource's work (cost x packets) over its units.
+        // Per phase, each resource's work (cost x packets) over its units, and the packets
+        // that go round each loop.
         let mut work: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
+        let mut packets: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
         for u in &self.units {
             for &(r, c) in &u.uses {
                 *work.entry((u.phase, r)).or_default() += c * u.packets;
-            }
-        }
-        // Per phase and loop, the packets that go round it.
-        let mut packets: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
-        for u in &self.units {
-            for &(r, _) in &u.uses {
                 if self.loops.contains_key(&r) {
                     *packets.entry((u.phase, r)).or_default() += u.packets;
                 }
@@ -763,21 +758,19 @@ impl Model<'_, '_> {
         for u in &mut self.units {
             for i in 0..u.uses.len() {
                 let (r, c) = u.uses[i];
-                let Some(&(n, stations)) = self.loops.get(&r) else { continue };
+                let Some((n, stations)) = self.loops.get(&r) else { continue };
                 let through = packets[&(u.phase, r)];
-                let mut seen: Vec<ResourceId> = Vec::new();
                 // Per station: this packet's own demand, and the rest of the phase's work there
                 // per packet of the loop (the other flows it meets).
-                let mut net: Vec<(f64, f64)> = Vec::new();
-                for st in stations {
-                    if seen.contains(&st) {
-                        continue;
-                    }
-                    seen.push(st);
-                    let mine = u.uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
-                    let all = work.get(&(u.phase, st)).copied().unwrap_or(0.0) / through;
-                    net.push((mine, (all - mine).max(0.0)));
-                }
+                let net: Vec<(f64, f64)> = stations
+                    .iter()
+                    .map(|&st| {
+                        let mine = u.uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
+                        let all = work.get(&(u.phase, st)).copied().unwrap_or(0.0) / through;
+                        (mine, (all - mine).max(0.0))
+                    })
+                    .collect();
+                let n = *n;
                 let queued: f64 = net.iter().map(|d| d.0).sum();
                 let think = (c * n - queued).max(0.0);
                 let customers = n.round().max(1.0) as usize;
@@ -858,7 +851,8 @@ impl Model<'_, '_> {
 
     fn start(&mut self, u: usize) -> FlowId {
         let unit = &self.units[u];
-        let latency = (unit.latency - unit.overlap).max(0.0);
+        let overlap = unit.chained.map_or(0.0, |c| self.units[c].latency);
+        let latency = (unit.latency - overlap).max(0.0);
         self.net.start(ps(unit.ready), unit.packets, ps(latency), &unit.uses, None)
     }
 }
@@ -874,24 +868,22 @@ fn mva_period(customers: usize, stations: &[(f64, f64)], think: f64) -> f64 {
         return 0.0;
     }
     let closed = |background: &[f64]| {
-        let (mut queue, mut busy) = (vec![0.0; stations.len()], vec![0.0; stations.len()]);
-        let mut period = think;
+        let mut queue = vec![0.0; stations.len()];
+        let (mut period, mut throughput) = (think, 0.0);
         for n in 1..=customers {
             // Service is deterministic: a packet that arrives finds the one in service half
-            // done (residual life), and the other traffic's wait is M/D/1's.
+            // done (residual life: its own loop keeps the station busy `throughput x d` of the
+            // time), and the other traffic's wait is M/D/1's.
             let resid: Vec<f64> = stations
                 .iter()
-                .zip(queue.iter().zip(&busy))
+                .zip(&queue)
                 .zip(background)
-                .map(|((&(d, _), (q, u)), b)| d * (1.0 + q - u / 2.0) * (1.0 + b / (2.0 * (1.0 - b))))
+                .map(|((&(d, _), q), b)| d * (1.0 + q - throughput * d / 2.0) * (1.0 + b / (2.0 * (1.0 - b))))
                 .collect();
             let cycle = think + resid.iter().sum::<f64>();
-            let throughput = n as f64 / cycle;
-            for ((q, u), (r, &(d, _))) in
-                queue.iter_mut().zip(busy.iter_mut()).zip(resid.iter().zip(stations))
-            {
+            throughput = n as f64 / cycle;
+            for (q, r) in queue.iter_mut().zip(&resid) {
                 *q = throughput * r;
-                *u = throughput * d;
             }
             period = 1.0 / throughput;
         }
