@@ -122,7 +122,8 @@ struct Model<'a, 'c> {
     hops: BTreeMap<(bool, usize), f64>,
     /// Every credit loop (a sender channel's slots, a receiver's slots or transaction ids):
     /// its credits and the resources a packet queues at on its way round (the link, the tx
-    /// DMA and the two routers' ERISCs of its hop).
+    /// DMA and the two routers' ERISCs of its hop; a forwarding channel's also the ERISC of the
+    /// receiver that fills it).
     loops: BTreeMap<ResourceId, (f64, Vec<ResourceId>)>,
 }
 
@@ -304,6 +305,7 @@ impl Model<'_, '_> {
         let page = p.tensors.slice.page_bytes();
         let trids = if costs.ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as f64;
         let (tx_slots, rx_slots) = (self.slots.0 as f64, self.slots.1 as f64);
+        let mut producer: Option<ResourceId> = None;
         for (i, &r) in ranks.iter().enumerate() {
             let next = chips[r];
             let last = i + 1 == ranks.len();
@@ -329,10 +331,14 @@ impl Model<'_, '_> {
             // ERISCs (a transaction id is held over the receiver's work only).
             let mut stations = vec![link, dma, send, recv];
             stations.dedup(); // one ERISC: send and recv are one resource
-            self.loops.insert(slots, (tx_slots, stations.clone()));
+            // A forwarding channel's slots are filled by the previous hop's receiver: its
+            // packets queue there too.
+            let fills = producer.filter(|r| !stations.contains(r));
+            self.loops.insert(slots, (tx_slots, stations.iter().copied().chain(fills).collect()));
             self.loops.insert(rx, (rx_slots, stations));
             self.loops.insert(ids, (trids, vec![recv]));
             uses.push((recv, costs.receive(u64::from(!last), w)));
+            producer = Some(recv);
             at = next;
         }
         let reached = if multicast { ranks.iter().map(|&r| chips[r]).collect() } else { vec![at] };
@@ -730,11 +736,10 @@ impl Model<'_, '_> {
         ppp
     }
 
-    /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
-    /// once its phase has started and the units it waits for have ended.
     /// Charges each credit loop its queueing. A loop of N credits is a closed network: N
     /// packets go round it, each queueing at the resources on its way (its hop's link, tx DMA
-    /// and ERISCs, whose load from every flow of the phase the loop's packets meet) and
+    /// and ERISCs, and for a forwarding channel the previous hop's receiver that fills it, each
+    /// with its load from every flow of the phase the loop's packets meet) and
     /// spending the rest of the loop's time in latencies. Its throughput is exact mean value
     /// analysis of that network (Reiser and Lavenberg's recursion over 1..N packets), which
     /// sits below both the loop's own bound (N over the loop's time) and the busiest station's
@@ -782,6 +787,8 @@ impl Model<'_, '_> {
         }
     }
 
+    /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
+    /// once its phase has started and the units it waits for have ended.
     fn run(&mut self) {
         let s = self.s;
         // The unit of each flow, by flow id (the net numbers flows as they start).
