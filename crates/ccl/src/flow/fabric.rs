@@ -539,7 +539,14 @@ impl Model<'_, '_> {
                 {
                     after.push(h);
                 }
-                let latency = worker_ps + costs.hop(pages * page) + costs.notice();
+                // A stripe's first packet waits for its window's reads (`relay::relay`'s read
+                // barrier), then takes its hop.
+                let window = (crate::fabric::relay::WINDOW as u64).min(count as u64);
+                // The first stripe is the rank's own slice; the later ones landed in its output.
+                let from = if i == 0 { t.input.memory } else { t.output.memory };
+                let dram = from == Memory::Dram;
+                let reads = costs.reads(window * pages, page, self.round_hops(from, d), dram);
+                let latency = reads + worker_ps + costs.hop(pages * page) + costs.notice();
                 let head_n = (CHUNKS_PER_SYNC as f64).min(count as f64);
                 let mut reached = reached;
                 if local > 0 {
