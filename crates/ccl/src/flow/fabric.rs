@@ -546,7 +546,15 @@ impl Model<'_, '_> {
                 let from = if i == 0 { t.input.memory } else { t.output.memory };
                 let dram = from == Memory::Dram;
                 let reads = costs.reads(window * pages, page, self.round_hops(from, d), dram);
-                let latency = reads + worker_ps + costs.hop(pages * page) + costs.notice();
+                // A later stripe also waits for the upstream's last increment, which its router
+                // sends only once its writes of the stripe have landed (a flushed increment).
+                let flushed = if i > 0 {
+                    let out = t.output.memory;
+                    costs.write_ack(page, self.round_hops(out, 0), out == Memory::Dram)
+                } else {
+                    0.0
+                };
+                let latency = flushed + reads + worker_ps + costs.hop(pages * page) + costs.notice();
                 let head_n = (CHUNKS_PER_SYNC as f64).min(count as f64);
                 let mut reached = reached;
                 if local > 0 {
