@@ -329,8 +329,8 @@ impl Model<'_, '_> {
             uses.push((ids, costs.trid_hold(w.max(1), page, round, dram) / trids));
             // What a packet queues at on its way round each loop: the hop's link, tx DMA and
             // ERISCs (a transaction id is held over the receiver's work only).
-            let mut stations = vec![link, dma, send, recv];
-            stations.dedup(); // one ERISC: send and recv are one resource
+            // (The two ERISCs sit on the hop's two chips: never one resource.)
+            let stations = vec![link, dma, send, recv];
             // A forwarding channel's slots are filled by the previous hop's receiver: its
             // packets queue there too.
             let fills = producer.filter(|r| !stations.contains(r));
@@ -369,6 +369,26 @@ impl Model<'_, '_> {
             uses.push((mux, costs.mux(pages, page)));
         }
         (uses, reached)
+    }
+
+    /// The latency of a hop chain's first packet (a relay stripe's, a reduce-scatter side's):
+    /// past the increment it waits for from `upstream` (its router sends it only once its
+    /// writes into that memory have landed: a flushed increment, one write's round trip), the
+    /// kernel reads its first window (`reads` pages of `page` bytes from `memory` on `noc`) and
+    /// waits for them all (its read barrier), spends `worker_ps` on the packet, which takes its
+    /// hop (`payload` bytes) to the next kernel, who notices it.
+    fn head_latency(
+        &mut self,
+        costs: &Costs,
+        upstream: Option<Memory>,
+        (reads, page, memory, noc): (u64, u64, Memory, usize),
+        worker_ps: f64,
+        payload: u64,
+    ) -> f64 {
+        let flushed =
+            upstream.map_or(0.0, |out| costs.write_ack(page, self.round_hops(out, 0), out == Memory::Dram));
+        let read = costs.reads(reads, page, self.round_hops(memory, noc), memory == Memory::Dram);
+        flushed + read + worker_ps + costs.hop(payload) + costs.notice()
     }
 
     /// Builds phase `pi`'s units; returns how it runs and its workers per link and direction.
@@ -539,22 +559,12 @@ impl Model<'_, '_> {
                 {
                     after.push(h);
                 }
-                // A stripe's first packet waits for its window's reads (`relay::relay`'s read
-                // barrier), then takes its hop.
-                let window = (crate::fabric::relay::WINDOW as u64).min(count as u64);
                 // The first stripe is the rank's own slice; the later ones landed in its output.
                 let from = if i == 0 { t.input.memory } else { t.output.memory };
-                let dram = from == Memory::Dram;
-                let reads = costs.reads(window * pages, page, self.round_hops(from, d), dram);
-                // A later stripe also waits for the upstream's last increment, which its router
-                // sends only once its writes of the stripe have landed (a flushed increment).
-                let flushed = if i > 0 {
-                    let out = t.output.memory;
-                    costs.write_ack(page, self.round_hops(out, 0), out == Memory::Dram)
-                } else {
-                    0.0
-                };
-                let latency = flushed + reads + worker_ps + costs.hop(pages * page) + costs.notice();
+                let window = (crate::fabric::relay::WINDOW as u64).min(count as u64) * pages;
+                let upstream = (i > 0).then_some(t.output.memory);
+                let latency =
+                    self.head_latency(costs, upstream, (window, page, from, d), worker_ps, pages * page);
                 let head_n = (CHUNKS_PER_SYNC as f64).min(count as f64);
                 let mut reached = reached;
                 if local > 0 {
@@ -639,10 +649,15 @@ impl Model<'_, '_> {
                 {
                     after.push(x);
                 }
-                // A side reads a whole wave before it sends the wave's first packet.
-                let wave = (WINDOW as u64).min(head_n as u64);
-                let rt = costs.reads(wave * reads, page, self.round_hops(Memory::Dram, d), true);
-                let latency = rt + worker_ps + costs.hop(pages * page) + costs.notice();
+                let wave = (WINDOW as u64).min(head_n as u64) * reads;
+                let upstream = (h > 0).then_some(Memory::Dram);
+                let latency = self.head_latency(
+                    costs,
+                    upstream,
+                    (wave, page, Memory::Dram, d),
+                    worker_ps,
+                    pages * page,
+                );
                 let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
                 let tail = if count as f64 > head_n {
                     self.unit(pi, count as f64 - head_n, uses, 0.0, &[head], reached)
