@@ -17,7 +17,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use meshsim_ccl::fabric::worker::Connection;
-use meshsim_ccl::fabric::{Dir, Fabric, FabricConfig, FabricKind, Header, Line, NocCmd, Route, Turn};
+use meshsim_ccl::fabric::{
+    Dir, Fabric, FabricConfig, FabricKind, Header, Line, MAX_HOPS_1D, NocCmd, Route, Turn,
+};
 use meshsim_engine::{Cond, Time};
 use meshsim_hw::{CoreRef, Program};
 use meshsim_topology::ChipIdx;
@@ -238,6 +240,15 @@ fn lines(setup: &Setup, kind: FabricKind) -> Result<(Vec<Line>, meshsim_topology
             .map(|chips| Line { chips, closed: false })
             .collect()
     };
+    // A 1D packet's route is its header's: a line's end, or all the way round a ring, must
+    // be within its reach.
+    let longest = lines.iter().map(|l| l.chips.len() - 1).max().unwrap_or(0);
+    if kind != FabricKind::Mesh && longest > MAX_HOPS_1D as usize {
+        return Err(BenchError::BadArgument(format!(
+            "the fabric benchmark's routes on this cluster span up to {longest} hops, beyond the {MAX_HOPS_1D} a 1D fabric packet header carries: take a cluster with at most {} chips per line (or round its perimeter)",
+            MAX_HOPS_1D + 1
+        )));
+    }
     Ok((lines, grid))
 }
 

@@ -12,6 +12,7 @@ use meshsim_hw::{CoreRef, Kernel, Wake};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
+use super::algo::{Algo, DIRECT_REDUCERS, Pairs};
 use super::build::{
     Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
     page_and_payload, sync_kernel,
@@ -19,12 +20,12 @@ use super::build::{
 use super::mux::Ports;
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::{Algorithm, CclError, Topology};
+use crate::op::{CclError, Topology};
 use crate::phase::{Phase, Tensors};
-use crate::plan::routed::{self, Place, Routed, Transfer};
+use crate::plan::routed::{Place, Routed, Transfer};
 use crate::plan::{Copy, Dir, Loc};
 use crate::tensor::{Placement, STAGING};
-use crate::transport::{Gate, LowerCx};
+use crate::transport::Gate;
 
 /// Lowers an all-to-all, gather, scatter or send/receive phase `pi` (`shared/fabric.md` §7,
 /// `all_to_all @ad82055e`): per rank one core on link 0 whose two kernels cover the two
@@ -50,7 +51,7 @@ pub(super) fn point_to_point(
     let core = cx.take_core(req.comm.chips())?;
     let gate = s.gate(pi, 3 * n);
     let name = pairs.name();
-    let plan = pairs.plan(n, topology_of(fabric, req));
+    let plan = Algo::PointToPoint(pairs).plan(req, p, topology_of(fabric, req));
     let sends = Sends {
         core,
         land: t.output,
@@ -96,44 +97,6 @@ struct Sends<'p> {
     /// Whether a rank that keeps a chunk (every all-to-all rank, a gather's or scatter's root)
     /// copies it from its input to its output (a direct reduction's reducers read it instead).
     own_copy: bool,
-}
-
-/// Who sends which chunk to whom, and where it lands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pairs {
-    /// Rank k sends chunk j of its input to rank j, landing at chunk k; rank k keeps chunk k
-    /// (all-to-all; a direct reduce-scatter, whose receive buffer has a chunk per source).
-    AllToAll,
-    /// Every other rank sends its whole input to `root`, landing at its own chunk there
-    /// (gather; into the receive buffer, a direct reduce).
-    ToRoot(usize),
-    /// `root` sends chunk j of its input to each other rank j, landing as its whole output
-    /// (scatter).
-    FromRoot(usize),
-    /// Rank 0 sends its input to rank 1's output (send/receive).
-    Send,
-}
-
-impl Pairs {
-    /// Its kernels' name.
-    fn name(self) -> &'static str {
-        match self {
-            Pairs::AllToAll => "a2a",
-            Pairs::ToRoot(_) => "gather",
-            Pairs::FromRoot(_) => "scatter",
-            Pairs::Send => "send-recv",
-        }
-    }
-
-    /// The routed plan of who sends which chunk where on `n` ranks along `topology`.
-    pub(crate) fn plan(self, n: usize, topology: Topology) -> Routed {
-        match self {
-            Pairs::AllToAll => routed::all_to_all(n, topology),
-            Pairs::ToRoot(r) => routed::direct_gather(n, topology, r),
-            Pairs::FromRoot(r) => routed::direct_scatter(n, topology, r),
-            Pairs::Send => routed::direct_send_recv(),
-        }
-    }
 }
 
 /// The line or ring a phase's routes run along: a ring only when the fabric closes the op's
@@ -201,37 +164,6 @@ fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate
     routers
 }
 
-/// Largest input per rank (bytes) a ring reduce-scatter takes the one-shot direct path for
-/// (`reduce_scatter.cpp @039c252a`).
-pub const DIRECT_MAX_BYTES: u64 = 512 << 10;
-
-/// Reducer cores per rank of the direct path, each adding the contributions to every
-/// `DIRECT_REDUCERS`-th packet of the rank's slice (meshsim's choice: tt-metal's core count for
-/// this path is not known).
-pub const DIRECT_REDUCERS: usize = 4;
-
-/// Whether reduce-scatter phase `p` takes the one-shot direct path, as tt-metal's host does: a
-/// reduce-scatter (not an all-reduce's) on a ring, at most [`DIRECT_MAX_BYTES`] of input per
-/// rank, no worker count given and no link count other than the default. The router packet
-/// size does not count: it is the fabric's, set when the fabric starts, not an argument of the
-/// op (tt-metal's CCL sweep ran with 6144 B packets and 1 link, the T3000 ring's default, and
-/// its ring reduce-scatter took this path up to 512 KiB per device:
-/// `shared/calibration/ccl_sweep_wh_loudbox.csv`).
-pub(super) fn direct_path(s: &LowerCx, p: &Phase) -> bool {
-    let req = &s.ops[p.op];
-    let t = p.tensors;
-    let k = &req.knobs;
-    let given = &s.given[p.op];
-    let default_links = || super::lower::default_links(s.cluster, s.ops).ok().map(|l| l[p.op]);
-    matches!(req.collective, crate::op::Collective::ReduceScatter(_))
-        && k.algorithm == Some(Algorithm::Direct)
-        && req.comm.topology() == Topology::Ring
-        && req.comm.size() > 2
-        && t.slice.bytes() * t.n <= DIRECT_MAX_BYTES
-        && given.workers.is_none()
-        && given.links.is_none_or(|l| Some(l) == default_links())
-}
-
 /// Lowers a direct reduction, phase `pi` (`shared/fabric.md` §7): a reduce-scatter's one-shot
 /// path, where every rank unicasts slice j of its input straight to rank j, or a reduce's,
 /// where every other rank unicasts its whole input to the root. All-to-all's senders carry the
@@ -270,10 +202,9 @@ pub(super) fn direct_reduction(
     let prefix = s.kernel_prefix(p.op);
     // The senders' name, and the reducers'.
     let topology = topology_of(fabric, req);
-    let (plan, name, reducer) = match root {
-        Some(r) => (routed::direct_reduce(n, topology, r), "reduce direct", "reduce direct"),
-        None => (routed::direct_reduce_scatter(n, topology), "rs direct", "rs direct reduce"),
-    };
+    let plan = Algo::DirectReduction.plan(req, p, topology);
+    let (name, reducer) =
+        if root.is_some() { ("reduce direct", "reduce direct") } else { ("rs direct", "rs direct reduce") };
     let sends = Sends {
         core: sender,
         land: recv,

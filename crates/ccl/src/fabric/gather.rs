@@ -14,6 +14,7 @@ use std::rc::Rc;
 use meshsim_hw::{CoreRef, Kernel};
 use meshsim_topology::soc::CoreCoord;
 
+use super::algo::Algo;
 use super::build::{
     Inject, Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
     page_and_payload, sync_kernel,
@@ -24,7 +25,7 @@ use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
 use crate::plan::Dir;
-use crate::plan::routed::{self, Part, Routed, Transfer};
+use crate::plan::routed::{Part, Routed, Transfer};
 use crate::tensor::{Placement, STAGING};
 use crate::transport::Gate;
 
@@ -62,10 +63,7 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
     let sync_sem = STAGING;
     // Who multicasts what how far: the broadcast's or the all-gather's routed plan.
     let topology = if closed { Topology::Ring } else { Topology::Line };
-    let plan = match root {
-        Some(r) => routed::multicast_broadcast(n, topology, p.bidir, r),
-        None => routed::multicast_all_gather(n, topology, !(req.exclude_myself || req.in_place)),
-    };
+    let plan = Algo::Multicast.plan(req, p, topology);
     // Every (rank, plane, direction) and the chips its final increment reaches.
     let mut expected = vec![0u32; n];
     let mut plans: Vec<(usize, usize, [Direction; 2])> = Vec::new();
@@ -145,7 +143,7 @@ pub(super) fn all_gather_relay(
     let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
-    let plan = routed::relay_all_gather(n, !(req.exclude_myself || req.in_place));
+    let plan = Algo::Relay.plan(req, p, Topology::Ring);
     // Each (plane, worker) relays every (planes x workers)-th packet of each slice: independent
     // relays over disjoint pages, each with its own core and semaphores; a plane's workers
     // share its routers through a mux.

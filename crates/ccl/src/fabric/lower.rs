@@ -17,15 +17,17 @@ use std::rc::Rc;
 
 use meshsim_engine::SignalId;
 use meshsim_hw::{Machine, Params};
-use meshsim_topology::{ChipIdx, Cluster, LinkId};
+use meshsim_topology::Cluster;
 
+use super::algo::{Algo, choose};
 use super::build::{Inject, Lowering, line_for, noc_of};
-use super::direct::{Pairs, direct_path, direct_reduction, point_to_point};
+use super::direct::{direct_reduction, point_to_point};
 use super::gather::{all_gather, all_gather_relay};
+use super::lines::{default_links, fabric_lines, session_payload};
 use super::mux::{Mux, Ports};
 use super::worker::Target;
-use super::{Fabric, FabricConfig, FabricKind, Line};
-use crate::op::{Algorithm, CclError, Collective, Given, Topology};
+use super::{Fabric, FabricConfig, FabricKind};
+use crate::op::{Algorithm, CclError, Collective, Given};
 use crate::phase::Phase;
 use crate::request::OpRequest;
 use crate::tensor::{Memory, STAGING};
@@ -139,73 +141,6 @@ impl Transport for FabricTransport {
     }
 }
 
-/// The fabric's algorithm for a phase — tt-metal's factory for it — chosen once from the
-/// phase's collective, the op's knobs and its line, before anything is built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Algo {
-    /// The one-shot direct reduce-scatter, or a reduce straight to its root: every rank's
-    /// chunks unicast into the owner's receive buffer, reducer cores adding them as they land.
-    DirectReduction,
-    /// Reduce-scatter along the line or ring, each slice reduced on its way to its owner.
-    ReduceScatter,
-    /// Point-to-point chunk senders (all-to-all, gather, scatter, send/receive).
-    PointToPoint(Pairs),
-    /// The multicast all-gather factory (a broadcast too).
-    Multicast,
-    /// The unicast (relay) all-gather factory, on rings.
-    Relay,
-}
-
-impl Algo {
-    /// Its name in results; a reduce-scatter's says whether it ran on a ring or a line.
-    pub(crate) fn name(self, ring: bool) -> &'static str {
-        match self {
-            Algo::DirectReduction | Algo::PointToPoint(_) => "direct",
-            Algo::ReduceScatter if ring => "ring",
-            Algo::ReduceScatter => "line",
-            Algo::Multicast => "multicast",
-            Algo::Relay => "relay",
-        }
-    }
-}
-
-/// How the fabric carries phase `p`, whose op runs as a ring on its fabric line if `closed`.
-pub(crate) fn choose(s: &LowerCx, closed: bool, p: &Phase) -> Result<Algo, CclError> {
-    let req = &s.ops[p.op];
-    Ok(match p.collective {
-        Collective::ReduceScatter(_) if direct_path(s, p) => Algo::DirectReduction,
-        Collective::ReduceScatter(_) => Algo::ReduceScatter,
-        Collective::Reduce { .. } => Algo::DirectReduction,
-        Collective::AllToAll => Algo::PointToPoint(Pairs::AllToAll),
-        // A gather, or a reduce's second phase gathering the reduced slices to its root.
-        Collective::Gather { root } => Algo::PointToPoint(Pairs::ToRoot(root)),
-        Collective::Scatter { root } => Algo::PointToPoint(Pairs::FromRoot(root)),
-        Collective::SendRecv => Algo::PointToPoint(Pairs::Send),
-        // A broadcast is the multicast with the root the only source of its one chunk.
-        Collective::Broadcast { .. } => Algo::Multicast,
-        Collective::AllReduce(_) => unreachable!("an all-reduce is planned as two phases"),
-        Collective::AllGather => {
-            // Rings switch to the unicast (relay) factory from a number of pages per device
-            // (the architecture's: on Wormhole 64, 20 for pages of 4 KiB or more), on every plane.
-            let page = p.tensors.slice.page_bytes();
-            let relay_from =
-                if page >= 4096 { s.params.fabric_relay_pages_4k } else { s.params.fabric_relay_pages };
-            let relay = match req.knobs.algorithm {
-                Some(Algorithm::Relay) if !closed => {
-                    return Err(CclError::Invalid(format!(
-                        "op '{}': the relay all-gather runs on rings of more than 2 chips",
-                        req.name
-                    )));
-                }
-                Some(Algorithm::Relay) => true,
-                Some(_) => false,
-                None => closed && p.tensors.slice.pages() >= relay_from,
-            };
-            if relay { Algo::Relay } else { Algo::Multicast }
-        }
-    })
-}
-
 /// Puts a Tensix mux in front of every router that kernels which may run at once inject into
 /// (a sender channel takes one worker) — a reduce-scatter's workers on one link, or ops that
 /// overlap: each group of such kernels becomes the clients of a mux. Kernels ordered by
@@ -312,108 +247,4 @@ fn build_fabric(s: &LowerCx) -> Result<Rc<Fabric>, CclError> {
     let config = FabricConfig { kind, max_payload_bytes: payload, planes };
     let eth = s.cluster.soc().eth_cores.clone();
     Fabric::new(s.cluster, s.params, eth, config, lines).map_err(|e| CclError::Invalid(e.to_string()))
-}
-
-/// The session's router payload: the one its ops ask for, or the parameters' default; ops that
-/// ask for two are refused (the packet size is global to a fabric).
-pub(crate) fn session_payload(s: &LowerCx) -> Result<u64, CclError> {
-    let mut asked: Vec<u64> = s.ops.iter().filter_map(|o| o.knobs.packet_bytes).collect();
-    asked.dedup();
-    if asked.len() > 1 {
-        return Err(CclError::Invalid(format!(
-            "the fabric's packet size is global to a session: its ops ask for {} B and {} B",
-            asked[0], asked[1]
-        )));
-    }
-    Ok(asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes))
-}
-
-/// The fabric's lines for the session's ops: a line per distinct communicator (rank order;
-/// closed on a ring of more than two chips), a shorter one riding on a line already there.
-/// Two lines may not share a link: an Ethernet core runs one router per plane.
-pub(crate) fn fabric_lines(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<Line>, CclError> {
-    // Longest communicators first: a shorter one that lies along a line already there rides
-    // on it (as an op on part of a mesh row uses the row's fabric line).
-    let mut wanted: Vec<Line> = ops
-        .iter()
-        .map(|req| {
-            let chips = req.comm.chips().to_vec();
-            let closed = req.comm.topology() == Topology::Ring && chips.len() > 2;
-            Line { chips, closed }
-        })
-        .collect();
-    wanted.sort_by_key(|l| std::cmp::Reverse((l.chips.len(), l.closed)));
-    let mut lines: Vec<Line> = Vec::new();
-    for line in wanted {
-        let covered = lines.iter().any(|l| l.carries(&line.chips) && (l.closed || !line.closed));
-        if !covered {
-            lines.push(line);
-        }
-    }
-    let mut owner: BTreeMap<LinkId, usize> = BTreeMap::new();
-    for (li, line) in lines.iter().enumerate() {
-        let n = line.chips.len();
-        let pairs = if line.closed { n } else { n - 1 };
-        for i in 0..pairs {
-            for l in cluster.usable_links_between(line.chips[i], line.chips[(i + 1) % n]) {
-                if let Some(&other) = owner.get(&l)
-                    && other != li
-                {
-                    let id = |c: ChipIdx| cluster.chip(c).id;
-                    return Err(CclError::Invalid(format!(
-                        "the fabric stack runs one line per link: ops on chips {:?} and {:?} share the link between chips {} and {}",
-                        lines[other].chips.iter().map(|&c| id(c)).collect::<Vec<_>>(),
-                        line.chips.iter().map(|&c| id(c)).collect::<Vec<_>>(),
-                        id(line.chips[i]),
-                        id(line.chips[(i + 1) % n])
-                    )));
-                }
-                owner.insert(l, li);
-            }
-        }
-    }
-    Ok(lines)
-}
-
-/// Each op's links when it gives none (tt-metal's default): the routing planes of the fabric
-/// line it rides on — the fewest usable links over the line's hops, "over the axis" — and 1 for
-/// all-to-all, which runs on link 0.
-pub(super) fn default_links(cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
-    let lines = fabric_lines(cluster, ops)?;
-    Ok(ops
-        .iter()
-        .map(|req| {
-            if on_link_zero(req.collective) {
-                return 1;
-            }
-            let closed = req.comm.topology() == Topology::Ring && req.comm.size() > 2;
-            lines
-                .iter()
-                .find(|l| l.carries(req.comm.chips()) && (l.closed || !closed))
-                .map_or(1, |l| line_planes(cluster, l))
-        })
-        .collect())
-}
-
-/// Whether `collective` runs on link 0 only: those whose ranks send point to point by unicast
-/// (all-to-all, gather, scatter, send/receive, reduce), as tt-metal's all-to-all does.
-pub(crate) fn on_link_zero(collective: Collective) -> bool {
-    matches!(
-        collective,
-        Collective::AllToAll
-            | Collective::Gather { .. }
-            | Collective::Scatter { .. }
-            | Collective::SendRecv
-            | Collective::Reduce { .. }
-    )
-}
-
-/// The routing planes every hop of `line` can carry: its fewest usable links.
-pub(crate) fn line_planes(cluster: &meshsim_topology::Cluster, line: &Line) -> usize {
-    let n = line.chips.len();
-    let pairs = if line.closed { n } else { n - 1 };
-    (0..pairs)
-        .map(|i| cluster.usable_links_between(line.chips[i], line.chips[(i + 1) % n]).len())
-        .min()
-        .unwrap_or(1)
 }

@@ -23,18 +23,20 @@
 //! channel's slot. A slot's entry is read only after the counter write that follows its bytes,
 //! so the table obeys the same flow control as the memory.
 
+pub(crate) mod algo;
 pub(crate) mod build;
 pub(crate) mod direct;
 mod gather;
+pub(crate) mod lines;
 pub(crate) mod lower;
+pub use algo::{DIRECT_MAX_BYTES, DIRECT_REDUCERS};
 pub use build::ENTRY_BARRIER;
-pub use direct::{DIRECT_MAX_BYTES, DIRECT_REDUCERS};
+pub(crate) use lines::{line_planes, on_link_zero};
 pub use lower::FabricTransport;
-pub(crate) use lower::{line_planes, on_link_zero};
 pub mod mux;
 mod packet;
 pub use crate::routers::{RouterStats, RouterUse, SENDER_CHANNELS};
-pub use packet::{Header, MeshRoute, NocCmd, Route, Step, Turn};
+pub use packet::{Header, MAX_HOPS_1D, MeshRoute, NocCmd, Route, Step, Turn};
 pub(crate) mod reduce;
 pub(crate) mod relay;
 pub mod router;
@@ -684,6 +686,38 @@ mod tests {
         assert_eq!((s.write, s.count), (true, 1));
         let s = s.forwards()[0].1.step();
         assert_eq!((s.write, s.count), (true, 0));
+    }
+
+    /// A 1D route reaches as far as the 64 B header's 64 hops: every hop but the last
+    /// forwards, the multicast's chips from its start write, and the last one ends it.
+    #[test]
+    fn routes_reach_the_long_header_s_sixty_four_hops() {
+        for hops in [16, 17, 32, 33, MAX_HOPS_1D] {
+            let (mut u, mut m) = (Route::unicast(hops), Route::multicast(hops / 2, hops - hops / 2 + 1));
+            assert_eq!((u.hops(), m.hops()), (hops, hops));
+            for h in 1..=hops {
+                let (su, sm) = (u.step(), m.step());
+                assert_eq!(
+                    (su.write, su.count),
+                    (h == hops, usize::from(h < hops)),
+                    "unicast hop {h} of {hops}"
+                );
+                assert_eq!(
+                    (sm.write, sm.count),
+                    (h >= hops / 2, usize::from(h < hops)),
+                    "multicast hop {h} of {hops}"
+                );
+                if h < hops {
+                    (u, m) = (su.forwards()[0].1, sm.forwards()[0].1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "a 1D route spans 1 to 64 hops")]
+    fn a_route_past_the_header_s_reach_is_a_bug_the_lowering_refuses_first() {
+        let _ = Route::unicast(MAX_HOPS_1D + 1);
     }
 
     /// Follows a 2D route from the first chip it reaches, at (row, col) offset (dy, dx) from

@@ -4,11 +4,16 @@
 
 use super::Dir;
 
+/// The most hops a 1D low-latency header routes (its 64 B form; the 48 B one carries up to
+/// 16): `shared/fabric.md` §2, `fabric_edm_packet_header.hpp @01656bf7`.
+pub const MAX_HOPS_1D: u32 = 64;
+
 /// The route of a packet: 1D codes, or a 2D mesh route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
-    /// 1D: one 2-bit code per hop, lowest first: 01 write, 10 forward, 11 write and forward.
-    Line(u64),
+    /// 1D: one 2-bit code per hop, lowest first: 01 write, 10 forward, 11 write and forward;
+    /// up to [`MAX_HOPS_1D`] hops.
+    Line(u128),
     /// 2D: a leg along one direction, then (N/S legs) east and west legs.
     Mesh(MeshRoute),
 }
@@ -106,7 +111,7 @@ impl MeshRoute {
 impl Route {
     /// Unicast to the chip `hops` away: `hops - 1` forwards, then a write.
     pub fn unicast(hops: u32) -> Route {
-        assert!((1..=32).contains(&hops), "a 1D route spans 1 to 32 hops");
+        assert!((1..=MAX_HOPS_1D).contains(&hops), "a 1D route spans 1 to {MAX_HOPS_1D} hops");
         Route::Line((0..hops - 1).fold(0, |r, i| r | 0b10 << (2 * i)) | 0b01 << (2 * (hops - 1)))
     }
 
@@ -136,7 +141,10 @@ impl Route {
     /// Multicast to `range` chips starting `start` hops away: forwards up to the first, then
     /// write-and-forward, ending with a write.
     pub fn multicast(start: u32, range: u32) -> Route {
-        assert!(start >= 1 && range >= 1 && start + range - 1 <= 32, "a 1D route spans 1 to 32 hops");
+        assert!(
+            start >= 1 && range >= 1 && start + range - 1 <= MAX_HOPS_1D,
+            "a 1D route spans 1 to {MAX_HOPS_1D} hops"
+        );
         let mut r = 0;
         for i in 0..start - 1 {
             r |= 0b10 << (2 * i);
@@ -152,7 +160,7 @@ impl Route {
     /// Hops of the longest way the packet travels.
     pub fn hops(self) -> u32 {
         match self {
-            Route::Line(r) => (64 - r.leading_zeros()).div_ceil(2),
+            Route::Line(r) => (128 - r.leading_zeros()).div_ceil(2),
             Route::Mesh(m) => {
                 let legs = if m.dir.vertical() { m.east.max(m.west) } else { 0 };
                 1 + m.left as u32 + legs as u32

@@ -22,6 +22,7 @@ use meshsim_hw::Kernel;
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
+use super::algo::Algo;
 use super::build::{
     Inject, Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
     page_and_payload,
@@ -493,7 +494,7 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     let partial = [cx.scratch(page, whole), cx.scratch(page, whole)];
     let sems = [STAGING, STAGING + 16];
     // The routed plan: each slice's two relays toward its owner.
-    let plan = routed::reduce_scatter_sides(n, if closed { Topology::Ring } else { Topology::Line });
+    let plan = Algo::ReduceScatter.plan(req, p, if closed { Topology::Ring } else { Topology::Line });
     let order = order(&plan);
     // Two direction kernels and the owner per rank, plane and worker.
     let gate = s.gate(pi, 3 * n * planes * workers);

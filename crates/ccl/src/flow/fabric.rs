@@ -26,13 +26,14 @@ use meshsim_topology::ChipIdx;
 
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
+use crate::fabric::algo::{Algo, choose};
 use crate::fabric::build::Packing;
-use crate::fabric::lower::{Algo, choose, fabric_lines, session_payload};
+use crate::fabric::lines::{fabric_lines, session_payload};
 use crate::fabric::{HEADER_1D_BYTES, Layout, Line, RECEIVER_TRIDS};
-use crate::op::{CclError, Collective, Topology};
+use crate::op::{CclError, Topology};
 use crate::phase::Phase;
 use crate::plan::Dir;
-use crate::plan::routed::{self, Part, Routed, Transfer};
+use crate::plan::routed::{Part, Routed, Transfer};
 use crate::tensor::Memory;
 use crate::transport::{LowerCx, PhaseRun};
 
@@ -428,15 +429,11 @@ impl Model<'_, '_> {
             Algo::Multicast => (self.multicast(pi, p, &costs, topology), 1),
             Algo::Relay => self.relay(pi, p, &costs),
             Algo::ReduceScatter => self.reduce_scatter(pi, p, &costs, topology),
-            Algo::PointToPoint(pairs) => {
-                (self.point_to_point(pi, p, &costs, pairs.plan(n, topology), false), 1)
+            Algo::PointToPoint(_) => {
+                (self.point_to_point(pi, p, &costs, algo.plan(req, p, topology), false), 1)
             }
             Algo::DirectReduction => {
-                let plan = match req.collective {
-                    Collective::Reduce { root, .. } => routed::direct_reduce(n, topology, root),
-                    _ => routed::direct_reduce_scatter(n, topology),
-                };
-                (self.point_to_point(pi, p, &costs, plan, true), 1)
+                (self.point_to_point(pi, p, &costs, algo.plan(req, p, topology), true), 1)
             }
         };
         self.phases[pi].left = self.phases[pi].units.len();
@@ -447,16 +444,13 @@ impl Model<'_, '_> {
     /// sends its packets over every transfer its plan gives it, interleaved.
     fn multicast(&mut self, pi: usize, p: &Phase, costs: &Costs, topology: Topology) -> u64 {
         let req = &self.s.ops[p.op];
-        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
+        let chips = req.comm.chips().to_vec();
         let t = p.tensors;
         let page = t.slice.page_bytes();
         let ppp = Packing::Gather.pages(self.payload, page);
         let planes = req.knobs.links();
         let root = req.collective.root();
-        let plan = match root {
-            Some(r) => routed::multicast_broadcast(n, topology, p.bidir, r),
-            None => routed::multicast_all_gather(n, topology, !(req.exclude_myself || req.in_place)),
-        };
+        let plan = Algo::Multicast.plan(req, p, topology);
         let slice_packets = crate::fabric::reduce::packets(t.slice.pages(), ppp);
         let dram = t.input.memory == Memory::Dram;
         for (k, &chip) in chips.iter().enumerate() {
@@ -521,7 +515,7 @@ impl Model<'_, '_> {
         let planes = req.knobs.links();
         let per_plane = crate::fabric::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
         let workers = relay_workers(t.slice.bytes() / planes as u64, per_plane);
-        let plan = routed::relay_all_gather(n, !(req.exclude_myself || req.in_place));
+        let plan = Algo::Relay.plan(req, p, Topology::Ring);
         let own = !(req.exclude_myself || req.in_place);
         for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
             let packets = crate::fabric::reduce::plane_packets(
@@ -597,7 +591,7 @@ impl Model<'_, '_> {
         let planes = req.knobs.links();
         let workers =
             req.knobs.workers.unwrap_or_else(|| rs_workers(t.slice.bytes() * t.n / planes as u64, ring));
-        let plan = routed::reduce_scatter_sides(n, topology);
+        let plan = Algo::ReduceScatter.plan(req, p, topology);
         for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
             let packets = plane_packets(t.slice.pages(), ppp, (plane * workers + w, planes * workers));
             let count = packets.len();

@@ -129,6 +129,12 @@ pub struct Routed {
 }
 
 impl Routed {
+    /// The most hops one packet of the plan travels: a unicast's or multicast's whole
+    /// transfer, a relay's one hop at a time (0 for a plan with no transfer).
+    pub fn longest_route(&self) -> usize {
+        self.transfers.iter().map(|t| if t.mech == Mechanism::Relay { 1 } else { t.hops }).max().unwrap_or(0)
+    }
+
     /// Rank `k`'s transfers going `dir`, in the order it sends them.
     pub fn sends(&self, k: usize, dir: Dir) -> impl Iterator<Item = &Transfer> {
         self.transfers.iter().filter(move |t| t.from == k && t.dir == dir)
