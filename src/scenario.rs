@@ -477,9 +477,8 @@ impl Scenario {
                 Communicator::axis(cluster, axis, self.topology).map_err(|e| bad(e.0))
             }
             None => {
-                let topology = self.topology.unwrap_or(Topology::Ring);
                 Ok(vec![
-                    Communicator::choose(cluster, topology, self.chips, self.chip_ids.as_deref())
+                    Communicator::choose_default(cluster, self.topology, self.chips, self.chip_ids.as_deref())
                         .map_err(|e| bad(e.0))?,
                 ])
             }

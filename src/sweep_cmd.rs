@@ -484,8 +484,10 @@ fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -
         let comms = match k.axis {
             Some(axis) => Communicator::axis(&c, axis.into(), k.topology).map_err(|e| bad(e.0))?,
             None => {
-                let t = k.topology.unwrap_or(Topology::Ring);
-                vec![Communicator::choose(&c, t, k.chips, k.chip_ids.as_deref()).map_err(|e| bad(e.0))?]
+                vec![
+                    Communicator::choose_default(&c, k.topology, k.chips, k.chip_ids.as_deref())
+                        .map_err(|e| bad(e.0))?,
+                ]
             }
         };
         for (&dtype, &links, &w) in dtypes

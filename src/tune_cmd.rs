@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::flow::Model as SimModel;
-use meshsim_ccl::op::{Stack, Topology};
+use meshsim_ccl::op::Stack;
 use meshsim_ccl::select::Select;
 use meshsim_ccl::tune::{self, TuneSpec};
 
@@ -32,9 +32,8 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let stack = a.stack.unwrap_or(Stack::DEFAULT);
     let cluster = load_cluster(&a.cluster)?;
     let params = a.model.load()?.on(&cluster);
-    let topology = a.topology.unwrap_or(Topology::Ring);
-    let comm =
-        Communicator::choose(&cluster, topology, a.chips, a.chip_ids.as_deref()).map_err(|e| bad(e.0))?;
+    let comm = Communicator::choose_default(&cluster, a.topology, a.chips, a.chip_ids.as_deref())
+        .map_err(|e| bad(e.0))?;
     let dtype = a.dtype;
     let base = match &a.select {
         Some(p) => load_select(p).map_err(bad)?,

@@ -364,9 +364,9 @@ impl CommSpec {
         let base: Vec<Communicator> = if let Some(axis) = self.axis {
             Communicator::axis(cluster, axis, topology).map_err(e)?
         } else if let Some(ids) = &self.chips {
-            vec![Communicator::from_ids(cluster, ids, topology.unwrap_or(Topology::Ring)).map_err(e)?]
+            vec![Communicator::choose_default(cluster, topology, None, Some(ids)).map_err(e)?]
         } else {
-            vec![Communicator::world(cluster, topology.unwrap_or(Topology::Ring), None).map_err(e)?]
+            vec![Communicator::choose_default(cluster, topology, None, None).map_err(e)?]
         };
         if self.start.is_none() && self.stride.is_none() && self.count.is_none() {
             return Ok(base);

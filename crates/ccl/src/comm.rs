@@ -72,6 +72,22 @@ impl Communicator {
         Communicator::new(cluster, crate::group::select(cluster, topology, count, ids)?, topology)
     }
 
+    /// As [`Communicator::choose`], on the topology the caller gave or, if none, the one the
+    /// chips allow: a ring where they close one, else a line — on a machine without a ring, or
+    /// named chips that do not close, as on any line of a bigger machine.
+    pub fn choose_default(
+        cluster: &Cluster,
+        topology: Option<Topology>,
+        count: Option<usize>,
+        ids: Option<&[u64]>,
+    ) -> Result<Communicator, OpError> {
+        match topology {
+            Some(t) => Communicator::choose(cluster, t, count, ids),
+            None => Communicator::choose(cluster, Topology::Ring, count, ids)
+                .or_else(|ring| Communicator::choose(cluster, Topology::Line, count, ids).map_err(|_| ring)),
+        }
+    }
+
     /// One communicator per column (`axis` 0: groups of R chips of an R x C mesh) or per row
     /// (`axis` 1: groups of C chips), as ttnn's `cluster_axis`. `topology` defaults to a ring
     /// on a torus and a line on a mesh.
