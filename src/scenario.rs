@@ -476,12 +476,10 @@ impl Scenario {
                 }
                 Communicator::axis(cluster, axis, self.topology).map_err(|e| bad(e.0))
             }
-            None => {
-                Ok(vec![
-                    Communicator::choose_default(cluster, self.topology, self.chips, self.chip_ids.as_deref())
-                        .map_err(|e| bad(e.0))?,
-                ])
-            }
+            None => Ok(vec![
+                Communicator::choose_default(cluster, self.topology, self.chips, self.chip_ids.as_deref())
+                    .map_err(|e| bad(e.0))?,
+            ]),
         }
     }
 

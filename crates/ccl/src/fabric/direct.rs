@@ -24,7 +24,7 @@ use crate::op::{CclError, Topology};
 use crate::phase::{Phase, Tensors};
 use crate::plan::routed::{Place, Routed, Transfer};
 use crate::plan::{Copy, Dir, Loc};
-use crate::tensor::{Placement, STAGING};
+use crate::tensor::{Placement, STAGING, STAGING_END};
 use crate::transport::Gate;
 
 /// Lowers an all-to-all, gather, scatter or send/receive phase `pi` (`shared/fabric.md` §7,
@@ -217,6 +217,7 @@ pub(super) fn direct_reduction(
         own_copy: false,
     };
     let routers = chunk_senders(cx, pi, p, &sends, &gate);
+    let block_pages = ((STAGING_END - REDUCER_BASE) / (2 * page)).max(1) as usize;
     for (&k, &chip) in owners.iter().zip(&owner_chips) {
         if fan_outs > 0 {
             let ctx = Rc::new(FanOut { rank: k, ranks: n, others: cores[1..].to_vec(), gate: gate.clone() });
@@ -238,7 +239,8 @@ pub(super) fn direct_reduction(
                 red: red.clone(),
                 ppp,
                 share: (r, reducers.len()),
-                base: STAGING + 0x1000,
+                base: REDUCER_BASE,
+                block_pages,
                 gate: gate.clone(),
             });
             let kernel = format!("{prefix}{reducer} {r}");
@@ -247,6 +249,10 @@ pub(super) fn direct_reduction(
     }
     Ok((ppp, routers))
 }
+
+/// Where a direct reduction's reducer keeps its running sum and one contribution, above its
+/// per-source semaphores.
+const REDUCER_BASE: u64 = STAGING + 0x1000;
 
 /// The semaphore, on a direct reduction's reducer cores, that counts source rank `j`'s chunk.
 fn source_sem(j: usize) -> u64 {
@@ -308,11 +314,18 @@ struct DirectReducer {
     share: (usize, usize),
     /// L1 for the running sum and one contribution.
     base: u64,
+    /// Pages of its share it sums at once: as many as a running sum and one contribution
+    /// of them fit between `base` and the end of the staging area.
+    block_pages: usize,
     gate: Gate,
 }
 
 /// A direct reduce-scatter reducer: its share of the rank's own slice, then each source's
-/// contribution added as soon as that source's chunk has landed, then the output.
+/// contribution added as soon as that source's chunk has landed, then the output. A share
+/// larger than the reducer's staging (a running sum and one contribution) goes through it in
+/// blocks, as a reduction kernel streams tiles through its circular buffers: the first block
+/// takes the sources as they land, the later ones in the same order, each block's sums
+/// flushed out before the next is read over them.
 async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskResult {
     let start = c.gate.enter(&k).await;
     let page = c.t.slice.page_bytes();
@@ -321,8 +334,6 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
         .into_iter()
         .flat_map(|(lo, pages)| lo..lo + pages)
         .collect();
-    let bytes = mine.len() as u64 * page;
-    let (acc, tmp) = (c.base, c.base + bytes);
     let whole = |j: usize, q: u64| {
         if c.to_root {
             j as u64 * c.t.slice.pages() + q
@@ -331,22 +342,38 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
         }
     };
     let own = |q: u64| if c.to_root { q } else { whole(c.rank, q) };
-    issue_reads(&k, &c.t.input, mine.iter().map(|&q| own(q)), acc, page).await?;
-    k.noc_async_read_barrier().await?;
     let mut pending: Vec<usize> = (0..c.ranks).filter(|&j| j != c.rank).collect();
-    while !pending.is_empty() {
-        let j = next_landed(&k, &mut pending).await?;
-        issue_reads(&k, &c.recv, mine.iter().map(|&q| whole(j, q)), tmp, page).await?;
+    let mut landed: Vec<usize> = Vec::with_capacity(pending.len());
+    let blocks: Vec<&[u64]> = mine.chunks(c.block_pages).collect();
+    for (b, block) in blocks.iter().enumerate() {
+        let bytes = block.len() as u64 * page;
+        let (acc, tmp) = (c.base, c.base + bytes);
+        issue_reads(&k, &c.t.input, block.iter().map(|&q| own(q)), acc, page).await?;
         k.noc_async_read_barrier().await?;
-        if k.is_functional() {
-            let mut a = k.read_bytes(acc, bytes)?;
-            c.red.reduce_words(&mut a, &k.read_bytes(tmp, bytes)?);
-            k.write_bytes(acc, &a)?;
+        for i in 0..c.ranks - 1 {
+            let j = match landed.get(i) {
+                Some(&j) => j,
+                None => {
+                    let j = next_landed(&k, &mut pending).await?;
+                    landed.push(j);
+                    j
+                }
+            };
+            issue_reads(&k, &c.recv, block.iter().map(|&q| whole(j, q)), tmp, page).await?;
+            k.noc_async_read_barrier().await?;
+            if k.is_functional() {
+                let mut a = k.read_bytes(acc, bytes)?;
+                c.red.reduce_words(&mut a, &k.read_bytes(tmp, bytes)?);
+                k.write_bytes(acc, &a)?;
+            }
+            k.delay(Time(reduce.0 * block.len() as u64)).await;
         }
-        k.delay(Time(reduce.0 * mine.len() as u64)).await;
-    }
-    for (x, &q) in mine.iter().enumerate() {
-        k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.t.output, q), page).await?;
+        for (x, &q) in block.iter().enumerate() {
+            k.noc_async_write(acc + x as u64 * page, page_addr(&k, &c.t.output, q), page).await?;
+        }
+        if b + 1 < blocks.len() {
+            k.noc_async_writes_flushed().await;
+        }
     }
     k.noc_async_write_barrier().await?;
     c.gate.leave(&k, start);
