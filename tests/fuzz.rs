@@ -77,3 +77,12 @@ fn mutated_workloads() {
 fn generated_op_command_lines() {
     fuzz("op", 5, 150, fuzz_cases::op_args());
 }
+
+/// The whole op space (machines built in and generated, both architectures, every collective,
+/// communicator, topology, root, dtype, links, packet size, stack and model): every case runs
+/// or is refused in one line, never a failed simulation. `FUZZ_OP_SPACE_CASES` runs more.
+#[test]
+fn the_whole_op_space_runs_or_is_refused() {
+    let cases = std::env::var("FUZZ_OP_SPACE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    fuzz("op-space", 6, cases, fuzz_cases::op_space());
+}

@@ -28,6 +28,9 @@ pub enum Case {
     Workload(Vec<u8>),
     /// `meshsim ARGS...`.
     Args(Vec<String>),
+    /// `meshsim ARGS...` with no fault injected: it runs (exit 0) or is refused as bad input
+    /// (exit 2); a failed simulation (exit 1) is a bug of meshsim's.
+    Strict(Vec<String>),
 }
 
 /// How a case broke the contract.
@@ -75,6 +78,7 @@ pub fn run(meshsim: &Path, dir: &Path, case: &Case) -> Result<i32, Broken> {
         ),
         Case::Workload(b) => (vec!["run".into(), s(&file("workload.yaml", b))], Some(b.clone()), true),
         Case::Args(a) => (a.clone(), None, true),
+        Case::Strict(a) => (a.clone(), None, false),
     };
     let command = format!("meshsim {}", args.join(" "));
     let broken = |why: String| Broken { command: command.clone(), input: input.clone(), why };
@@ -380,6 +384,138 @@ pub fn op_args() -> impl Strategy<Value = Case> {
     })
 }
 
+/// A machine of the op space: a built-in one or a generated ring, line, mesh or torus (either
+/// architecture, 1 to 4 links per pair), with its rows and columns (a line or ring is one row).
+fn machine() -> impl Strategy<Value = (String, usize, usize)> {
+    let builtin = proptest::sample::select(vec![
+        ("n300", 1, 2),
+        ("t3000", 2, 4),
+        ("galaxy", 4, 8),
+        ("galaxy_torus", 4, 8),
+        ("p150", 1, 1),
+        ("p300", 1, 2),
+        ("bh_quietbox", 2, 2),
+        ("bh_loudbox", 2, 4),
+        ("bh_galaxy", 4, 8),
+    ])
+    .prop_map(|(name, r, c)| (name.to_owned(), r, c));
+    // Links per pair up to the architecture's channels per direction (4 on Wormhole, 3 on
+    // Blackhole), now and then one too many.
+    let suffix = prop_oneof![
+        4 => proptest::sample::select(vec!["", ":links=2", ":links=4"]),
+        3 => proptest::sample::select(vec![":arch=blackhole", ":links=2:arch=blackhole", ":links=3:arch=blackhole"]),
+        1 => Just(":links=4:arch=blackhole"),
+    ]
+    .prop_map(str::to_owned);
+    let chain =
+        (prop_oneof![Just("ring"), Just("line")], prop_oneof![2usize..=12, 30usize..=72], suffix.clone())
+            .prop_map(|(kind, n, x)| (format!("{kind}:{n}{x}"), 1, n));
+    let grid = (prop_oneof![(Just("mesh"), 1usize..=8), (Just("torus"), 3usize..=8)], 3usize..=8, suffix)
+        // meshsim names a grid's shorter side its rows.
+        .prop_map(|((kind, r), c, x)| (format!("{kind}:{r}x{c}{x}"), r.min(c), r.max(c)));
+    prop_oneof![3 => builtin, 2 => chain, 2 => grid]
+}
+
+/// Every collective the CLI runs, with whether it takes a root.
+const OPS: &[(&str, bool)] = &[
+    ("all-gather", false),
+    ("reduce-scatter", false),
+    ("all-reduce", false),
+    ("all-to-all", false),
+    ("broadcast", true),
+    ("reduce", true),
+    ("gather", true),
+    ("scatter", true),
+    ("send-recv", false),
+];
+
+/// An op over the whole space users reach: any machine above, every collective, the whole
+/// cluster or `--chips K` or an `--axis`, with or without a topology, any root, dtype, link
+/// count, packet size, stack and model, and a small tensor of a few tiles per rank that splits
+/// evenly over the ranks the communicator has (so most cases run rather than being refused).
+/// No fault is injected: a case that fails (exit 1) is meshsim's bug.
+pub fn op_space() -> impl Strategy<Value = Case> {
+    let comm = prop_oneof![
+        2 => Just(None),
+        3 => (2usize..=9).prop_map(|k| Some(("--chips", k))),
+        1 => (0usize..=1).prop_map(|a| Some(("--axis", a)))
+    ];
+    let opt = |values: &'static [&'static str]| proptest::option::of(proptest::sample::select(values));
+    let knobs = (
+        opt(&["ring", "line"]),
+        opt(&["bf16", "bfp8", "fp32", "uint32"]),
+        prop_oneof![4 => Just(None), 2 => Just(Some("1")), 2 => Just(Some("2")), 1 => Just(Some("4"))],
+        opt(&["1K", "2K", "4K", "4352", "6144", "7616", "8192"]),
+        opt(&["packet", "flow"]),
+        prop_oneof![6 => Just(None), 1 => Just(Some("edm"))],
+        prop_oneof![4 => Just(false), 1 => Just(true)],
+    );
+    (
+        machine(),
+        proptest::sample::select(OPS),
+        comm,
+        prop_oneof![8 => 1u64..=3, 1 => Just(320u64), 1 => Just(1030u64)],
+        0usize..=9,
+        any::<bool>(),
+        knobs,
+    )
+        .prop_map(|((cluster, rows, cols), (op, rooted), comm, tiles, root, tall, knobs)| {
+            let (topology, dtype, links, packet, model, stack, verify) = knobs;
+            let chips = rows * cols;
+            // A send/receive is a pair; other ops take at most the machine's chips (now and
+            // then one more).
+            let comm = match comm {
+                _ if op == "send-recv" => Some(("--chips", 2)),
+                Some(("--chips", k)) if k > chips && k != 9 => Some(("--chips", chips)),
+                c => c,
+            };
+            let ranks = match comm {
+                None => chips,
+                Some(("--axis", 0)) => rows,
+                Some(("--axis", _)) => cols,
+                Some((_, k)) => k,
+            }
+            .max(1) as u64;
+            // The split dim holds `tiles` tiles per rank; the other is one tile.
+            // Now and then a tensor of hundreds of tiles per rank (up to 2 MiB of bf16), where
+            // kernels' buffers must stream rather than hold it; on a few ranks only, so the
+            // packet model stays quick.
+            let tiles = if tiles > 3 && ranks > 8 { 3 } else { tiles };
+            let split = 32 * ranks * tiles;
+            let shape = if tall { format!("1,1,{split},32") } else { format!("1,1,32,{split}") };
+            let mut a: Vec<String> =
+                ["op", op, "--cluster", &cluster, "--shape", &shape, "--dim", if tall { "2" } else { "3" }]
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect();
+            let mut flag = |name: &str, value: Option<&str>| {
+                if let Some(v) = value {
+                    a.push(name.to_owned());
+                    a.push(v.to_owned());
+                }
+            };
+            if let Some((name, k)) = comm {
+                flag(name, Some(&k.to_string()));
+            }
+            if rooted {
+                flag(
+                    "--root",
+                    Some(&(root as u64 % ranks.max(1) + u64::from(root == 9) * ranks).to_string()),
+                );
+            }
+            flag("--topology", topology);
+            flag("--dtype", dtype);
+            flag("--num-links", links);
+            flag("--packet-size", packet.filter(|_| stack.is_none()));
+            flag("--model", model);
+            flag("--stack", stack);
+            if verify && model != Some("flow") && tiles <= 3 {
+                a.push("--verify".to_owned());
+            }
+            Case::Strict(a)
+        })
+}
+
 /// A value: one of `good` nine times in ten, else one of `bad`.
 fn pick(
     good: &'static [&'static str],
@@ -390,5 +526,5 @@ fn pick(
 
 /// Every kind of case, evenly.
 pub fn any_case() -> impl Strategy<Value = Case> {
-    prop_oneof![cluster(), params(), suite(), workload(), op_args()]
+    prop_oneof![cluster(), params(), suite(), workload(), op_args(), op_space()]
 }

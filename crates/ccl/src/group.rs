@@ -37,15 +37,19 @@ pub fn select(
     let usable = |a: ChipIdx, b: ChipIdx| !cluster.usable_links_between(a, b).is_empty();
     let closes = |c: &[ChipIdx]| usable(c[c.len() - 1], c[0]);
     let line_ok = |c: &[ChipIdx]| c.windows(2).all(|w| usable(w[0], w[1]));
-    // Rows and columns of a mesh or torus first, then the ring (or a stretch of it), then a search.
-    let rows: Vec<Vec<ChipIdx>> =
-        cluster.lines().into_iter().map(|l| l.chips).filter(|c| c.len() == want).collect();
+    // Rows and columns of a mesh or torus first, then the ring (or a stretch of it), then a search;
+    // a line may also be the start of a longer row, column or chain.
+    let lines: Vec<Vec<ChipIdx>> = cluster.lines().into_iter().map(|l| l.chips).collect();
+    let rows: Vec<Vec<ChipIdx>> = lines.iter().filter(|c| c.len() == want).cloned().collect();
     let ring = cluster.ring().map(|r| r.chips);
     let found = match topology {
         Topology::Line => rows
             .into_iter()
             .find(|c| line_ok(c))
-            .or_else(|| ring.as_ref().map(|r| r[..want].to_vec()).filter(|c| line_ok(c))),
+            .or_else(|| ring.as_ref().map(|r| r[..want].to_vec()).filter(|c| line_ok(c)))
+            .or_else(|| {
+                lines.iter().filter(|c| c.len() > want).map(|c| c[..want].to_vec()).find(|c| line_ok(c))
+            }),
         Topology::Ring => rows
             .into_iter()
             .find(|c| line_ok(c) && (want == 2 || closes(c)))
@@ -124,6 +128,11 @@ mod tests {
         assert_eq!(select(&g, Topology::Ring, Some(8), None).unwrap().len(), 8);
         assert_eq!(ids(&t, &select(&t, Topology::Ring, None, Some(&[3, 7, 6, 2])).unwrap()), [3, 7, 6, 2]);
         assert!(select(&t, Topology::Ring, None, Some(&[3, 9])).is_err());
+        let line = builtin::cluster("line:35").unwrap();
+        assert_eq!(
+            select(&line, Topology::Line, Some(5), None).unwrap(),
+            (0..5).map(ChipIdx).collect::<Vec<_>>()
+        );
         let err = select(&t, Topology::Ring, Some(3), None).unwrap_err().to_string();
         assert_eq!(err, "cluster 't3000' has no ring of 3 chips over usable links");
     }
