@@ -499,7 +499,7 @@ mod op {
             (&["--shape", "1,1,32,256", "--dim", "4"], "dim 4 is outside"),
             (&["--shape", "1,1,32,256", "--num-links", "3"], "3 links requested"),
             (&["--shape", "1,1,32,256", "--dtype", "fp8"], "unknown dtype 'fp8'"),
-            (&["--shape", "1,1,32,256", "--chips", "3"], "no ring of 3 chips"),
+            (&["--shape", "1,1,32,256", "--chips", "3", "--topology", "ring"], "no ring of 3 chips"),
             (&["--shape", "1,1,0,256"], "zero dimension"),
             (&["--shape", "1,1,256"], "--shape needs 4 values"),
             (&["--shape", "1,1,32,256", "--topology", "star"], "invalid value 'star'"),

@@ -28,6 +28,12 @@ pub fn select(
     }
     let n = cluster.chips().len();
     let want = count.unwrap_or(n);
+    if n < 2 {
+        return Err(OpError(format!(
+            "cluster '{}' has one chip: a collective runs on 2 or more",
+            cluster.origin()
+        )));
+    }
     if want < 2 || want > n {
         return Err(OpError(format!(
             "cannot pick {want} chips from the {n} of cluster '{}'",
