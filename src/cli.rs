@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use meshsim_bench::report;
-use meshsim_ccl::flow::Model as SimModel;
+use meshsim_ccl::op::SimModel;
 use meshsim_ccl::op::{Bidir, RedOp, Stack, Topology};
 use meshsim_ccl::tensor::{DType, Memory};
 
@@ -41,8 +41,8 @@ pub(crate) struct ParamsFile {
 impl ParamsFile {
     /// The model as given: the file's parameters (or each cluster's architecture's) and the
     /// link rate.
-    pub(crate) fn load(&self) -> anyhow::Result<crate::scenario::Model> {
-        crate::scenario::Model::load(self.params.as_deref(), self.link_gbps)
+    pub(crate) fn load(&self) -> anyhow::Result<crate::scenario::ParamSource> {
+        crate::scenario::ParamSource::load(self.params.as_deref(), self.link_gbps)
             .map_err(|e| crate::BadInput(e.to_string()).into())
     }
 }
@@ -80,6 +80,17 @@ impl OpKnobs {
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory: self.memory.unwrap_or(d.memory),
             ..d
+        }
+    }
+
+    /// As overrides of every op of a workload (`meshsim run`).
+    pub(crate) fn overrides(&self) -> crate::workload::Overrides {
+        crate::workload::Overrides {
+            packet_size: self.packet_size,
+            pages_per_packet: self.pages_per_packet,
+            buffers: self.buffers,
+            memory: self.memory,
+            skew_ns: self.skew_ns,
         }
     }
 

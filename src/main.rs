@@ -191,7 +191,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(s) => s,
                 None => regress::default_suites().map_err(BadInput)?,
             };
-            if sim.sim_model == meshsim_ccl::flow::Model::Flow {
+            if sim.sim_model == meshsim_ccl::op::SimModel::Flow {
                 if update || check_determinism || check_shortcuts || trace.is_some() {
                     return Err(BadInput(
                         "regress --model flow reports the flow model's error against the baselines: it takes no --update, --check-determinism, --check-shortcuts or --trace".into(),
@@ -264,12 +264,13 @@ enum CalibrationSet {
 
 /// `meshsim calibrate`: exit 1 when a point misses its tolerance.
 fn calibrate(
-    (model, sim): (&scenario::Model, meshsim_ccl::flow::Model),
+    (model, sim): (&scenario::ParamSource, meshsim_ccl::op::SimModel),
     set: CalibrationSet,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     use meshsim_bench::ccl_calibration;
-    if sim == meshsim_ccl::flow::Model::Flow && matches!(set, CalibrationSet::Link | CalibrationSet::Fabric) {
+    if sim == meshsim_ccl::op::SimModel::Flow && matches!(set, CalibrationSet::Link | CalibrationSet::Fabric)
+    {
         return Err(BadInput(
             "calibrate --model flow runs the op sweeps (--ccl, --blackhole): the link and fabric sets are microbenchmarks of the packet model".into(),
         )
@@ -415,8 +416,8 @@ fn one_line_plot(title: String, x_desc: &str, y_desc: &str, label: String, point
     }
 }
 
-fn load_model(path: Option<&Path>, link_gbps: Option<u64>) -> anyhow::Result<scenario::Model> {
-    scenario::Model::load(path, link_gbps).map_err(|e| BadInput(e.to_string()).into())
+fn load_model(path: Option<&Path>, link_gbps: Option<u64>) -> anyhow::Result<scenario::ParamSource> {
+    scenario::ParamSource::load(path, link_gbps).map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn bench_error(e: BenchError) -> anyhow::Error {

@@ -290,7 +290,11 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
 }
 
 /// Runs a scenario with `model`, mapping its errors to exit codes.
-fn run_scenario(sc: &Scenario, model: &scenario::Model, trace: bool) -> anyhow::Result<scenario::Outcome> {
+fn run_scenario(
+    sc: &Scenario,
+    model: &scenario::ParamSource,
+    trace: bool,
+) -> anyhow::Result<scenario::Outcome> {
     sc.run(Path::new("."), Some(model), trace).map_err(|e| match e {
         RunError::Bad(m) => BadInput(m).into(),
         RunError::Sim(e) => anyhow::Error::new(e),
@@ -301,7 +305,7 @@ fn run_scenario(sc: &Scenario, model: &scenario::Model, trace: bool) -> anyhow::
 /// Runs `sc` again and fails (exit 1) unless the event log hashes and times are equal.
 fn check_determinism(
     sc: &Scenario,
-    model: &scenario::Model,
+    model: &scenario::ParamSource,
     first: &scenario::Outcome,
 ) -> anyhow::Result<()> {
     let again = run_scenario(sc, model, false)?;

@@ -231,7 +231,7 @@ pub struct Ran {
 pub fn run_all(
     suites: &[Suite],
     only: Option<&str>,
-    params: Option<&crate::scenario::Model>,
+    params: Option<&crate::scenario::ParamSource>,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Vec<Option<Result<Ran, String>>>>, String> {
     let jobs = jobs(suites, only);
@@ -485,7 +485,7 @@ pub fn run_flow(
     suites: &[Suite],
     baselines: &[Baseline],
     only: Option<&str>,
-    params: Option<&crate::scenario::Model>,
+    params: Option<&crate::scenario::ParamSource>,
     tick: &(dyn Fn() + Sync),
 ) -> Vec<FlowRow> {
     let jobs = jobs(suites, only);
@@ -512,7 +512,7 @@ pub fn run_flow(
             }
             // The flow model moves no bytes: a verifying scenario's time is its timing run's.
             let mut flow = sc.clone();
-            flow.model = Some(meshsim_ccl::flow::Model::Flow);
+            flow.model = Some(meshsim_ccl::op::SimModel::Flow);
             flow.verify = None;
             match flow.run(suite.base_dir(), params, false) {
                 Ok(o) => {

@@ -78,7 +78,7 @@ pub(crate) fn run_regress(
 fn params_and_baselines(
     model: &crate::cli::ParamsFile,
     suites: &[regress::Suite],
-) -> anyhow::Result<(Option<scenario::Model>, Vec<regress::Baseline>)> {
+) -> anyhow::Result<(Option<scenario::ParamSource>, Vec<regress::Baseline>)> {
     let params = match model.params.is_some() || model.link_gbps.is_some() {
         true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
         false => None,
@@ -186,7 +186,7 @@ fn run_again(
     suites: &[regress::Suite],
     results: &[Vec<Option<Result<regress::Ran, String>>>],
     (suite, sc): (&regress::Suite, &scenario::Scenario),
-    params: Option<&crate::scenario::Model>,
+    params: Option<&crate::scenario::ParamSource>,
     check: bool,
     trace: Option<&Path>,
 ) -> anyhow::Result<bool> {

@@ -17,14 +17,14 @@ pub(crate) fn run_workload(
     format: Format,
     link_report: bool,
     trace: Option<&Path>,
-    (verify, sim): (bool, meshsim_ccl::flow::Model),
+    (verify, sim): (bool, meshsim_ccl::op::SimModel),
     (model, select): (crate::cli::ParamsFile, Option<PathBuf>),
     (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
     let mut w = Workload::load(path).map_err(BadInput)?;
     // The command line's op knobs override every op's.
-    w.override_knobs(&knobs);
+    w.override_knobs(&knobs.overrides());
     // The command line's faults join the file's; its random draw replaces the file's.
     let extra = faults.knobs();
     w.faults.faults.extend(extra.faults);

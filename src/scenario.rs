@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::flow::Model as SimModel;
+use meshsim_ccl::op::SimModel;
 use meshsim_ccl::op::{Bidir, Given, Knobs, OpRun, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpRequest, OpResult, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
@@ -276,21 +276,21 @@ pub fn load_select(path: &Path) -> Result<meshsim_ccl::select::Select, String> {
 /// else each cluster's architecture's built-in ones, and a line rate for every link
 /// (`--link-gbps`).
 #[derive(Clone, Debug, Default)]
-pub struct Model {
+pub struct ParamSource {
     /// A parameter file's parameters, for every cluster whatever its architecture.
     pub file: Option<Params>,
     /// The Ethernet line rate of every link, Gb/s, over the parameters' own.
     pub link_gbps: Option<u64>,
 }
 
-impl Model {
+impl ParamSource {
     /// Reads the parameter file, if any.
-    pub fn load(path: Option<&Path>, link_gbps: Option<u64>) -> Result<Model, RunError> {
+    pub fn load(path: Option<&Path>, link_gbps: Option<u64>) -> Result<ParamSource, RunError> {
         let file = path.map(|p| Params::load(p).map_err(|e| RunError::Bad(e.to_string()))).transpose()?;
         if link_gbps == Some(0) {
             return Err(RunError::Bad("--link-gbps must be positive".into()));
         }
-        Ok(Model { file, link_gbps })
+        Ok(ParamSource { file, link_gbps })
     }
 
     /// The parameters on `cluster`: the file's, or its architecture's (`configs/<arch>.yaml`),
@@ -377,7 +377,7 @@ impl Scenario {
 
     /// Runs the scenario. Paths are relative to `base`; `params` overrides the scenario's own
     /// parameter file; `trace` records a full trace.
-    pub fn run(&self, base: &Path, model: Option<&Model>, trace: bool) -> Result<Outcome, RunError> {
+    pub fn run(&self, base: &Path, model: Option<&ParamSource>, trace: bool) -> Result<Outcome, RunError> {
         let bad = RunError::Bad;
         if let Some(field) = self.stray_fields().first() {
             return Err(bad(format!("'{field}' does not apply to {}", self.op.name())));
@@ -388,7 +388,9 @@ impl Scenario {
         let cluster = load_cluster(&self.cluster_spec(base))?;
         let params = match model {
             Some(m) => m.on(&cluster),
-            None => Model::load(self.params.as_ref().map(|p| base.join(p)).as_deref(), None)?.on(&cluster),
+            None => {
+                ParamSource::load(self.params.as_ref().map(|p| base.join(p)).as_deref(), None)?.on(&cluster)
+            }
         };
         if self.op == Kind::Workload {
             let file = self.workload.as_ref().ok_or_else(|| bad("workload needs a workload file".into()))?;

@@ -27,7 +27,7 @@ pub(crate) struct SweepKnobs {
     pub(crate) bidir: Option<Bidir>,
     pub(crate) stack: Stack,
     /// The model that simulates every point.
-    pub(crate) model: meshsim_ccl::flow::Model,
+    pub(crate) model: meshsim_ccl::op::SimModel,
     pub(crate) redop: Option<RedOp>,
     pub(crate) root: Option<usize>,
     /// The selection tree (`None`: the embedded one).
@@ -72,7 +72,7 @@ pub(crate) struct SweepHeader {
     pub(crate) max: u64,
     pub(crate) factor: u64,
     /// The model that simulated it.
-    pub(crate) model: meshsim_ccl::flow::Model,
+    pub(crate) model: meshsim_ccl::op::SimModel,
 }
 
 /// Where a sweep's points go and which of them it runs: `--out`, `--resume`, `--shard`, and
@@ -110,7 +110,7 @@ pub(crate) struct PointRecord {
     /// The model that simulated it (points written before models had one are the packet
     /// model's).
     #[serde(default)]
-    model: meshsim_ccl::flow::Model,
+    model: meshsim_ccl::op::SimModel,
 }
 
 impl PointRecord {
@@ -391,7 +391,7 @@ struct Job {
 pub(crate) fn run_sweep(
     k: &SweepKnobs,
     series: &SeriesKnobs,
-    model: &crate::scenario::Model,
+    model: &crate::scenario::ParamSource,
     io: &SweepIo,
 ) -> anyhow::Result<SweepOutcome> {
     let stop = io.stop;
@@ -799,7 +799,7 @@ mod tests {
             axis: None,
             bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,
-            model: meshsim_ccl::flow::Model::Packet,
+            model: meshsim_ccl::op::SimModel::Packet,
             redop: None,
             root: None,
             select: None,

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::flow::Model as SimModel;
+use meshsim_ccl::op::SimModel;
 use meshsim_ccl::op::Stack;
 use meshsim_ccl::select::Select;
 use meshsim_ccl::tune::{self, TuneSpec};

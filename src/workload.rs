@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::flow::Model as SimModel;
+use meshsim_ccl::op::SimModel;
 use meshsim_ccl::op::{Bidir, CclError, Collective, Given, Knobs, RedOp, Stack, Topology};
 use meshsim_ccl::session::{OpHandle, OpRequest, Session, SessionRun};
 
@@ -177,7 +177,7 @@ impl Workload {
 
     /// The command line's op knobs, each given one replacing every op's: packet size, pages
     /// per packet, buffers, memory; and the start skew over the cluster's chips.
-    pub fn override_knobs(&mut self, k: &crate::cli::OpKnobs) {
+    pub fn override_knobs(&mut self, k: &Overrides) {
         for o in &mut self.ops {
             o.packet_size = k.packet_size.or(o.packet_size);
             o.pages_per_packet = k.pages_per_packet.or(o.pages_per_packet);
@@ -351,6 +351,21 @@ impl WorkloadOp {
         };
         Ok((collective, tensor, self.dim.unwrap_or(3), knobs))
     }
+}
+
+/// Op knobs a command line gives every op of a workload: each one given replaces the ops' own.
+#[derive(Clone, Copy, Debug)]
+pub struct Overrides {
+    /// The fabric routers' packet payload, bytes.
+    pub packet_size: Option<u64>,
+    /// Pages per EDM packet.
+    pub pages_per_packet: Option<u64>,
+    /// EDM buffers per channel.
+    pub buffers: Option<u64>,
+    /// Where tensors are interleaved.
+    pub memory: Option<Memory>,
+    /// Program start skew per chip, ns.
+    pub skew_ns: u64,
 }
 
 impl CommSpec {

@@ -1,6 +1,6 @@
-//! The CLI's contract on the surfaces generated clusters and Blackhole opened: long lines up to
-//! the 1D header's reach and a clear refusal past it, kernels whose buffers fit at any size the
-//! shape allows, and defaults that fit the machine.
+//! The CLI's contract across its surfaces: long lines up to the 1D header's reach and a clear
+//! refusal past it, kernels whose buffers fit at any size the shape allows, defaults that fit
+//! the machine, and the same op knobs on every command that runs ops.
 
 mod common;
 
@@ -215,4 +215,80 @@ fn with_no_topology_given_a_machine_without_a_ring_runs_its_line() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("has no ring of 8 chips"), "{err}");
+}
+
+/// Every command that runs ops takes the knobs of how an op's data moves (`OpKnobs`, declared
+/// once): a sweep point with `--packet-size` is the op with the same flag, and the flag counts.
+mod op_knobs_everywhere {
+    use super::*;
+
+    fn sweep_time(extra: &[&str]) -> f64 {
+        let mut args = vec!["sweep", "all-gather", "-b", "256K", "-e", "256K", "--num-links", "1"];
+        args.extend_from_slice(&[
+            "--dtype",
+            "bf16",
+            "--topology",
+            "line",
+            "--chips",
+            "2",
+            "--format",
+            "json",
+        ]);
+        args.extend_from_slice(extra);
+        let (code, out, err) = meshsim(&args);
+        assert_eq!(code, 0, "{err}");
+        json(&out)[0]["time_us"].as_f64().unwrap()
+    }
+
+    #[test]
+    fn sweep_run_and_tune_take_the_packet_size_skew_and_memory_an_op_takes() {
+        let op = |extra: &[&str]| {
+            let mut args =
+                vec!["op", "all-gather", "--shape", "1,1,32,4096", "--num-links", "1", "--dtype", "bf16"];
+            args.extend_from_slice(&["--topology", "line", "--chips", "2", "--format", "json"]);
+            args.extend_from_slice(extra);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            json(&out)["time_us"].as_f64().unwrap()
+        };
+        for extra in [&["--packet-size", "6144"][..], &["--skew-ns", "500"], &["--memory", "l1"]] {
+            assert_eq!(sweep_time(extra), op(extra), "{extra:?}");
+        }
+        // Each knob counts: a sweep that dropped one would still equal the op without it.
+        for extra in [&["--packet-size", "6144"][..], &["--skew-ns", "500"], &["--memory", "l1"]] {
+            assert_ne!(sweep_time(extra), sweep_time(&[]), "{extra:?}");
+        }
+        // A workload run takes them too, overriding every op's.
+        let workload = |extra: &str| {
+            format!(
+                "cluster: t3000\nops:\n  - name: ag\n    op: all-gather\n    comm: {{chips: [0, 1], topology: line}}\n    shape: [1, 1, 32, 4096]\n    dtype: bf16\n    num_links: 1\n{extra}"
+            )
+        };
+        let run = |path: &PathBuf, extra: &[&str]| {
+            let mut args = vec!["run", path.to_str().unwrap(), "--format", "json"];
+            args.extend_from_slice(extra);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            json(&out)["makespan_us"].as_f64().unwrap()
+        };
+        let (plain, sized) = (workload(""), workload("    packet_size: 6144\n"));
+        let (plain, sized) =
+            (file("knobs-plain.yaml", plain.as_bytes()), file("knobs-sized.yaml", sized.as_bytes()));
+        assert_eq!(run(&plain, &["--packet-size", "6144"]), run(&sized, &[]));
+        assert_ne!(run(&plain, &[]), run(&sized, &[]));
+        // tune too: a given packet size is the only one its candidates try.
+        let candidates = |extra: &[&str]| {
+            let mut args = vec!["tune", "all-gather", "-b", "16K", "-e", "16K", "--chips", "4", "--topology"];
+            args.extend_from_slice(&["line", "--format", "json"]);
+            args.extend_from_slice(extra);
+            let (code, _, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            // The measurements go to stderr when the tree goes to stdout.
+            json(&err)[0]["candidates"].as_u64().unwrap()
+        };
+        assert_eq!((candidates(&[]), candidates(&["--packet-size", "6144"])), (9, 3));
+        // The stack's one rule refuses another stack's knob in a sweep as in an op.
+        let err = robustness_bad(&["sweep", "all-gather", "-e", "64K", "--pages-per-packet", "2"]);
+        assert!(err.contains("pages_per_packet applies to the edm stack"), "{err}");
+    }
 }

@@ -170,7 +170,7 @@ pub fn run_blackhole(
     galaxy: &Setup,
     max_sweep_bytes: u64,
 ) -> Result<Vec<CalibrationRow>, BenchError> {
-    let micro = galaxy.model == meshsim_ccl::flow::Model::Packet;
+    let micro = galaxy.model == meshsim_ccl::op::SimModel::Packet;
     let lat: Vec<Result<CalibrationRow, BenchError>> = BH_LATENCY
         .par_iter()
         .filter(|_| micro)

@@ -220,7 +220,7 @@ pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<Calibr
             rows.push(row(&what, size, us, got, SWEEP_TOLERANCE_PCT));
         }
     }
-    if t3000.model != meshsim_ccl::flow::Model::Packet {
+    if t3000.model != meshsim_ccl::op::SimModel::Packet {
         return Ok(rows);
     }
     let ring_bw: Vec<Result<CalibrationRow, BenchError>> = RING_BANDWIDTH

@@ -15,13 +15,13 @@ pub struct Setup {
     pub trace: bool,
     /// The model that simulates the collective sweeps (microbenchmarks run on the packet
     /// model, which they measure).
-    pub model: meshsim_ccl::flow::Model,
+    pub model: meshsim_ccl::op::SimModel,
 }
 
 impl Setup {
     /// `cluster` with `params`, not tracing.
     pub fn new(cluster: Cluster, params: Params) -> Setup {
-        Setup { cluster, params, trace: false, model: meshsim_ccl::flow::Model::Packet }
+        Setup { cluster, params, trace: false, model: meshsim_ccl::op::SimModel::Packet }
     }
 
     /// A fresh machine in timing mode, tracing if asked to.

@@ -97,6 +97,24 @@ named!(
     Relay => "relay",
 );
 
+/// Which model simulates a session: every packet, or flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SimModel {
+    /// The packet-level model: every packet through the hardware model (the reference).
+    #[default]
+    Packet,
+    /// The flow-level model: each transfer as a fluid flow over the resources it uses.
+    Flow,
+}
+
+named!(SimModel, "model", Packet => "packet", Flow => "flow");
+
+impl serde::Serialize for SimModel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// How a communicator's chips connect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topology {

@@ -135,7 +135,7 @@ pub struct OpResult {
     /// The transport it ran on ([`crate::transport::Transport::name`]).
     pub transport: &'static str,
     /// The model that simulated it.
-    pub model: crate::flow::Model,
+    pub model: crate::op::SimModel,
     /// The algorithm of each of its phases, joined by " + ": on the fabric a reduce-scatter's
     /// `ring`, `line` or `direct` (one-shot), an all-gather's `multicast` or `relay` factory,
     /// all-to-all's `direct`; on the EDM stack the communicator's topology.

@@ -29,7 +29,7 @@ pub use crate::request::{Limits, OpHandle, OpRequest, OpResult, SessionRun, Stre
 pub use crate::stacks::{MAX_WORKERS, default_links};
 pub use crate::verify::{gather_page, reduce_page};
 
-use crate::flow::Model;
+use crate::op::SimModel;
 use crate::op::{Bidir, CclError, Collective, Given, Hazard, Knobs, OpError, Stack, Topology};
 use crate::phase::Phase;
 use crate::plan::{self, Plan};
@@ -54,7 +54,7 @@ pub struct Session<'c> {
     /// The stack its selection tree's `stack=` conditions test.
     stack: Stack,
     /// The model that simulates its ops.
-    model: Model,
+    model: SimModel,
     /// What carries its ops.
     transport: Box<dyn Transport>,
     /// Per op, the knobs its caller gave, before the selection tree and the defaults filled
@@ -83,7 +83,7 @@ impl<'c> Session<'c> {
             faults: Vec::new(),
             ops: Vec::new(),
             stack: Stack::DEFAULT,
-            model: Model::Packet,
+            model: SimModel::Packet,
             transport: crate::stacks::transport(Stack::DEFAULT),
             given: Vec::new(),
             select: Select::default_tree(),
@@ -169,7 +169,7 @@ impl<'c> Session<'c> {
 
     /// Which model simulates every op: every packet (the default) or flows
     /// ([`crate::flow`]); the stack stays the one set.
-    pub fn set_model(&mut self, model: Model) {
+    pub fn set_model(&mut self, model: SimModel) {
         self.model = model;
         self.transport = crate::stacks::transport_for(self.stack, model);
     }
@@ -379,7 +379,7 @@ impl<'c> Session<'c> {
     }
 
     fn run_inner(mut self) -> Result<SessionRun, CclError> {
-        if self.model == Model::Flow {
+        if self.model == SimModel::Flow {
             if self.verify {
                 return Err(CclError::Invalid(
                     "the flow model moves no bytes, so it cannot verify outputs: verify with --model packet"

@@ -4,7 +4,7 @@
 use meshsim_topology::Cluster;
 
 use crate::comm::Communicator;
-use crate::flow::Model;
+use crate::op::SimModel;
 use crate::op::{Collective, Given, Stack, Topology};
 use crate::transport::Transport;
 
@@ -17,10 +17,10 @@ pub fn transport(stack: Stack) -> Box<dyn Transport> {
 }
 
 /// The transport of `stack` as `model` simulates it.
-pub fn transport_for(stack: Stack, model: Model) -> Box<dyn Transport> {
+pub fn transport_for(stack: Stack, model: SimModel) -> Box<dyn Transport> {
     match model {
-        Model::Packet => transport(stack),
-        Model::Flow => Box::new(crate::flow::FlowTransport::new(stack)),
+        SimModel::Packet => transport(stack),
+        SimModel::Flow => Box::new(crate::flow::FlowTransport::new(stack, transport(stack))),
     }
 }
 

@@ -106,7 +106,7 @@ pub struct SweepSpec {
     /// The transport.
     pub stack: crate::op::Stack,
     /// The model that simulates every point.
-    pub model: crate::flow::Model,
+    pub model: crate::op::SimModel,
     /// Faults injected into every point.
     pub faults: Vec<crate::fault::Fault>,
     /// The selection tree (`None`: the embedded one).

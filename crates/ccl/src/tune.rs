@@ -43,7 +43,7 @@ pub struct TuneSpec {
     /// the first.
     pub skew_ns: u64,
     /// The model that measures the candidates (and the tree's times).
-    pub model: crate::flow::Model,
+    pub model: crate::op::SimModel,
     /// Screen every candidate on the flow model and confirm only this many of the fastest at
     /// each size with `model` (`None`: every candidate on `model`).
     pub screen: Option<usize>,
@@ -159,7 +159,7 @@ fn time_of(
     params: &Params,
     spec: &TuneSpec,
     tiles: u64,
-    (tree, model): (Select, crate::flow::Model),
+    (tree, model): (Select, crate::op::SimModel),
 ) -> Result<Option<Time>, CclError> {
     let tensor = TensorSpec::new([1, 1, 32, 32 * tiles], spec.dtype, Layout::Tile)
         .map_err(|e| CclError::Invalid(e.0))?;
@@ -202,9 +202,9 @@ pub fn tune(
     }
     let mut tiles = spec.tiles.clone();
     tiles.sort_unstable();
-    use crate::flow::Model;
+    use crate::op::SimModel;
     // Runs (point, candidate or the base) on `model`, in parallel.
-    let run = |jobs: &[(usize, Option<usize>)], model: Model| {
+    let run = |jobs: &[(usize, Option<usize>)], model: SimModel| {
         jobs.par_iter()
             .with_max_len(1)
             .map(|&(i, c)| {
@@ -223,7 +223,7 @@ pub fn tune(
     let packet_jobs: Vec<(usize, Option<usize>)> = match spec.screen {
         None => every.clone(),
         Some(keep) => {
-            let flow = run(&every, Model::Flow)?;
+            let flow = run(&every, SimModel::Flow)?;
             (0..tiles.len())
                 .flat_map(|i| {
                     let at = |c: usize| flow[i * (cands.len() + 1) + c + 1];

@@ -3,7 +3,7 @@
 //! what it costs in events, and what it refuses.
 
 use meshsim_ccl::comm::Communicator;
-use meshsim_ccl::flow::Model;
+use meshsim_ccl::op::SimModel;
 use meshsim_ccl::op::{CclError, Collective, RedOp, Stack, Topology};
 use meshsim_ccl::request::OpRequest;
 use meshsim_ccl::session::{Session, SessionRun};
@@ -11,7 +11,7 @@ use meshsim_ccl::tensor::{DType, Layout, TensorSpec};
 use meshsim_hw::Params;
 use meshsim_topology::{Cluster, builtin};
 
-fn run(cluster: &Cluster, topology: Topology, collective: Collective, x: u64, model: Model) -> SessionRun {
+fn run(cluster: &Cluster, topology: Topology, collective: Collective, x: u64, model: SimModel) -> SessionRun {
     let mut s = Session::new(cluster, &Params::of(cluster.arch()).unwrap().on(cluster));
     s.set_model(model);
     let comm = Communicator::world(cluster, topology, None).unwrap();
@@ -22,11 +22,11 @@ fn run(cluster: &Cluster, topology: Topology, collective: Collective, x: u64, mo
 
 fn error_pct(cluster: &str, topology: Topology, collective: Collective, x: u64) -> (f64, SessionRun) {
     let c = builtin::cluster(cluster).unwrap();
-    let packet = run(&c, topology, collective, x, Model::Packet);
-    let flow = run(&c, topology, collective, x, Model::Flow);
+    let packet = run(&c, topology, collective, x, SimModel::Packet);
+    let flow = run(&c, topology, collective, x, SimModel::Flow);
     let (p, f) = (packet.ops[0].time.0 as f64, flow.ops[0].time.0 as f64);
     assert_eq!(packet.ops[0].algorithm, flow.ops[0].algorithm, "the same algorithm");
-    assert_eq!((flow.ops[0].model, packet.ops[0].model), (Model::Flow, Model::Packet));
+    assert_eq!((flow.ops[0].model, packet.ops[0].model), (SimModel::Flow, SimModel::Packet));
     (100.0 * (f - p) / p, flow)
 }
 
@@ -54,8 +54,8 @@ fn the_flow_model_tracks_a_ring_reduce_scatter() {
 #[test]
 fn the_flow_model_costs_events_per_phase_not_per_packet() {
     let c = builtin::cluster("ring:8:links=1").unwrap();
-    let small = run(&c, Topology::Ring, Collective::AllGather, 16 * 1024, Model::Flow);
-    let large = run(&c, Topology::Ring, Collective::AllGather, 2048 * 1024, Model::Flow);
+    let small = run(&c, Topology::Ring, Collective::AllGather, 16 * 1024, SimModel::Flow);
+    let large = run(&c, Topology::Ring, Collective::AllGather, 2048 * 1024, SimModel::Flow);
     assert_eq!(small.stats.events, large.stats.events);
     assert!(large.stats.events < 100, "{} events", large.stats.events);
     assert!(large.ops[0].time.0 > 50 * small.ops[0].time.0);
@@ -70,7 +70,7 @@ fn the_flow_model_refuses_what_it_does_not_model() {
     let tensor = TensorSpec::new([1, 1, 32, 8192], DType::Bf16, Layout::Tile).unwrap();
     let session = |setup: &dyn Fn(&mut Session)| {
         let mut s = Session::new(&c, &Params::default());
-        s.set_model(Model::Flow);
+        s.set_model(SimModel::Flow);
         setup(&mut s);
         s.submit(OpRequest::new("ag", comm.clone(), Collective::AllGather, tensor, 3)).unwrap();
         s.run().unwrap_err()

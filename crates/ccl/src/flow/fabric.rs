@@ -107,7 +107,7 @@ struct PhaseState {
 }
 
 /// The session's flow network as it is built and run.
-struct Model<'a, 'c> {
+struct Network<'a, 'c> {
     s: &'a LowerCx<'c>,
     net: FlowNet,
     keys: BTreeMap<Key, ResourceId>,
@@ -119,7 +119,7 @@ struct Model<'a, 'c> {
     one_erisc: bool,
     /// Slots per sender channel and of the receiver channel.
     slots: (u64, u64),
-    /// [`Model::round_hops`] by memory and NoC, once computed.
+    /// [`Network::round_hops`] by memory and NoC, once computed.
     hops: BTreeMap<(bool, usize), f64>,
     /// Every credit loop (a sender channel's slots, a receiver's slots or transaction ids):
     /// its credits and the resources a packet queues at on its way round (the link, the tx
@@ -147,7 +147,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     // phases are built, so a session that places one is built again on one ERISC.
     let mut one_erisc = s.params.fabric_router_eriscs < 2;
     let (mut m, runs, workers) = loop {
-        let mut m = Model {
+        let mut m = Network {
             s,
             net: FlowNet::new(),
             keys: BTreeMap::new(),
@@ -194,7 +194,7 @@ fn ps(t: f64) -> Time {
     Time(t.round().max(0.0) as u64)
 }
 
-impl Model<'_, '_> {
+impl Network<'_, '_> {
     fn resource(&mut self, key: Key) -> ResourceId {
         if let Some(&r) = self.keys.get(&key) {
             return r;

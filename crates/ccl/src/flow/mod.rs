@@ -19,28 +19,9 @@ use meshsim_topology::{ChipIdx, Cluster};
 
 pub use net::{FlowId, FlowNet, ResourceId};
 
-use crate::named::named;
 use crate::op::{Algorithm, CclError, Collective, Given, Stack};
 use crate::request::OpRequest;
 use crate::transport::{LowerCx, Lowered, Transport};
-
-/// Which model simulates a session: every packet, or flows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Model {
-    /// The packet-level model: every packet through the hardware model (the reference).
-    #[default]
-    Packet,
-    /// The flow-level model: each transfer as a fluid flow over the resources it uses.
-    Flow,
-}
-
-named!(Model, "model", Packet => "packet", Flow => "flow");
-
-impl serde::Serialize for Model {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
 
 /// The flow model of a stack: the stack's own rules (algorithms, knobs, default links), its
 /// transfers simulated as flows.
@@ -50,9 +31,9 @@ pub struct FlowTransport {
 }
 
 impl FlowTransport {
-    /// The flow model of `stack`.
-    pub fn new(stack: Stack) -> FlowTransport {
-        FlowTransport { stack, inner: crate::stacks::transport(stack) }
+    /// The flow model of `stack`, whose packet-level transport `inner` gives its rules.
+    pub fn new(stack: Stack, inner: Box<dyn Transport>) -> FlowTransport {
+        FlowTransport { stack, inner }
     }
 }
 
