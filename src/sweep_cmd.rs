@@ -411,19 +411,7 @@ pub(crate) fn run_sweep(
     let mut ran = 0;
     for ((j, job), tiles) in jobs.into_iter().enumerate().zip(plans) {
         let Job { name, cluster: c, spec, label } = job;
-        let layout = match k.axis {
-            Some(a) => format!(
-                "{} {} x {}",
-                spec.comms.len(),
-                if a == 0 { "columns" } else { "rows" },
-                spec.comms[0].topology()
-            ),
-            None => spec.comms[0].topology().to_string(),
-        };
-        let num_links = spec.links.unwrap_or_else(|| {
-            let collective = spec.op.collective();
-            meshsim_ccl::session::default_links(&c, spec.stack, collective, &spec.comms[0])
-        });
+        let (layout, num_links) = layout_and_links(k, &c, &spec);
         let record = |row: &SweepRow| PointRecord {
             series: label.clone(),
             cluster: name.clone(),
@@ -468,6 +456,25 @@ pub(crate) fn run_sweep(
         return Err(anyhow::anyhow!("{path}: cannot write the sweep's points: {e}"));
     }
     Ok(SweepOutcome { series: out, interrupted: stop.load(Ordering::SeqCst), ran, planned: total })
+}
+
+/// How a series' ranks are laid out (its topology, or how many rows or columns on an axis) and
+/// its links per hop (given, or tt-metal's default on its communicator).
+fn layout_and_links(k: &SweepKnobs, c: &Cluster, spec: &meshsim_ccl::sweep::SweepSpec) -> (String, usize) {
+    let layout = match k.axis {
+        Some(a) => format!(
+            "{} {} x {}",
+            spec.comms.len(),
+            if a == 0 { "columns" } else { "rows" },
+            spec.comms[0].topology()
+        ),
+        None => spec.comms[0].topology().to_string(),
+    };
+    let num_links = spec.links.unwrap_or_else(|| {
+        let collective = spec.op.collective();
+        meshsim_ccl::session::default_links(c, spec.stack, collective, &spec.comms[0])
+    });
+    (layout, num_links)
 }
 
 /// Every series of the sweep, resolved (clusters loaded, communicators chosen, faults drawn)

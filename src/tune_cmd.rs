@@ -45,48 +45,12 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     meshsim_ccl::stacks::check_given(stack, collective, &a.knobs.given()).map_err(bad)?;
     let knobs = a.knobs.knobs();
     let model = a.sim.sim_model;
-    let screen = match a.screen {
-        None => None,
-        Some(SimModel::Flow) if model == SimModel::Flow => {
-            return Err(bad(
-                "--screen flow screens candidates for the packet model: leave out --model flow".into()
-            ));
-        }
-        Some(SimModel::Flow) => Some(a.confirm as usize),
-        Some(SimModel::Packet) => return Err(bad("--screen takes flow (the model that screens)".into())),
-    };
-    if (screen.is_some() || model == SimModel::Flow) && stack != Stack::Fabric {
-        return Err(bad(format!("the flow model carries the fabric stack, not the {stack} stack")));
-    }
+    let screen = screen(&a, stack).map_err(bad)?;
     let skew_ns = a.knobs.skew_ns;
     let spec = TuneSpec { collective, comm, dtype, stack, tiles, base, knobs, skew_ns, model, screen };
     let (tree, points) = tune::tune(&cluster, &params, &spec)
         .map_err(|e| if e.is_bad_input() { bad(e.to_string()) } else { anyhow::anyhow!("{e}") })?;
-    #[derive(serde::Serialize)]
-    struct Row {
-        size_bytes: u64,
-        default_us: f64,
-        default: String,
-        best_us: f64,
-        best: String,
-        speedup: f64,
-        candidates: usize,
-        confirmed: usize,
-    }
-    let rows: Vec<Row> = points
-        .iter()
-        .map(|p| Row {
-            size_bytes: p.size_bytes,
-            default_us: p.base.1.as_us_f64(),
-            default: p.base.0.to_string(),
-            best_us: p.best.1.as_us_f64(),
-            best: p.best.0.to_string(),
-            speedup: p.base.1.0 as f64 / p.best.1.0.max(1) as f64,
-            candidates: p.candidates,
-            confirmed: p.confirmed,
-        })
-        .collect();
-    let table = meshsim_bench::report::render(&rows, a.output.format.into());
+    let table = meshsim_bench::report::render(&rows(&points), a.output.format.into());
     let screened = match spec.screen {
         Some(k) => format!(
             "; every candidate screened on the flow model, the best {k} at each size (and the default) run on the {model} model"
@@ -116,4 +80,54 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--screen`: how many candidates the flow model's screen keeps per size, if it screens; its
+/// refusals with `--model flow` or another stack than the fabric.
+fn screen(a: &TuneArgs, stack: Stack) -> Result<Option<usize>, String> {
+    let model = a.sim.sim_model;
+    let screen = match a.screen {
+        None => None,
+        Some(SimModel::Flow) if model == SimModel::Flow => {
+            return Err(
+                "--screen flow screens candidates for the packet model: leave out --model flow".into()
+            );
+        }
+        Some(SimModel::Flow) => Some(a.confirm as usize),
+        Some(SimModel::Packet) => return Err("--screen takes flow (the model that screens)".into()),
+    };
+    if (screen.is_some() || model == SimModel::Flow) && stack != Stack::Fabric {
+        return Err(format!("the flow model carries the fabric stack, not the {stack} stack"));
+    }
+    Ok(screen)
+}
+
+/// A row of tune's table: per size, the default's time and choice, the best's, and how many
+/// candidates ran.
+#[derive(serde::Serialize)]
+struct Row {
+    size_bytes: u64,
+    default_us: f64,
+    default: String,
+    best_us: f64,
+    best: String,
+    speedup: f64,
+    candidates: usize,
+    confirmed: usize,
+}
+
+fn rows(points: &[meshsim_ccl::tune::TunePoint]) -> Vec<Row> {
+    points
+        .iter()
+        .map(|p| Row {
+            size_bytes: p.size_bytes,
+            default_us: p.base.1.as_us_f64(),
+            default: p.base.0.to_string(),
+            best_us: p.best.1.as_us_f64(),
+            best: p.best.0.to_string(),
+            speedup: p.base.1.0 as f64 / p.best.1.0.max(1) as f64,
+            candidates: p.candidates,
+            confirmed: p.confirmed,
+        })
+        .collect()
 }

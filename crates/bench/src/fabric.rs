@@ -743,6 +743,26 @@ pub enum LatencyTopology {
     Mesh,
 }
 
+impl LatencyTopology {
+    /// The fabric it runs on.
+    fn kind(self) -> FabricKind {
+        match self {
+            LatencyTopology::Line => FabricKind::Linear,
+            LatencyTopology::Ring => FabricKind::Ring,
+            LatencyTopology::Mesh => FabricKind::Mesh,
+        }
+    }
+
+    /// The golden file's test name.
+    fn test_name(self) -> &'static str {
+        match self {
+            LatencyTopology::Line => "LatencyLinearUnicast",
+            LatencyTopology::Ring => "LatencyRingUnicast",
+            LatencyTopology::Mesh => "LatencyMeshUnicast",
+        }
+    }
+}
+
 /// One fabric latency point.
 #[derive(Clone, Copy, Debug)]
 pub struct FabricLatencySpec {
@@ -793,53 +813,21 @@ pub fn fabric_latency(
         )));
     }
     crate::common::check_count(("sample", "samples"), spec.samples, crate::common::MAX_SAMPLES)?;
-    let kind = match spec.topology {
-        LatencyTopology::Line => FabricKind::Linear,
-        LatencyTopology::Ring => FabricKind::Ring,
-        LatencyTopology::Mesh => FabricKind::Mesh,
-    };
-    let (lines, grid) = lines(setup, kind)?;
-    let (a, b) = (grid.chip(0, 0), grid.chip(0, 1));
-    let line =
-        lines.iter().position(|l| l.chips.contains(&a) && l.chips.contains(&b)).expect("a line holds row 0");
+    let kind = spec.topology.kind();
+    let (fabric, line, (a, b), mut programs) = latency_fabric(setup, kind)?;
     let mut m = setup.machine();
-    let soc = setup.cluster.soc();
-    let config = FabricConfig { kind, max_payload_bytes: default, planes: 1 };
-    let fabric = Fabric::new(&setup.cluster, &setup.params, soc.eth_cores.clone(), config, lines)
-        .map_err(|e| BenchError::BadArgument(e.to_string()))?;
-    let chips = setup.cluster.chips().len();
-    let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
-    fabric.install(&mut programs);
     let core = CoreRef::Worker(CoreCoord { x: 0, y: 0 });
     let dev = m.device(a);
     let at = dev.noc_coord(core);
     let sem = dev.semaphore_addr(core, 0);
     let fused = spec.noc_send == NocSend::FusedAtomicInc;
-    let header = move |route: Route| {
-        let dst = k_noc(at, PING_BUF);
-        let cmd = if fused {
-            NocCmd::FusedWriteInc { dst, sem: k_noc(at, sem), inc: 1 }
-        } else {
-            NocCmd::Write { dst }
-        };
-        Header { cmd, payload: size, route, src_ch: 0 }
-    };
+    let header = ping_header(fused, size, (at, sem));
     let close = m.new_event("fabric latency done");
     let raw = Rc::new(RefCell::new(Vec::new()));
     let resp = Rc::new(RefCell::new(Vec::new()));
     let samples = spec.samples;
     let stamp = PING_SRC + size - 4;
     let landed = PING_BUF + size - 4;
-    let arrived = move |k: &meshsim_hw::Kernel, i: u64| {
-        let k = k.clone();
-        async move {
-            if fused {
-                k.wait_until(sem, Cond::Ge(i as u32 + 1)).await
-            } else {
-                k.wait_until(landed, Cond::Eq(i as u32 + 1)).await
-            }
-        }
-    };
     let mesh = kind == FabricKind::Mesh;
     for (me, other, times) in [(a, b, raw.clone()), (b, a, resp.clone())] {
         let r = fabric.router_facing(line, 0, me, other).expect("a router between chips 0 and 1");
@@ -863,10 +851,10 @@ pub fn fabric_latency(
                         conn.send(&k, header(route), PING_SRC).await?;
                         let t0 = k.now();
                         k.noc_async_writes_flushed().await;
-                        arrived(&k, i).await?;
+                        arrived(&k, i, fused, (sem, landed)).await?;
                         times.borrow_mut().push(k.now() - t0);
                     } else {
-                        arrived(&k, i).await?;
+                        arrived(&k, i, fused, (sem, landed)).await?;
                         let t0 = k.now();
                         k.write_u32(stamp, i as u32 + 1)?;
                         conn.send(&k, header(route), PING_SRC).await?;
@@ -883,23 +871,76 @@ pub fn fabric_latency(
     }
     fabric.install_close(&mut programs, |_| Ok::<_, BenchError>(CLOSE_CORE), Rc::new([close]))?;
     let stats = m.launch(programs, |_| Time::ZERO)?;
-    let (raw, resp) = (raw.borrow(), resp.borrow());
+    let row = latency_row(&spec, &raw.borrow(), &resp.borrow());
+    Ok(Measured::new(row, stats, &mut m))
+}
+
+/// The latency test's fabric of `kind` on the cluster's lines, with the line and the two
+/// chips (row 0, columns 0 and 1) that ping each other, and every chip's program with its
+/// routers installed.
+#[allow(clippy::type_complexity)]
+fn latency_fabric(
+    setup: &Setup,
+    kind: FabricKind,
+) -> Result<(Rc<Fabric>, usize, (ChipIdx, ChipIdx), Vec<Program>), BenchError> {
+    let (lines, grid) = lines(setup, kind)?;
+    let (a, b) = (grid.chip(0, 0), grid.chip(0, 1));
+    let line =
+        lines.iter().position(|l| l.chips.contains(&a) && l.chips.contains(&b)).expect("a line holds row 0");
+    let soc = setup.cluster.soc();
+    let default = setup.params.fabric_default_payload_bytes;
+    let config = FabricConfig { kind, max_payload_bytes: default, planes: 1 };
+    let fabric = Fabric::new(&setup.cluster, &setup.params, soc.eth_cores.clone(), config, lines)
+        .map_err(|e| BenchError::BadArgument(e.to_string()))?;
+    let chips = setup.cluster.chips().len();
+    let mut programs: Vec<Program> = (0..chips).map(|c| Program::new(ChipIdx(c as u32))).collect();
+    fabric.install(&mut programs);
+    Ok((fabric, line, (a, b), programs))
+}
+
+/// Waits for ping (or echo) `i` to have landed: its increment of `sem` (fused), or its stamp
+/// in the last word `landed` of its payload.
+async fn arrived(
+    k: &meshsim_hw::Kernel,
+    i: u64,
+    fused: bool,
+    (sem, landed): (u64, u64),
+) -> Result<(), meshsim_hw::HwError> {
+    if fused {
+        k.wait_until(sem, Cond::Ge(i as u32 + 1)).await?;
+    } else {
+        k.wait_until(landed, Cond::Eq(i as u32 + 1)).await?;
+    }
+    Ok(())
+}
+
+/// A ping's header: its payload written to the responder's buffer (and, `fused`, its
+/// semaphore incremented) on the worker at `at`.
+fn ping_header(fused: bool, size: u64, (at, sem): (CoreCoord, u64)) -> impl Fn(Route) -> Header + Copy {
+    move |route: Route| {
+        let dst = k_noc(at, PING_BUF);
+        let cmd = if fused {
+            NocCmd::FusedWriteInc { dst, sem: k_noc(at, sem), inc: 1 }
+        } else {
+            NocCmd::Write { dst }
+        };
+        Header { cmd, payload: size, route, src_ch: 0 }
+    }
+}
+
+/// The golden file's row from the pinger's round trips (`raw`) and the responder's turnarounds
+/// (`resp`): the net latency is one less the other, sample by sample.
+fn latency_row(spec: &FabricLatencySpec, raw: &[Time], resp: &[Time]) -> FabricLatencyRow {
     let mut net: Vec<f64> = raw.iter().zip(resp.iter()).map(|(r, s)| (*r - *s).as_ns_f64()).collect();
     net.sort_by(f64::total_cmp);
     let n = net.len();
-    let name = match spec.topology {
-        LatencyTopology::Line => "LatencyLinearUnicast",
-        LatencyTopology::Ring => "LatencyRingUnicast",
-        LatencyTopology::Mesh => "LatencyMeshUnicast",
-    };
-    let row = FabricLatencyRow {
-        test: name.to_owned(),
+    FabricLatencyRow {
+        test: spec.topology.test_name().to_owned(),
         noc_send: spec.noc_send.golden_name().to_owned(),
-        payload_bytes: size,
+        payload_bytes: spec.payload_bytes,
         net_min_ns: net[0],
         net_avg_ns: net.iter().sum::<f64>() / n as f64,
         net_p99_ns: net[(n as f64 * 0.99).floor() as usize],
         responder_avg_ns: resp.iter().map(|t| t.as_ns_f64()).sum::<f64>() / n as f64,
-    };
-    Ok(Measured::new(row, stats, &mut m))
+    }
 }

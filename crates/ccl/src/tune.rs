@@ -183,22 +183,9 @@ pub fn tune(
     params: &Params,
     spec: &TuneSpec,
 ) -> Result<(Select, Vec<TunePoint>), CclError> {
-    let n = spec.comm.size();
-    let topo = spec.comm.topology();
     let mut cands = candidates(cluster, params, spec.stack, spec.collective, &spec.comm);
     if let Some(given) = spec.knobs.packet_bytes {
-        // A given packet size is the one every run takes: candidates that differed only in it
-        // are one.
-        let mut seen: Vec<Choice> = Vec::new();
-        for c in &mut cands {
-            c.packet_bytes = c.packet_bytes.map(|_| given);
-        }
-        cands.retain(|c| {
-            !seen.contains(c) && {
-                seen.push(*c);
-                true
-            }
-        });
+        at_packet_size(&mut cands, given);
     }
     let mut tiles = spec.tiles.clone();
     tiles.sort_unstable();
@@ -241,6 +228,42 @@ pub fn tune(
     for (&(i, c), t) in packet_jobs.iter().zip(packet) {
         times[i * (cands.len() + 1) + c.map_or(0, |c| c + 1)] = t;
     }
+    let points = best_per_point(spec, (&tiles, &cands), &times, &packet_jobs)?;
+    // Consecutive sizes with one winner share a leaf; the last covers every larger size.
+    let mut steps: Vec<(u64, Choice)> = Vec::new();
+    for p in &points {
+        match steps.last_mut() {
+            Some(last) if last.1 == p.best.0 => last.0 = p.size_bytes,
+            _ => steps.push((p.size_bytes, p.best.0)),
+        }
+    }
+    Ok((tree_with(spec, &steps), points))
+}
+
+/// A given packet size is the one every run takes: candidates that differed only in it are one.
+fn at_packet_size(cands: &mut Vec<Choice>, given: u64) {
+    let mut seen: Vec<Choice> = Vec::new();
+    for c in cands.iter_mut() {
+        c.packet_bytes = c.packet_bytes.map(|_| given);
+    }
+    cands.retain(|c| {
+        !seen.contains(c) && {
+            seen.push(*c);
+            true
+        }
+    });
+}
+
+/// Per point (`tiles`), the base tree's choice and time and the fastest of it and the
+/// candidates (`cands`) that ran there (`times`, indexed point by point, the base first; the
+/// packet model's `jobs`).
+fn best_per_point(
+    spec: &TuneSpec,
+    (tiles, cands): (&[u64], &[Choice]),
+    times: &[Option<Time>],
+    packet_jobs: &[(usize, Option<usize>)],
+) -> Result<Vec<TunePoint>, CclError> {
+    let (n, topo) = (spec.comm.size(), spec.comm.topology());
     let mut points = Vec::new();
     for (i, &t) in tiles.iter().enumerate() {
         let size = t * spec.dtype.tile_bytes();
@@ -267,13 +290,5 @@ pub fn tune(
             confirmed,
         });
     }
-    // Consecutive sizes with one winner share a leaf; the last covers every larger size.
-    let mut steps: Vec<(u64, Choice)> = Vec::new();
-    for p in &points {
-        match steps.last_mut() {
-            Some(last) if last.1 == p.best.0 => last.0 = p.size_bytes,
-            _ => steps.push((p.size_bytes, p.best.0)),
-        }
-    }
-    Ok((tree_with(spec, &steps), points))
+    Ok(points)
 }

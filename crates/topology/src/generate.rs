@@ -48,91 +48,95 @@ struct Spec {
     arch: Arch,
 }
 
+/// A whole number of at least 1 (`what` names it in the error).
+fn count(what: &str, s: &str) -> Result<usize, String> {
+    s.parse::<usize>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| format!("{what} must be a whole number of at least 1, got '{s}'"))
+}
+
+/// The rows and columns of a `kind` (ring, line, mesh, torus) of dimensions `dims`: `N`, or
+/// `ROWSxCOLUMNS`, checked against what the kind needs and [`MAX_CHIPS`].
+fn shape(kind: &str, dims: &str) -> Result<(usize, usize), String> {
+    let (rows, cols) = match kind {
+        "ring" | "line" => (1, count("the number of chips", dims)?),
+        _ => {
+            let Some((r, c)) = dims.split_once('x') else {
+                return Err(format!("expected ROWSxCOLUMNS (such as {kind}:4x8), got '{dims}'"));
+            };
+            (count("rows", r)?, count("columns", c)?)
+        }
+    };
+    if kind == "torus" && (rows < 3 || cols < 3) {
+        return Err(format!(
+            "a torus needs at least 3 chips along each axis (its wrap links would double a neighbour's), got {rows}x{cols}"
+        ));
+    }
+    if kind == "ring" && cols < 3 {
+        return Err(format!("a ring needs at least 3 chips, got {cols} (line:{cols} is the same wiring)"));
+    }
+    if rows * cols > MAX_CHIPS {
+        return Err(format!("{} chips: at most {MAX_CHIPS}", rows * cols));
+    }
+    Ok((rows, cols))
+}
+
 impl Spec {
     fn parse(spec: &str) -> Result<Spec, TopologyError> {
-        let bad = |entry: &str, message: String| TopologyError::invalid(spec, entry, message);
+        let bad = |(entry, message): (String, String)| TopologyError::invalid(spec, &entry, message);
         let mut parts = spec.split(':');
         let kind = parts.next().unwrap_or_default();
         let dims = parts.next().unwrap_or_default();
-        let count = |what: &str, s: &str| -> Result<usize, TopologyError> {
-            s.parse::<usize>().ok().filter(|&n| n >= 1).ok_or_else(|| {
-                bad("shape", format!("{what} must be a whole number of at least 1, got '{s}'"))
-            })
-        };
-        let (rows, cols, wrap) = match kind {
-            "ring" | "line" => (1, count("the number of chips", dims)?, kind == "ring"),
-            _ => {
-                let Some((r, c)) = dims.split_once('x') else {
-                    return Err(bad(
-                        "shape",
-                        format!("expected ROWSxCOLUMNS (such as {kind}:4x8), got '{dims}'"),
-                    ));
-                };
-                (count("rows", r)?, count("columns", c)?, kind == "torus")
-            }
-        };
+        let (rows, cols) = shape(kind, dims).map_err(|m| bad(("shape".into(), m)))?;
         let mut out = Spec {
             rows,
             cols,
-            wrap_rows: false,
-            wrap_cols: wrap,
+            wrap_rows: kind == "torus",
+            wrap_cols: kind == "ring" || kind == "torus",
             links: DEFAULT_LINKS,
             arch: Arch::WormholeB0,
         };
-        if kind == "torus" {
-            out.wrap_rows = true;
-            if rows < 3 || cols < 3 {
-                return Err(bad(
-                    "shape",
-                    format!(
-                        "a torus needs at least 3 chips along each axis (its wrap links would double a neighbour's), got {rows}x{cols}"
-                    ),
-                ));
-            }
-        }
-        if kind == "ring" && cols < 3 {
-            return Err(bad(
-                "shape",
-                format!("a ring needs at least 3 chips, got {cols} (line:{cols} is the same wiring)"),
-            ));
-        }
-        if rows * cols > MAX_CHIPS {
-            return Err(bad("shape", format!("{} chips: at most {MAX_CHIPS}", rows * cols)));
-        }
         for opt in parts {
-            let Some((key, value)) = opt.split_once('=') else {
-                return Err(bad(opt, "expected key=value: links=K or arch=wormhole_b0|blackhole".into()));
-            };
-            match key {
-                "links" => out.links = count("links", value)?,
-                "arch" => {
-                    out.arch = match value {
-                        "wormhole_b0" => Arch::WormholeB0,
-                        "blackhole" => Arch::Blackhole,
-                        _ => {
-                            return Err(bad("arch", format!("'{value}': expected wormhole_b0 or blackhole")));
-                        }
-                    }
-                }
-                _ => {
-                    return Err(bad(
-                        key,
-                        "unknown option: expected links=K or arch=wormhole_b0|blackhole".into(),
-                    ));
-                }
-            }
+            out.set(opt).map_err(bad)?;
         }
         let most = out.group();
         if out.links > most {
-            return Err(bad(
-                "links",
+            return Err(bad((
+                "links".into(),
                 format!(
                     "{}: a {} chip has {most} usable Ethernet channels per direction",
                     out.links, out.arch
                 ),
-            ));
+            )));
         }
         Ok(out)
+    }
+
+    /// Sets one `key=value` option; an error names the entry and says what is wrong.
+    fn set(&mut self, opt: &str) -> Result<(), (String, String)> {
+        let Some((key, value)) = opt.split_once('=') else {
+            return Err((opt.into(), "expected key=value: links=K or arch=wormhole_b0|blackhole".into()));
+        };
+        match key {
+            "links" => self.links = count("links", value).map_err(|m| ("shape".to_owned(), m))?,
+            "arch" => {
+                self.arch = match value {
+                    "wormhole_b0" => Arch::WormholeB0,
+                    "blackhole" => Arch::Blackhole,
+                    _ => {
+                        return Err(("arch".into(), format!("'{value}': expected wormhole_b0 or blackhole")));
+                    }
+                }
+            }
+            _ => {
+                return Err((
+                    key.into(),
+                    "unknown option: expected links=K or arch=wormhole_b0|blackhole".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Usable Ethernet channels per direction of a chip.

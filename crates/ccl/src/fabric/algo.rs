@@ -171,11 +171,6 @@ impl Pairs {
 /// (`reduce_scatter.cpp @039c252a`).
 pub const DIRECT_MAX_BYTES: u64 = 512 << 10;
 
-/// Reducer cores per rank of the direct path, each adding the contributions to every
-/// `DIRECT_REDUCERS`-th packet of the rank's slice (meshsim's choice: tt-metal's core count for
-/// this path is not known).
-pub const DIRECT_REDUCERS: usize = 4;
-
 /// Whether reduce-scatter phase `p` takes the one-shot direct path, as tt-metal's host does: a
 /// reduce-scatter (not an all-reduce's) on a ring, at most [`DIRECT_MAX_BYTES`] of input per
 /// rank, no worker count given and no link count other than the default. The router packet

@@ -19,31 +19,6 @@ use crate::request::OpRequest;
 use crate::tensor::{Memory, Placement, STAGING};
 use crate::transport::{Gate, LowerCx};
 
-/// Pages a fabric packet carries at most (`min(4, payload / page)`, tt-metal's CCL ops).
-pub const MAX_PAGES_PER_PACKET: u64 = 4;
-
-/// Which of tt-metal's packings a fabric op's packets take.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Packing {
-    /// The all-gathers and broadcast: up to [`MAX_PAGES_PER_PACKET`].
-    Gather,
-    /// The point-to-point senders (all-to-all's): up to 2 pages.
-    Direct,
-    /// The reduce-scatter: up to 2 pages on a ring, [`MAX_PAGES_PER_PACKET`] on a line.
-    ReduceScatter { ring: bool },
-}
-
-impl Packing {
-    /// Pages per packet for pages of `page` bytes in packets of `payload` (at least one).
-    pub(crate) fn pages(self, payload: u64, page: u64) -> u64 {
-        let cap = match self {
-            Packing::Gather | Packing::ReduceScatter { ring: false } => MAX_PAGES_PER_PACKET,
-            Packing::Direct | Packing::ReduceScatter { ring: true } => 2,
-        };
-        (payload / page).clamp(1, cap)
-    }
-}
-
 /// A kernel's injection point: the router, and which of its phase's workers on it.
 pub(super) type Inject = (usize, usize);
 

@@ -12,12 +12,13 @@ use meshsim_hw::{CoreRef, Kernel, Wake};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
-use super::algo::{Algo, DIRECT_REDUCERS, Pairs};
+use super::algo::{Algo, Pairs};
 use super::build::{
-    Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
-    page_and_payload, sync_kernel,
+    Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
+    sync_kernel,
 };
 use super::mux::Ports;
+use super::schedule::{A2A_WINDOW, DIRECT_REDUCERS, Packing, packets, plane_packets};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};
@@ -190,7 +191,7 @@ pub(super) fn direct_reduction(
     // Every owner's receive buffer: one chunk per source rank.
     let recv = cx.scratch(page, t.slice.pages() * n as u64);
     let sender = cx.take_core(req.comm.chips())?;
-    let packets = super::reduce::packets(t.slice.pages(), ppp).len();
+    let packets = packets(t.slice.pages(), ppp).len();
     let reducers: Vec<CoreRef> =
         (0..DIRECT_REDUCERS.min(packets)).map(|_| cx.take_core(&owner_chips)).collect::<Result<_, _>>()?;
     // One flushed increment per chunk crosses the fabric, to the first reducer's core, as
@@ -330,7 +331,7 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
     let start = c.gate.enter(&k).await;
     let page = c.t.slice.page_bytes();
     let reduce = k.cycles(k.params().tile_reduce_cycles);
-    let mine: Vec<u64> = super::reduce::plane_packets(c.t.slice.pages(), c.ppp, c.share)
+    let mine: Vec<u64> = plane_packets(c.t.slice.pages(), c.ppp, c.share)
         .into_iter()
         .flat_map(|(lo, pages)| lo..lo + pages)
         .collect();
@@ -379,9 +380,6 @@ async fn direct_reduce(k: Kernel, c: Rc<DirectReducer>) -> meshsim_engine::TaskR
     c.gate.leave(&k, start);
     Ok(())
 }
-
-/// Packets an all-to-all kernel reads at once.
-pub(crate) const A2A_WINDOW: usize = 8;
 
 /// What an all-to-all direction kernel needs.
 struct A2aCtx {
@@ -435,7 +433,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
     };
     entry_barrier(&k, conn.as_ref(), c.barrier, c.n_ranks).await?;
     if let Some(conn) = &conn {
-        let packets = super::reduce::packets(c.t.slice.pages(), c.ppp);
+        let packets = packets(c.t.slice.pages(), c.ppp);
         let sem = if c.per_source { source_sem(c.rank) } else { STAGING };
         for tr in &c.dests {
             let route = Route::unicast(tr.hops as u32);
@@ -464,7 +462,7 @@ async fn send_chunks(k: Kernel, c: Rc<A2aCtx>) -> meshsim_engine::TaskResult {
         // The rank's own chunk stays: from its place in the input to its place in the output,
         // in the sends' waves of packet-sized reads and writes.
         let (from, to) = (Place { loc: own.from, slot: own.slice }, Place { loc: own.to, slot: own.slice });
-        for wave in super::reduce::packets(c.t.slice.pages(), c.ppp).chunks(A2A_WINDOW) {
+        for wave in packets(c.t.slice.pages(), c.ppp).chunks(A2A_WINDOW) {
             k.noc_async_writes_flushed().await;
             for (i, &(lo, pages)) in wave.iter().enumerate() {
                 issue_reads(&k, &c.t.input, (lo..lo + pages).map(|q| at(from, q)), buf(i), page).await?;

@@ -16,10 +16,11 @@ use meshsim_topology::soc::CoreCoord;
 
 use super::algo::Algo;
 use super::build::{
-    Inject, Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
+    Inject, Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
     page_and_payload, sync_kernel,
 };
 use super::mux::Ports;
+use super::schedule::{Packing, RELAY_WINDOW, packets, plane_packets, relay_stripes, relay_workers};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};
@@ -67,7 +68,7 @@ pub(super) fn all_gather(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64
     // Every (rank, plane, direction) and the chips its final increment reaches.
     let mut expected = vec![0u32; n];
     let mut plans: Vec<(usize, usize, [Direction; 2])> = Vec::new();
-    let slice_packets = super::reduce::packets(t.slice.pages(), ppp);
+    let slice_packets = packets(t.slice.pages(), ppp);
     for k in 0..n {
         for plane in 0..planes {
             let mine: Vec<(u64, u64)> = slice_packets
@@ -137,8 +138,8 @@ pub(super) fn all_gather_relay(
     let line = line_for(fabric, req).0;
     let max = fabric.config.max_payload_bytes;
     let planes = req.knobs.links();
-    let per_plane = super::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
-    let workers = relay::workers(t.slice.bytes() / planes as u64, per_plane);
+    let per_plane = packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
+    let workers = relay_workers(t.slice.bytes() / planes as u64, per_plane);
     let sems = [STAGING, STAGING + 16];
     let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
@@ -149,7 +150,7 @@ pub(super) fn all_gather_relay(
     // share its routers through a mux.
     for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
         let on = (plane * workers + w, planes * workers);
-        let packets = super::reduce::plane_packets(t.slice.pages(), ppp, on);
+        let packets = plane_packets(t.slice.pages(), ppp, on);
         let total = packets.len();
         let core = cx.take_core(req.comm.chips())?;
         let at = noc_of(s.cluster, core);
@@ -174,14 +175,14 @@ pub(super) fn all_gather_relay(
                     output: t.output,
                     own: (!(req.exclude_myself || req.in_place), t.in_place),
                     packets: packets.clone(),
-                    stripes: relay::stripes_of(
+                    stripes: relay_stripes(
                         &plan,
                         k,
                         if forward { Dir::Forward } else { Dir::Backward },
                         total,
                     ),
                     sem: (at, sems[d]),
-                    base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * relay::WINDOW as u64 * max),
+                    base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * RELAY_WINDOW as u64 * max),
                     max,
                     barrier: barrier_reach(n, k, forward, true),
                     gate: gate.clone(),
@@ -191,7 +192,7 @@ pub(super) fn all_gather_relay(
             }
             // What the upstream neighbour each way relays on to this rank, in all.
             let received =
-                |dir, up| relay::stripes_of(&plan, up, dir, total).iter().map(|s| s.2 as u64).sum::<u64>();
+                |dir, up| relay_stripes(&plan, up, dir, total).iter().map(|s| s.2 as u64).sum::<u64>();
             let want = [received(Dir::Forward, (k + n - 1) % n), received(Dir::Backward, (k + 1) % n)];
             let waits = sems.into_iter().zip(want.map(|w| w as u32)).collect();
             sync_kernel(cx.program(chip), core, &format!("{prefix}ag sync"), &gate, waits);

@@ -24,9 +24,10 @@ use meshsim_topology::soc::CoreCoord;
 
 use super::algo::Algo;
 use super::build::{
-    Inject, Lowering, Packing, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
+    Inject, Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
     page_and_payload,
 };
+use super::schedule::{Packing, RS_CHUNKS_PER_SYNC, RS_WINDOW, plane_packets, rs_workers};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Reduction, Topology};
@@ -35,23 +36,6 @@ use crate::plan::Dir;
 use crate::plan::routed::{self, Routed};
 use crate::tensor::{Placement, STAGING, TensorSpec};
 use crate::transport::Gate;
-
-/// tt-metal's reduce-scatter workers per link and direction for `bytes` of a rank's input on
-/// each link (`shared/fabric.md` §7): 1 up to 4 KiB; on a ring 2 below 1 MiB, 4 up to 50 MiB,
-/// 8 above; on a line 2 below 0.5 MB, 4 up to 4 MB, 8 above.
-pub(crate) fn workers(bytes: u64, ring: bool) -> usize {
-    let (lo, hi) = if ring { (1 << 20, 50 << 20) } else { (500_000, 4_000_000) };
-    match bytes {
-        b if b <= 4 << 10 => 1,
-        b if b < lo => 2,
-        b if b <= hi => 4,
-        _ => 8,
-    }
-}
-
-/// `chunks_per_sync` of tt-metal's reduce-scatter: a ring's and a line's (each capped at half
-/// a slice's packets).
-pub const CHUNKS_PER_SYNC: (u64, u64) = (80, 20);
 
 /// Rank `k`'s place on slice `j`'s side going `dir` in the reduce-scatter's routed plan: its
 /// position from the side's start (0 = the rank that starts the relay), or `None` if it does
@@ -109,17 +93,6 @@ pub(crate) struct RsCtx {
     pub gate: Gate,
 }
 
-/// The packets of `pages` pages, `ppp` to a packet: (first page, pages).
-pub(crate) fn packets(pages: u64, ppp: u64) -> Vec<(u64, u64)> {
-    (0..pages).step_by(ppp as usize).map(|lo| (lo, ppp.min(pages - lo))).collect()
-}
-
-/// The packets of a slice that routing plane `plane` of `planes` carries: every `planes`-th,
-/// as tt-metal deals a slice's packets over its links.
-pub(crate) fn plane_packets(pages: u64, ppp: u64, (plane, planes): (usize, usize)) -> Vec<(u64, u64)> {
-    packets(pages, ppp).into_iter().skip(plane).step_by(planes).collect()
-}
-
 /// One packet a direction kernel sends: its slice, its place on the side, its pages, the
 /// partial packets that must have arrived first, and whether a sync increment follows it.
 struct Item {
@@ -130,9 +103,6 @@ struct Item {
     need: u64,
     sync_after: Option<u32>,
 }
-
-/// Packets a direction kernel reads at once (its buffer holds them and their partials).
-pub(crate) const WINDOW: usize = 8;
 
 /// A reduce-scatter direction kernel: its packets in waves of reads, reductions and sends.
 pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
@@ -166,11 +136,11 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
             }
         }
     }
-    // Waves: issue the reads of up to WINDOW packets whose partials are already here (in
+    // Waves: issue the reads of up to RS_WINDOW packets whose partials are already here (in
     // order, stopping at the first that is not), wait for them, reduce and send them all. A
     // packet waits for its own partials only once everything before it has gone out, so no
     // side ever waits on a rank that waits on it.
-    let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % WINDOW) as u64 * 2 * c.max;
+    let at = |i: usize| c.base + CONNECTION_L1_BYTES + (i % RS_WINDOW) as u64 * 2 * c.max;
     let (sem_at, sem) = c.sync;
     let mut next = 0;
     while next < items.len() {
@@ -180,7 +150,9 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
         // The buffers are reused: the last wave's packets must have left them.
         k.noc_async_writes_flushed().await;
         let first = next;
-        while next < items.len() && next - first < WINDOW && k.read_u32(c.sync.1)? as u64 >= items[next].need
+        while next < items.len()
+            && next - first < RS_WINDOW
+            && k.read_u32(c.sync.1)? as u64 >= items[next].need
         {
             let x = &items[next];
             let pages: Vec<u64> = (x.lo..x.lo + x.pages).map(|q| whole(x.slice, q)).collect();
@@ -487,7 +459,8 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     let planes = req.knobs.links();
     // Workers per link and direction, behind a mux on each router: tt-metal's thresholds on
     // the bytes each link carries of a rank's input.
-    let workers = req.knobs.workers.unwrap_or_else(|| workers(t.slice.bytes() * t.n / planes as u64, closed));
+    let workers =
+        req.knobs.workers.unwrap_or_else(|| rs_workers(t.slice.bytes() * t.n / planes as u64, closed));
     // Twice the input, one whole tensor per direction, above everything else; the planes and
     // their workers reduce disjoint pages of it.
     let whole = t.slice.pages() * t.n;
@@ -499,13 +472,13 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
     // Two direction kernels and the owner per rank, plane and worker.
     let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
-    let stride = CONNECTION_L1_BYTES + 2 * WINDOW as u64 * max;
+    let stride = CONNECTION_L1_BYTES + 2 * RS_WINDOW as u64 * max;
     let mut routers = Vec::new();
     for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
         let on = (plane * workers + w, planes * workers);
         let slice_packets = plane_packets(t.slice.pages(), ppp, on).len() as u64;
         let per_sync =
-            if closed { CHUNKS_PER_SYNC.0 } else { CHUNKS_PER_SYNC.1 }.min((slice_packets / 2).max(1));
+            if closed { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 }.min((slice_packets / 2).max(1));
         let core = cx.take_core(req.comm.chips())?;
         // Packets of partials rank k has received from direction d before slice j's: its
         // upstream sends them in its own order.

@@ -20,42 +20,11 @@ use meshsim_topology::soc::CoreCoord;
 
 use super::build::{entry_barrier, issue_reads, page_addr};
 use super::mux::Ports;
+use super::schedule::{RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::plan::Dir;
-use crate::plan::routed::{self, Routed, Transfer};
 use crate::tensor::{Placement, TensorSpec};
 use crate::transport::Gate;
-
-/// Packets a relay kernel reads at once.
-pub(crate) const WINDOW: usize = 8;
-
-/// Packets between increments of the neighbour's semaphore (tt-metal's all-gather cap).
-pub(crate) const CHUNKS_PER_SYNC: usize = 160;
-
-/// A relay kernel's stripes, in the order it sends them: for each, the slice and which of its
-/// `total` packets it carries `(slice, first, count)` — the relays of the plan that pass rank
-/// `k` going `dir`, by their position there (stripe 0 the rank's own slice). A stripe that
-/// carries half a slice (an even ring's antipode) has its first half forward, the rest back.
-pub(crate) fn stripes_of(plan: &Routed, k: usize, dir: Dir, total: usize) -> Vec<(usize, usize, usize)> {
-    let first = total.div_ceil(2);
-    (0..)
-        .map_while(|i| {
-            let here: Vec<&Transfer> = plan
-                .transfers
-                .iter()
-                .filter(|t| t.dir == dir && routed::relay_position(t, plan.n, plan.topology, k) == Some(i))
-                .collect();
-            let slice = here.first()?.to.slot;
-            let halves = here.iter().fold(0, |h, t| h | t.part.halves());
-            Some(match halves {
-                0b01 => (slice, 0, first),
-                0b10 => (slice, first, total - first),
-                _ => (slice, 0, total),
-            })
-        })
-        .collect()
-}
 
 /// What a relay kernel needs.
 pub(crate) struct RelayCtx {
@@ -76,7 +45,7 @@ pub(crate) struct RelayCtx {
     pub own: (bool, bool),
     /// Every packet of a slice: (first page, pages).
     pub packets: Vec<(u64, u64)>,
-    /// Its stripes in order: (slice, first packet, packets) — see [`stripes_of`].
+    /// Its stripes in order: (slice, first packet, packets) — see [`relay_stripes`].
     pub stripes: Vec<(usize, usize, usize)>,
     /// The semaphores of this direction on the op's core: (core, address).
     pub sem: (CoreCoord, u64),
@@ -84,13 +53,6 @@ pub(crate) struct RelayCtx {
     pub max: u64,
     pub barrier: u32,
     pub gate: Gate,
-}
-
-/// tt-metal's relay workers per link and direction on a Wormhole ring (`shared/fabric.md` §7,
-/// `@022ab700`): 1 for at most 64 KiB of a device's slice per link, or for long stripes (64
-/// packets or more per link); otherwise 2, behind a mux.
-pub(crate) fn workers(bytes_per_link: u64, packets_per_link: u64) -> usize {
-    if bytes_per_link <= 64 << 10 || packets_per_link >= 64 { 1 } else { 2 }
 }
 
 /// One packet a relay kernel sends: its slice, pages, the packets it must have received first,
@@ -108,10 +70,10 @@ struct Item {
 /// on the other through a circular buffer, so the next window's reads are on their way while
 /// this one goes out.
 fn buffer(c: &RelayCtx, i: usize) -> u64 {
-    c.base + CONNECTION_L1_BYTES + (i % (2 * WINDOW)) as u64 * c.max
+    c.base + CONNECTION_L1_BYTES + (i % (2 * RELAY_WINDOW)) as u64 * c.max
 }
 
-/// Issues the reads of up to [`WINDOW`] packets whose stripes have landed, in order, stopping
+/// Issues the reads of up to [`RELAY_WINDOW`] packets whose stripes have landed, in order, stopping
 /// at the first that has not; `next` numbers them. Returns them with their numbers.
 async fn fill(
     k: &Kernel,
@@ -120,8 +82,8 @@ async fn fill(
     next: &mut usize,
 ) -> Result<Vec<(usize, Item)>, meshsim_engine::TaskError> {
     let page = c.slice.page_bytes();
-    let mut window = Vec::with_capacity(WINDOW);
-    while window.len() < WINDOW {
+    let mut window = Vec::with_capacity(RELAY_WINDOW);
+    while window.len() < RELAY_WINDOW {
         let landed = k.read_u32(c.sem.1)? as u64;
         let Some(x) = items.next_if(|x| landed >= x.need) else {
             break;
@@ -161,8 +123,8 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
                 // Slice packet `first + x` came as packet `first + x - upstream_first` of the
                 // upstream's stripe i - 1.
                 let need = if i == 0 { 0 } else { before + (first + x - upstream_first) as u64 + 1 };
-                let end = x + 1 == count || (x + 1) % CHUNKS_PER_SYNC == 0;
-                let inc = end.then(|| (x % CHUNKS_PER_SYNC + 1) as u32);
+                let end = x + 1 == count || (x + 1) % RELAY_CHUNKS_PER_SYNC == 0;
+                let inc = end.then(|| (x % RELAY_CHUNKS_PER_SYNC + 1) as u32);
                 Item { slice, lo, pages, from_input: i == 0, need, inc }
             })
         })
@@ -210,34 +172,4 @@ pub(crate) async fn relay(k: Kernel, c: Rc<RelayCtx>) -> TaskResult {
     k.noc_async_write_barrier().await?;
     c.gate.leave(&k, start);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Both directions together deliver every other rank's slice exactly once to each rank:
-    /// a slice travels half-way round each way, the antipode's halves one each way; and stripe
-    /// i of a rank is the slice i ranks upstream.
-    #[test]
-    fn the_stripes_cover_every_slice_once() {
-        for n in 3..=9 {
-            let total = 7;
-            let plan = routed::relay_all_gather(n, true);
-            for k in 0..n {
-                // Packets of each slice that reach rank k: what its upstream neighbours' stripes
-                // carry on to it.
-                let mut got = vec![0; n];
-                for (dir, up) in [(Dir::Forward, (k + n - 1) % n), (Dir::Backward, (k + 1) % n)] {
-                    for (i, &(slice, _, count)) in stripes_of(&plan, up, dir, total).iter().enumerate() {
-                        let want = if dir == Dir::Forward { (up + n - i) % n } else { (up + i) % n };
-                        assert_eq!(slice, want, "n {n} rank {up} {dir:?} stripe {i}");
-                        got[slice] += count;
-                    }
-                }
-                let want: Vec<usize> = (0..n).map(|s| if s == k { 0 } else { total }).collect();
-                assert_eq!(got, want, "n {n} rank {k}");
-            }
-        }
-    }
 }

@@ -27,8 +27,11 @@ use meshsim_topology::ChipIdx;
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
 use crate::fabric::algo::{Algo, choose};
-use crate::fabric::build::Packing;
 use crate::fabric::lines::{fabric_lines, session_payload};
+use crate::fabric::schedule::{
+    A2A_WINDOW, DIRECT_REDUCERS, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, RS_WINDOW,
+    packets, plane_packets, relay_stripes, relay_workers, rs_workers,
+};
 use crate::fabric::{HEADER_1D_BYTES, Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
@@ -451,7 +454,7 @@ impl Network<'_, '_> {
         let planes = req.knobs.links();
         let root = req.collective.root();
         let plan = Algo::Multicast.plan(req, p, topology);
-        let slice_packets = crate::fabric::reduce::packets(t.slice.pages(), ppp);
+        let slice_packets = packets(t.slice.pages(), ppp);
         let dram = t.input.memory == Memory::Dram;
         for (k, &chip) in chips.iter().enumerate() {
             if root.is_some_and(|r| r != k) {
@@ -506,23 +509,18 @@ impl Network<'_, '_> {
     /// stripes one after another, stripe i once the upstream neighbour's stripe i - 1 has
     /// begun to land (its first synchronised group).
     fn relay(&mut self, pi: usize, p: &Phase, costs: &Costs) -> (u64, usize) {
-        use crate::fabric::relay::{CHUNKS_PER_SYNC, stripes_of, workers as relay_workers};
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
         let page = t.slice.page_bytes();
         let ppp = Packing::Gather.pages(self.payload, page);
         let planes = req.knobs.links();
-        let per_plane = crate::fabric::reduce::packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
+        let per_plane = packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
         let workers = relay_workers(t.slice.bytes() / planes as u64, per_plane);
         let plan = Algo::Relay.plan(req, p, Topology::Ring);
         let own = !(req.exclude_myself || req.in_place);
         for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
-            let packets = crate::fabric::reduce::plane_packets(
-                t.slice.pages(),
-                ppp,
-                (plane * workers + w, planes * workers),
-            );
+            let packets = plane_packets(t.slice.pages(), ppp, (plane * workers + w, planes * workers));
             let total = packets.len();
             if total == 0 {
                 continue;
@@ -533,7 +531,7 @@ impl Network<'_, '_> {
             let mut order: Vec<(usize, usize, usize, usize)> = Vec::new();
             for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
                 for k in 0..n {
-                    for (i, &(_, _, count)) in stripes_of(&plan, k, dir, total).iter().enumerate() {
+                    for (i, &(_, _, count)) in relay_stripes(&plan, k, dir, total).iter().enumerate() {
                         order.push((i, d, k, count));
                     }
                 }
@@ -555,11 +553,11 @@ impl Network<'_, '_> {
                 }
                 // The first stripe is the rank's own slice; the later ones landed in its output.
                 let from = if i == 0 { t.input.memory } else { t.output.memory };
-                let window = (crate::fabric::relay::WINDOW as u64).min(count as u64) * pages;
+                let window = (RELAY_WINDOW as u64).min(count as u64) * pages;
                 let upstream = (i > 0).then_some(t.output.memory);
                 let latency =
                     self.head_latency(costs, upstream, (window, page, from, d), worker_ps, pages * page);
-                let head_n = (CHUNKS_PER_SYNC as f64).min(count as f64);
+                let head_n = (RELAY_CHUNKS_PER_SYNC as f64).min(count as f64);
                 let mut reached = reached;
                 if local > 0 {
                     reached.push(chips[k]);
@@ -581,7 +579,6 @@ impl Network<'_, '_> {
     /// relays, slice by slice, the partials of the slices whose sides pass it, adding its own
     /// pages; each owner sums both sides' partials into its output as they land.
     fn reduce_scatter(&mut self, pi: usize, p: &Phase, costs: &Costs, topology: Topology) -> (u64, usize) {
-        use crate::fabric::reduce::{CHUNKS_PER_SYNC, WINDOW, plane_packets, workers as rs_workers};
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
@@ -600,7 +597,7 @@ impl Network<'_, '_> {
             }
             let pages = packets.iter().map(|x| x.1).sum::<u64>().div_ceil(count as u64);
             let per_sync =
-                if ring { CHUNKS_PER_SYNC.0 } else { CHUNKS_PER_SYNC.1 }.min((count as u64 / 2).max(1));
+                if ring { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 }.min((count as u64 / 2).max(1));
             let head_n = (per_sync as f64).min(count as f64);
             // Every hop of every side: (position, farthest owner first, rank, direction, slice).
             let mut hops: Vec<(usize, std::cmp::Reverse<usize>, usize, usize, usize, usize)> = Vec::new();
@@ -619,21 +616,7 @@ impl Network<'_, '_> {
             let mut arriving: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
             for (h, _, k, d, j, len) in hops {
                 let reads = if h == 0 { pages } else { 2 * pages };
-                let sums = if h > 0 { costs.reduce(pages) } else { 0.0 };
-                let hops_rt = self.round_hops(Memory::Dram, d);
-                let out = pages * page + costs.header;
-                let mut worker_ps =
-                    costs.wave(WINDOW as u64, reads, page, (hops_rt, true), sums + costs.send_issues(), out);
-                if workers == 1 {
-                    // Its waves against its router channel's credits (a mux's are not modelled).
-                    let window = WINDOW as u64;
-                    let read = costs.reads(window * reads, page, hops_rt, true) + costs.noc_flush(out);
-                    let rtt = costs.slot_rtt(pages * page, pages, page, hops_rt, true);
-                    let link = costs.link_forward(pages * page);
-                    let write = sums + costs.send_issues();
-                    worker_ps =
-                        worker_ps.max(costs.credit_period(window, self.slots.0, read, write, link, rtt));
-                }
+                let worker_ps = self.side_packet(costs, (h, d), (pages, page), workers == 1);
                 let (uses, reached) =
                     self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
@@ -643,7 +626,7 @@ impl Network<'_, '_> {
                 {
                     after.push(x);
                 }
-                let wave = (WINDOW as u64).min(head_n as u64) * reads;
+                let wave = (RS_WINDOW as u64).min(head_n as u64) * reads;
                 let upstream = (h > 0).then_some(Memory::Dram);
                 let latency = self.head_latency(
                     costs,
@@ -665,28 +648,72 @@ impl Network<'_, '_> {
                     arriving.entry(j).or_default().push((head, tail));
                 }
             }
-            // Each owner adds the sides' partials to its own pages, as they land.
-            for (j, &chip) in chips.iter().enumerate() {
-                let sides = arriving.get(&j).cloned().unwrap_or_default();
-                let ops = 1 + sides.len() as u64;
-                // Its reads run a packet ahead of its sums and writes.
-                let hops_rt = self.round_hops(Memory::Dram, 0);
-                let owner_ps = costs.owner(ops, sides.len() as u64, pages, page, hops_rt, true);
-                let worker = self.resource(Key::Worker(pi, j, plane, w, 2));
-                let uses = vec![(worker, owner_ps)];
-                let heads: Vec<usize> = sides.iter().map(|x| x.0).collect();
-                let body = count as f64 - head_n;
-                let first = if body > 0.0 {
-                    Some(self.unit(pi, body, uses.clone(), owner_ps, &heads, vec![chip]))
-                } else {
-                    None
-                };
-                let mut after: Vec<usize> = sides.iter().map(|x| x.1).collect();
-                after.extend(first);
-                self.unit(pi, head_n, uses, owner_ps, &after, vec![chip]);
-            }
+            self.owners(costs, (pi, &chips), (plane, w), (pages, page), (count, head_n), &arriving);
         }
         (ppp, workers)
+    }
+
+    /// A reduce-scatter side kernel's cost per packet at position `h` going `d`: its wave of
+    /// reads (its own pages, and past the first hop the partial that landed), sums and sends,
+    /// or — when `credited` (one worker on its router channel) — its waves against that
+    /// channel's credits where those are slower (a mux's are not modelled).
+    fn side_packet(
+        &mut self,
+        costs: &Costs,
+        (h, d): (usize, usize),
+        (pages, page): (u64, u64),
+        credited: bool,
+    ) -> f64 {
+        let reads = if h == 0 { pages } else { 2 * pages };
+        let sums = if h > 0 { costs.reduce(pages) } else { 0.0 };
+        let hops_rt = self.round_hops(Memory::Dram, d);
+        let out = pages * page + costs.header;
+        let worker_ps =
+            costs.wave(RS_WINDOW as u64, reads, page, (hops_rt, true), sums + costs.send_issues(), out);
+        if !credited {
+            return worker_ps;
+        }
+        let window = RS_WINDOW as u64;
+        let read = costs.reads(window * reads, page, hops_rt, true) + costs.noc_flush(out);
+        let rtt = costs.slot_rtt(pages * page, pages, page, hops_rt, true);
+        let link = costs.link_forward(pages * page);
+        let write = sums + costs.send_issues();
+        worker_ps.max(costs.credit_period(window, self.slots.0, read, write, link, rtt))
+    }
+
+    /// Each reduce-scatter owner of phase `pi` (`chips` by rank) on `plane` and worker `w`
+    /// adds the sides' partials (`arriving`: each slice's sides' head and tail units) to its
+    /// own pages as they land: `count` packets of `pages` pages, the first `head_n` of them
+    /// once the sides' heads have landed.
+    #[allow(clippy::type_complexity)]
+    fn owners(
+        &mut self,
+        costs: &Costs,
+        (pi, chips): (usize, &[ChipIdx]),
+        (plane, w): (usize, usize),
+        (pages, page): (u64, u64),
+        (count, head_n): (usize, f64),
+        arriving: &BTreeMap<usize, Vec<(usize, usize)>>,
+    ) {
+        for (j, &chip) in chips.iter().enumerate() {
+            let sides = arriving.get(&j).cloned().unwrap_or_default();
+            let ops = 1 + sides.len() as u64;
+            // Its reads run a packet ahead of its sums and writes.
+            let hops_rt = self.round_hops(Memory::Dram, 0);
+            let owner_ps = costs.owner(ops, sides.len() as u64, pages, page, hops_rt, true);
+            let worker = self.resource(Key::Worker(pi, j, plane, w, 2));
+            let uses = vec![(worker, owner_ps)];
+            let heads: Vec<usize> = sides.iter().map(|x| x.0).collect();
+            let body = count as f64 - head_n;
+            let first = if body > 0.0 {
+                Some(self.unit(pi, body, uses.clone(), owner_ps, &heads, vec![chip]))
+            } else {
+                None
+            };
+            let mut after: Vec<usize> = sides.iter().map(|x| x.1).collect();
+            after.extend(first);
+            self.unit(pi, head_n, uses, owner_ps, &after, vec![chip]);
+        }
     }
 
     /// Point-to-point senders (all-to-all, gather, scatter, send/receive) and the direct
@@ -694,14 +721,12 @@ impl Network<'_, '_> {
     /// one after another, farthest first; `reduce`: the owners' reducer cores add every
     /// contribution as it lands.
     fn point_to_point(&mut self, pi: usize, p: &Phase, costs: &Costs, plan: Routed, reduce: bool) -> u64 {
-        use crate::fabric::DIRECT_REDUCERS;
-        use crate::fabric::direct::A2A_WINDOW;
         let req = &self.s.ops[p.op];
         let chips = req.comm.chips().to_vec();
         let t = p.tensors;
         let page = t.slice.page_bytes();
         let ppp = Packing::Direct.pages(self.payload, page);
-        let chunk = crate::fabric::reduce::packets(t.slice.pages(), ppp);
+        let chunk = packets(t.slice.pages(), ppp);
         let count = chunk.len() as f64;
         let pages = t.slice.pages().div_ceil(chunk.len().max(1) as u64).max(1);
         let dram = t.input.memory == Memory::Dram;
@@ -805,7 +830,7 @@ impl Network<'_, '_> {
                 let customers = n.round().max(1.0) as usize;
                 let mut key = vec![customers as u64, think.to_bits()];
                 key.extend(net.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
-                let period = *solved.entry(key).or_insert_with(|| mva_period(customers, &net, think));
+                let period = *solved.entry(key).or_insert_with(|| super::mva::period(customers, &net, think));
                 u.uses[i].1 = c.max(period);
             }
         }
@@ -888,54 +913,6 @@ impl Network<'_, '_> {
     }
 }
 
-/// The period (one over the throughput) of a closed network of `customers` going round
-/// queueing stations and a pure delay of `think`: mean value analysis, each station given as
-/// (its demand per visit, the demand other traffic puts on it per customer's round). The other
-/// traffic is open: it moves as fast as the loop does, so it holds a station a fraction of the
-/// time (its demand over the period) that slows the loop's own service there; the period and
-/// that fraction are found together, a fixed point of a few rounds.
-fn mva_period(customers: usize, stations: &[(f64, f64)], think: f64) -> f64 {
-    if think + stations.iter().map(|s| s.0).sum::<f64>() <= 0.0 {
-        return 0.0;
-    }
-    let closed = |background: &[f64]| {
-        let mut queue = vec![0.0; stations.len()];
-        let (mut period, mut throughput) = (think, 0.0);
-        for n in 1..=customers {
-            // Service is deterministic: a packet that arrives finds the one in service half
-            // done (residual life: its own loop keeps the station busy `throughput x d` of the
-            // time), and the other traffic's wait is M/D/1's.
-            let resid: Vec<f64> = stations
-                .iter()
-                .zip(&queue)
-                .zip(background)
-                .map(|((&(d, _), q), b)| d * (1.0 + q - throughput * d / 2.0) * (1.0 + b / (2.0 * (1.0 - b))))
-                .collect();
-            let cycle = think + resid.iter().sum::<f64>();
-            throughput = n as f64 / cycle;
-            for (q, r) in queue.iter_mut().zip(&resid) {
-                *q = throughput * r;
-            }
-            period = 1.0 / throughput;
-        }
-        period
-    };
-    // No station serves the loop's packets faster than their own demand there (the
-    // residual-life correction is approximate and may dip below it); how the station is
-    // shared with the other traffic is the flow net's to say.
-    let bound = stations.iter().map(|&(d, _)| d).fold(0.0, f64::max);
-    let mut period = closed(&vec![0.0; stations.len()]).max(bound);
-    for _ in 0..20 {
-        let background: Vec<f64> = stations.iter().map(|&(_, o)| (o / period).min(0.95)).collect();
-        let next = closed(&background).max(bound);
-        if (next - period).abs() <= 1e-6 * period {
-            return next;
-        }
-        period = next;
-    }
-    period
-}
-
 /// Sums the demands on each resource (a route may pass a resource twice: a link's two
 /// directions both ways round a ring of two).
 fn merge(mut uses: Vec<(ResourceId, f64)>) -> Vec<(ResourceId, f64)> {
@@ -948,41 +925,4 @@ fn merge(mut uses: Vec<(ResourceId, f64)>) -> Vec<(ResourceId, f64)> {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::mva_period;
-
-    /// One packet round a loop meets no one: its period is the loop's time (and a loop of no
-    /// time has none).
-    #[test]
-    fn a_lone_packet_goes_round_at_the_loop_s_time() {
-        let p = mva_period(1, &[(300.0, 0.0), (200.0, 0.0)], 1000.0);
-        assert!((p - 1500.0).abs() < 1e-9, "{p}");
-        assert_eq!(mva_period(8, &[(0.0, 5.0)], 0.0), 0.0);
-    }
-
-    /// Many credits make the busiest station the bound, never beaten; few make the loop's
-    /// time over the credits the bound; where the two meet, queueing puts the period above
-    /// both.
-    #[test]
-    fn credits_trade_the_loop_s_bound_for_the_busiest_station_s() {
-        let stations = [(350.0, 0.0), (180.0, 0.0), (190.0, 0.0)];
-        let many = mva_period(64, &stations, 1500.0);
-        assert!((350.0..360.0).contains(&many), "{many}");
-        let few = mva_period(2, &stations, 1500.0);
-        assert!(few >= (1500.0 + 720.0) / 2.0 * 0.999, "{few}");
-        let knee = mva_period(6, &stations, 1500.0);
-        let bound = ((1500.0 + 720.0) / 6.0f64).max(350.0);
-        assert!(knee > bound * 1.1, "{knee} vs {bound}");
-    }
-
-    /// Other traffic at a station slows the loop's packets there.
-    #[test]
-    fn other_traffic_at_a_station_slows_the_loop() {
-        let quiet = mva_period(8, &[(350.0, 0.0), (180.0, 0.0)], 1500.0);
-        let busy = mva_period(8, &[(350.0, 0.0), (180.0, 160.0)], 1500.0);
-        assert!(busy > quiet, "{busy} vs {quiet}");
-    }
 }

@@ -12,6 +12,7 @@
 
 pub(crate) mod cost;
 pub(crate) mod fabric;
+mod mva;
 pub mod net;
 
 use meshsim_hw::{CoreRef, Machine, Params, Program};

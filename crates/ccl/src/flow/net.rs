@@ -202,6 +202,28 @@ impl FlowNet {
     fn solve(&mut self) {
         self.solves += 1;
         self.dirty = false;
+        let active = self.start_solve();
+        let mut frozen = vec![false; active.len()];
+        let mut level = 0.0f64;
+        while self.weigh(&active, &frozen) {
+            let Some(rise) = self.rise(&active, &frozen, level) else {
+                // Flows that use nothing and have no cap: move instantly.
+                for (k, &i) in active.iter().enumerate() {
+                    if !frozen[k] {
+                        self.flows[i as usize].rate = f64::MAX;
+                        frozen[k] = true;
+                    }
+                }
+                break;
+            };
+            level += rise;
+            self.freeze(&active, &mut frozen, level, rise);
+        }
+    }
+
+    /// A solve's start: every live flow's rate back to 0, and the flows moving now (active,
+    /// with units left), whose resources get their whole capacity in the scratch.
+    fn start_solve(&mut self) -> Vec<u32> {
         let now = self.now;
         let active: Vec<u32> = self
             .live
@@ -232,66 +254,64 @@ impl FlowNet {
                 }
             }
         }
-        let mut frozen = vec![false; active.len()];
-        let mut level = 0.0f64;
-        loop {
-            // Per resource, the weight of the unfrozen flows through it.
-            for &r in touched.iter() {
-                weight[r as usize] = 0.0;
+        active
+    }
+
+    /// Per resource, the weight of the unfrozen flows through it; whether any flow is unfrozen.
+    fn weigh(&mut self, active: &[u32], frozen: &[bool]) -> bool {
+        let Scratch { weight, touched, .. } = &mut self.scratch;
+        for &r in touched.iter() {
+            weight[r as usize] = 0.0;
+        }
+        let mut any = false;
+        for (k, &i) in active.iter().enumerate() {
+            if frozen[k] {
+                continue;
             }
-            let mut any = false;
-            for (k, &i) in active.iter().enumerate() {
-                if frozen[k] {
-                    continue;
-                }
-                any = true;
-                for &(r, w) in &self.flows[i as usize].uses {
-                    weight[r.0 as usize] += w;
-                }
+            any = true;
+            for &(r, w) in &self.flows[i as usize].uses {
+                weight[r.0 as usize] += w;
             }
-            if !any {
-                break;
+        }
+        any
+    }
+
+    /// How far every unfrozen rate can rise from `level`: the tightest resource or cap (none if
+    /// nothing bounds it).
+    fn rise(&self, active: &[u32], frozen: &[bool], level: f64) -> Option<f64> {
+        let Scratch { left, weight, touched, .. } = &self.scratch;
+        let mut rise = f64::INFINITY;
+        for &r in touched.iter() {
+            let (r, w) = (r as usize, weight[r as usize]);
+            if w > 0.0 {
+                rise = rise.min(left[r].max(0.0) / w);
             }
-            // How far every unfrozen rate can rise: the tightest resource or cap.
-            let mut rise = f64::INFINITY;
-            for &r in touched.iter() {
-                let (r, w) = (r as usize, weight[r as usize]);
-                if w > 0.0 {
-                    rise = rise.min(left[r].max(0.0) / w);
-                }
+        }
+        for (k, &i) in active.iter().enumerate() {
+            if !frozen[k] {
+                rise = rise.min(self.flows[i as usize].cap - level);
             }
-            for (k, &i) in active.iter().enumerate() {
-                if !frozen[k] {
-                    rise = rise.min(self.flows[i as usize].cap - level);
-                }
+        }
+        rise.is_finite().then(|| rise.max(0.0))
+    }
+
+    /// Raises every unfrozen rate by `rise` to `level`, spending the resources' capacity, and
+    /// freezes the flows through a saturated resource and those at their cap.
+    fn freeze(&mut self, active: &[u32], frozen: &mut [bool], level: f64, rise: f64) {
+        let Scratch { left, weight, touched, .. } = &mut self.scratch;
+        for &r in touched.iter() {
+            left[r as usize] -= weight[r as usize] * rise;
+        }
+        let resources = &self.resources;
+        let saturated = |r: ResourceId| left[r.0 as usize] <= EPS * resources[r.0 as usize].capacity;
+        for (k, &i) in active.iter().enumerate() {
+            if frozen[k] {
+                continue;
             }
-            if !rise.is_finite() {
-                // Flows that use nothing and have no cap: move instantly.
-                for (k, &i) in active.iter().enumerate() {
-                    if !frozen[k] {
-                        self.flows[i as usize].rate = f64::MAX;
-                        frozen[k] = true;
-                    }
-                }
-                break;
-            }
-            let rise = rise.max(0.0);
-            level += rise;
-            for &r in touched.iter() {
-                left[r as usize] -= weight[r as usize] * rise;
-            }
-            // Freeze the flows through a saturated resource and those at their cap.
-            let resources = &self.resources;
-            let saturated = |r: ResourceId| left[r.0 as usize] <= EPS * resources[r.0 as usize].capacity;
-            for (k, &i) in active.iter().enumerate() {
-                if frozen[k] {
-                    continue;
-                }
-                let f = &mut self.flows[i as usize];
-                if level >= f.cap * (1.0 - EPS) || f.uses.iter().any(|&(r, _)| saturated(r)) {
-                    f.rate = level.min(f.cap);
-                    frozen[k] = true;
-                }
+            let f = &mut self.flows[i as usize];
+            if level >= f.cap * (1.0 - EPS) || f.uses.iter().any(|&(r, _)| saturated(r)) {
+                f.rate = level.min(f.cap);
+                frozen[k] = true;
             }
         }
     }
