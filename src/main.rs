@@ -269,11 +269,12 @@ fn calibrate(
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     use meshsim_bench::ccl_calibration;
-    if sim == meshsim_ccl::op::SimModel::Flow && matches!(set, CalibrationSet::Link | CalibrationSet::Fabric)
-    {
-        return Err(BadInput(
-            "calibrate --model flow runs the op sweeps (--ccl, --blackhole): the link and fabric sets are microbenchmarks of the packet model".into(),
-        )
+    let microbenchmarks =
+        meshsim_ccl::stacks::capabilities(meshsim_ccl::op::Stack::DEFAULT, sim).microbenchmarks;
+    if !microbenchmarks && matches!(set, CalibrationSet::Link | CalibrationSet::Fabric) {
+        return Err(BadInput(format!(
+            "calibrate --model {sim} runs the op sweeps (--ccl, --blackhole): the link and fabric sets are microbenchmarks of the packet model"
+        ))
         .into());
     }
     let setup = |name: &str| -> anyhow::Result<Setup> {

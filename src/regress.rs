@@ -461,19 +461,23 @@ pub struct FlowRow {
 /// the packet model itself; the flow model carries the fabric stack, without faults.
 fn flow_skips(suite: &Suite, sc: &Scenario) -> Option<String> {
     use crate::scenario::Kind;
-    use meshsim_ccl::op::Stack;
+    use meshsim_ccl::op::{SimModel, Stack};
+    let can = |stack| meshsim_ccl::stacks::capabilities(stack, SimModel::Flow);
     let stack = match sc.op {
         Kind::Op(_) => sc.stack.unwrap_or(Stack::DEFAULT),
         Kind::Workload => {
             let file = sc.workload.as_ref()?;
             crate::workload::Workload::load(&suite.base_dir().join(file)).ok()?.stack
         }
-        _ => return Some("a microbenchmark of the packet model".into()),
+        _ if !can(Stack::DEFAULT).microbenchmarks => {
+            return Some("a microbenchmark of the packet model".into());
+        }
+        _ => return None,
     };
-    if stack != Stack::Fabric {
+    if !can(stack).runs_ops {
         return Some(format!("the {stack} stack (the flow model carries the fabric)"));
     }
-    if sc.faults.any() {
+    if sc.faults.any() && !can(stack).faults {
         return Some("faults (the packet model's)".into());
     }
     None

@@ -508,9 +508,10 @@ impl Scenario {
     }
 
     fn run_bench(&self, cluster: Cluster, params: Params, trace: bool) -> Result<Outcome, RunError> {
-        if self.model == Some(SimModel::Flow) {
+        let model = self.model.unwrap_or_default();
+        if !meshsim_ccl::stacks::capabilities(Stack::DEFAULT, model).microbenchmarks {
             return Err(RunError::Bad(format!(
-                "{} is a microbenchmark of the packet model: it does not run on the flow model",
+                "{} is a microbenchmark of the packet model: it does not run on the {model} model",
                 self.op.name()
             )));
         }

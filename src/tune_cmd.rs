@@ -96,7 +96,8 @@ fn screen(a: &TuneArgs, stack: Stack) -> Result<Option<usize>, String> {
         Some(SimModel::Flow) => Some(a.confirm as usize),
         Some(SimModel::Packet) => return Err("--screen takes flow (the model that screens)".into()),
     };
-    if (screen.is_some() || model == SimModel::Flow) && stack != Stack::Fabric {
+    let flow = screen.is_some() || model == SimModel::Flow;
+    if flow && !meshsim_ccl::stacks::capabilities(stack, SimModel::Flow).runs_ops {
         return Err(format!("the flow model carries the fabric stack, not the {stack} stack"));
     }
     Ok(screen)

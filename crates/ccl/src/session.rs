@@ -379,18 +379,18 @@ impl<'c> Session<'c> {
     }
 
     fn run_inner(mut self) -> Result<SessionRun, CclError> {
-        if self.model == SimModel::Flow {
-            if self.verify {
-                return Err(CclError::Invalid(
-                    "the flow model moves no bytes, so it cannot verify outputs: verify with --model packet"
-                        .into(),
-                ));
-            }
-            if !self.faults.is_empty() {
-                return Err(CclError::Invalid(
-                    "the flow model does not model faults: inject them with --model packet".into(),
-                ));
-            }
+        let can = self.transport.capabilities();
+        if self.verify && !can.verifies {
+            return Err(CclError::Invalid(format!(
+                "the {} model moves no bytes, so it cannot verify outputs: verify with --model packet",
+                self.model
+            )));
+        }
+        if !self.faults.is_empty() && !can.faults {
+            return Err(CclError::Invalid(format!(
+                "the {} model does not model faults: inject them with --model packet",
+                self.model
+            )));
         }
         self.given = self.ops.iter().map(|o| o.knobs).collect();
         for req in &self.ops {

@@ -6,7 +6,7 @@ use meshsim_topology::Cluster;
 use crate::comm::Communicator;
 use crate::op::SimModel;
 use crate::op::{Collective, Given, Stack, Topology};
-use crate::transport::Transport;
+use crate::transport::{Capabilities, Transport};
 
 /// The transport of `stack`.
 pub fn transport(stack: Stack) -> Box<dyn Transport> {
@@ -22,6 +22,12 @@ pub fn transport_for(stack: Stack, model: SimModel) -> Box<dyn Transport> {
         SimModel::Packet => transport(stack),
         SimModel::Flow => Box::new(crate::flow::FlowTransport::new(stack, transport(stack))),
     }
+}
+
+/// What `stack` can do as `model` simulates it ([`Transport::capabilities`]), before there is
+/// a session: whether it runs ops, verifies, takes faults, serves the microbenchmarks.
+pub fn capabilities(stack: Stack, model: SimModel) -> Capabilities {
+    transport_for(stack, model).capabilities()
 }
 
 /// Refuses, in one line naming the first, the knobs of another stack among those a caller gave

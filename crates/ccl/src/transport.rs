@@ -22,6 +22,28 @@ use crate::phase::Phase;
 use crate::request::OpRequest;
 use crate::routers::RouterUse;
 
+/// What a transport can do besides running the ops it accepts: the one question the session,
+/// the CLI, tune, regress and workloads ask ([`Transport::capabilities`],
+/// `stacks::capabilities`) rather than naming a model or a stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It carries ops on its stack at all (the flow model carries the fabric's only).
+    pub runs_ops: bool,
+    /// It moves the ops' bytes, so their outputs can be verified.
+    pub verifies: bool,
+    /// It models injected faults (link faults, stalls, stragglers).
+    pub faults: bool,
+    /// Its hardware serves the microbenchmarks (link latency and bandwidth, the ring, the
+    /// fabric tests).
+    pub microbenchmarks: bool,
+}
+
+impl Capabilities {
+    /// Everything: a packet-level transport's.
+    pub const ALL: Capabilities =
+        Capabilities { runs_ops: true, verifies: true, faults: true, microbenchmarks: true };
+}
+
 /// A stack that carries collectives: the EDM, the fabric, or one of a caller's own.
 pub trait Transport {
     /// Its name in results and messages (`edm`, `fabric`).
@@ -46,6 +68,12 @@ pub trait Transport {
     /// Links per hop of every op of a session, for ops whose caller left them unset (the
     /// session keeps the caller's).
     fn default_links(&self, cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError>;
+
+    /// What it can do besides running ops ([`Capabilities`]): by default everything, as a
+    /// transport of packets on the hardware model can.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
 
     /// Builds the programs that carry every placed phase on `m`: one per chip, every phase's
     /// kernels entering and leaving its [`Gate`] ([`LowerCx::gate`]).

@@ -85,3 +85,18 @@ fn the_flow_model_refuses_what_it_does_not_model() {
         )
     );
 }
+
+/// What each model can do is one query on its transport, the same before a session
+/// (`stacks::capabilities`) as inside one: packets do everything; flows carry the fabric's ops
+/// only, move no bytes, model no faults and serve no microbenchmark.
+#[test]
+fn each_model_says_what_it_can_do() {
+    use meshsim_ccl::stacks::capabilities;
+    use meshsim_ccl::transport::Capabilities;
+    for stack in [Stack::Fabric, Stack::Edm] {
+        assert_eq!(capabilities(stack, SimModel::Packet), Capabilities::ALL, "{stack}");
+        let flow = capabilities(stack, SimModel::Flow);
+        assert_eq!((flow.verifies, flow.faults, flow.microbenchmarks), (false, false, false), "{stack}");
+        assert_eq!(flow.runs_ops, stack == Stack::Fabric, "{stack}");
+    }
+}

@@ -22,7 +22,7 @@ pub use net::{FlowId, FlowNet, ResourceId};
 
 use crate::op::{Algorithm, CclError, Collective, Given, Stack};
 use crate::request::OpRequest;
-use crate::transport::{LowerCx, Lowered, Transport};
+use crate::transport::{Capabilities, LowerCx, Lowered, Transport};
 
 /// The flow model of a stack: the stack's own rules (algorithms, knobs, default links), its
 /// transfers simulated as flows.
@@ -51,8 +51,19 @@ impl Transport for FlowTransport {
         self.inner.refuses(collective, given)
     }
 
+    /// Flows carry no bytes and model no faults nor the microbenchmarks' hardware; they carry
+    /// the fabric stack's ops.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            runs_ops: self.stack == Stack::Fabric,
+            verifies: false,
+            faults: false,
+            microbenchmarks: false,
+        }
+    }
+
     fn accepts(&self, req: &OpRequest, params: &Params) -> Result<(), CclError> {
-        if self.stack != Stack::Fabric {
+        if !self.capabilities().runs_ops {
             return Err(CclError::Invalid(format!(
                 "op '{}': the flow model carries the fabric stack; run the {} stack with --model packet",
                 req.name,
