@@ -173,6 +173,23 @@ fn with_no_topology_given_a_machine_without_a_ring_runs_its_line() {
         meshsim(&["sweep", "all-gather", "--cluster", "line:35", "--chips", "5", "-b", "8K", "-e", "8K"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("5 chips, line"), "{out}");
+    // A mesh of odd sides has no ring through every chip: its default is a line snaking
+    // through them all.
+    let (code, out, err) = meshsim(&[
+        "op",
+        "all-gather",
+        "--cluster",
+        "mesh:5x7",
+        "--shape",
+        "1,1,32,1120",
+        "--dim",
+        "3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    assert_eq!((j["topology"].as_str(), j["chips"].as_u64()), (Some("line"), Some(35)), "{out}");
     // Where the chips close a ring, the default stays the ring; a ring asked for stays asked.
     let (code, out, _) = meshsim(&[
         "op",

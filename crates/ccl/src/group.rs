@@ -55,7 +55,8 @@ pub fn select(
             .or_else(|| ring.as_ref().map(|r| r[..want].to_vec()).filter(|c| line_ok(c)))
             .or_else(|| {
                 lines.iter().filter(|c| c.len() > want).map(|c| c[..want].to_vec()).find(|c| line_ok(c))
-            }),
+            })
+            .or_else(|| walk(cluster, want, false)),
         Topology::Ring => rows
             .into_iter()
             .find(|c| line_ok(c) && (want == 2 || closes(c)))
@@ -70,7 +71,6 @@ pub fn select(
 
 /// A simple cycle of `n` chips over usable links, by bounded depth-first search.
 fn cycle(cluster: &Cluster, n: usize) -> Option<Vec<ChipIdx>> {
-    let usable = |a: ChipIdx, b: ChipIdx| !cluster.usable_links_between(a, b).is_empty();
     if n == 2 {
         return cluster
             .links()
@@ -78,10 +78,16 @@ fn cycle(cluster: &Cluster, n: usize) -> Option<Vec<ChipIdx>> {
             .find(|l| !l.reserved && l.a.chip != l.b.chip)
             .map(|l| vec![l.a.chip, l.b.chip]);
     }
+    walk(cluster, n, true)
+}
+
+/// A simple path of `n` chips over usable links — closed into a cycle if `closed` — by
+/// bounded depth-first search from each chip in turn (a cycle from its lowest chip).
+fn walk(cluster: &Cluster, n: usize, closed: bool) -> Option<Vec<ChipIdx>> {
     let mut budget = BUDGET;
     for start in 0..cluster.chips().len() {
         let mut path = vec![ChipIdx(start as u32)];
-        if extend(cluster, n, &mut path, &mut budget, &usable) {
+        if extend(cluster, (n, closed), &mut path, &mut budget) {
             return Some(path);
         }
     }
@@ -90,23 +96,23 @@ fn cycle(cluster: &Cluster, n: usize) -> Option<Vec<ChipIdx>> {
 
 fn extend(
     cluster: &Cluster,
-    n: usize,
+    (n, closed): (usize, bool),
     path: &mut Vec<ChipIdx>,
     budget: &mut usize,
-    usable: &dyn Fn(ChipIdx, ChipIdx) -> bool,
 ) -> bool {
+    let usable = |a: ChipIdx, b: ChipIdx| !cluster.usable_links_between(a, b).is_empty();
     let last = *path.last().expect("non-empty");
     if path.len() == n {
-        return usable(last, path[0]);
+        return !closed || usable(last, path[0]);
     }
     for &nb in cluster.neighbours(last) {
         if *budget == 0 {
             return false;
         }
         *budget -= 1;
-        if nb > path[0] && !path.contains(&nb) && usable(last, nb) {
+        if (!closed || nb > path[0]) && !path.contains(&nb) && usable(last, nb) {
             path.push(nb);
-            if extend(cluster, n, path, budget, usable) {
+            if extend(cluster, (n, closed), path, budget) {
                 return true;
             }
             path.pop();
@@ -139,6 +145,12 @@ mod tests {
             select(&line, Topology::Line, Some(5), None).unwrap(),
             (0..5).map(ChipIdx).collect::<Vec<_>>()
         );
+        // A mesh of odd sides closes no ring through every chip, but a line snakes through them.
+        let odd = builtin::cluster("mesh:5x7").unwrap();
+        assert!(select(&odd, Topology::Ring, None, None).is_err());
+        let snake = select(&odd, Topology::Line, None, None).unwrap();
+        assert_eq!(snake.len(), 35);
+        assert!(snake.windows(2).all(|w| !odd.usable_links_between(w[0], w[1]).is_empty()));
         let err = select(&t, Topology::Ring, Some(3), None).unwrap_err().to_string();
         assert_eq!(err, "cluster 't3000' has no ring of 3 chips over usable links");
     }
