@@ -32,7 +32,7 @@ use crate::fabric::schedule::{
     A2A_WINDOW, DIRECT_REDUCERS, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, RS_WINDOW,
     packets, plane_packets, relay_stripes, relay_workers, rs_workers,
 };
-use crate::fabric::{HEADER_1D_BYTES, Layout, Line, RECEIVER_TRIDS};
+use crate::fabric::{Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
 use crate::plan::Dir;
@@ -135,15 +135,11 @@ struct Network<'a, 'c> {
 pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let lines = fabric_lines(s.cluster, s.ops)?;
     let payload = session_payload(s)?;
-    if payload == 0 || payload % 16 != 0 || payload > s.params.fabric_max_payload_bytes {
-        return Err(CclError::Invalid(format!(
-            "fabric: a packet payload of {payload} B is not a multiple of 16 up to {} B",
-            s.params.fabric_max_payload_bytes
-        )));
-    }
+    // The packet model's router layout for the session's lines: the same payload check, header
+    // and slots.
     let longest = lines.iter().map(|l| l.chips.len()).max().unwrap_or(1) as u32;
-    let header = if longest <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
     let layout = Layout::new(s.params, payload, longest).map_err(|e| CclError::Invalid(e.to_string()))?;
+    let header = layout.header_bytes;
     // Two ERISCs split a router's channels unless a mux sits in front of any router of the
     // session (workers sharing a router): then every router runs as one loop, as the packet
     // model's lowering does (`Fabric::use_one_erisc`). Whether one does is known once the
