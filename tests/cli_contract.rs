@@ -135,75 +135,36 @@ fn a_reduce_larger_than_its_reducers_staging_runs_and_verifies_on_both_architect
     }
 }
 
+/// The topology and chip count an all-gather of `x` elements per row runs on with `extra`
+/// flags (no topology given unless they give one).
+fn runs_on(cluster: &str, extra: &[&str], x: u64) -> (String, u64) {
+    let shape = format!("1,1,32,{x}");
+    let args = [
+        &["op", "all-gather", "--cluster", cluster, "--shape", &shape, "--dim", "3", "--format", "json"],
+        extra,
+    ];
+    let (code, out, err) = meshsim(&args.concat());
+    assert_eq!(code, 0, "{cluster} {extra:?}: {err}");
+    let j = json(&out);
+    (j["topology"].as_str().unwrap_or_default().to_owned(), j["chips"].as_u64().unwrap_or_default())
+}
+
 #[test]
 fn with_no_topology_given_a_machine_without_a_ring_runs_its_line() {
-    let (code, out, err) = meshsim(&[
-        "op",
-        "all-gather",
-        "--cluster",
-        "line:8",
-        "--shape",
-        "1,1,32,2048",
-        "--dim",
-        "3",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let j = json(&out);
-    assert_eq!((j["topology"].as_str(), j["chips"].as_u64()), (Some("line"), Some(8)), "{out}");
-    // Named chips along an open Galaxy row, and the start of a longer line.
-    let (code, out, err) = meshsim(&[
-        "op",
-        "all-gather",
-        "--cluster",
-        "galaxy",
-        "--chip-ids",
-        "0,1,2,3",
-        "--shape",
-        "1,1,32,1024",
-        "--dim",
-        "3",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(json(&out)["topology"].as_str(), Some("line"));
+    let line = |chips: u64| ("line".to_owned(), chips);
+    assert_eq!(runs_on("line:8", &[], 2048), line(8));
+    // Named chips along an open Galaxy row.
+    assert_eq!(runs_on("galaxy", &["--chip-ids", "0,1,2,3"], 1024), line(4));
+    // A mesh of odd sides has no ring through every chip: its default is a line snaking
+    // through them all.
+    assert_eq!(runs_on("mesh:5x7", &[], 1120), line(35));
+    // The start of a longer line, on a sweep too.
     let (code, out, err) =
         meshsim(&["sweep", "all-gather", "--cluster", "line:35", "--chips", "5", "-b", "8K", "-e", "8K"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("5 chips, line"), "{out}");
-    // A mesh of odd sides has no ring through every chip: its default is a line snaking
-    // through them all.
-    let (code, out, err) = meshsim(&[
-        "op",
-        "all-gather",
-        "--cluster",
-        "mesh:5x7",
-        "--shape",
-        "1,1,32,1120",
-        "--dim",
-        "3",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let j = json(&out);
-    assert_eq!((j["topology"].as_str(), j["chips"].as_u64()), (Some("line"), Some(35)), "{out}");
     // Where the chips close a ring, the default stays the ring; a ring asked for stays asked.
-    let (code, out, _) = meshsim(&[
-        "op",
-        "all-gather",
-        "--cluster",
-        "t3000",
-        "--shape",
-        "1,1,32,2048",
-        "--dim",
-        "3",
-        "--format",
-        "json",
-    ]);
-    assert_eq!((code, json(&out)["topology"].as_str()), (0, Some("ring")));
+    assert_eq!(runs_on("t3000", &[], 2048), ("ring".to_owned(), 8));
     let (code, _, err) = meshsim(&[
         "op",
         "all-gather",
