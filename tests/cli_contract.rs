@@ -95,6 +95,10 @@ fn routes_past_the_header_s_reach_are_refused_in_one_line_naming_the_limit_and_t
         meshsim(&["sweep", "all-gather", "--cluster", "torus:32x32", "-b", "1K", "-e", "2K"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.starts_with("meshsim: ") && err.contains("512 hops") && err.contains("fewer chips"), "{err}");
+    // Tune says why its base choice does not run.
+    let (code, _, err) = meshsim(&["tune", "all-gather", "--cluster", "line:70", "-b", "64K", "-e", "64K"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("does not run with the base tree's choice") && err.contains("69 hops"), "{err}");
     // The fabric benchmarks, whose lines are a cluster's rows and columns.
     let (code, _, err) = meshsim(&[
         "bench",

@@ -161,6 +161,18 @@ fn time_of(
     tiles: u64,
     (tree, model): (Select, crate::op::SimModel),
 ) -> Result<Option<Time>, CclError> {
+    Ok(run_one(cluster, params, spec, tiles, (tree, model))?.ok())
+}
+
+/// Runs the op at `tiles` with `tree` on `model`: its time, or why it did not run (the outer
+/// error: a spec that cannot be submitted at all).
+fn run_one(
+    cluster: &Cluster,
+    params: &Params,
+    spec: &TuneSpec,
+    tiles: u64,
+    (tree, model): (Select, crate::op::SimModel),
+) -> Result<Result<Time, CclError>, CclError> {
     let tensor = TensorSpec::new([1, 1, 32, 32 * tiles], spec.dtype, Layout::Tile)
         .map_err(|e| CclError::Invalid(e.0))?;
     let mut s = Session::new(cluster, params);
@@ -173,7 +185,7 @@ fn time_of(
     let mut req = OpRequest::new(spec.collective.name(), spec.comm.clone(), spec.collective, tensor, 3);
     req.knobs = spec.knobs;
     s.submit(req)?;
-    Ok(s.run().ok().map(|r| r.ops[0].time))
+    Ok(s.run().map(|r| r.ops[0].time))
 }
 
 /// Tunes `spec`: every candidate at every point, in parallel. Returns the tuned tree (the base
@@ -228,7 +240,12 @@ pub fn tune(
     for (&(i, c), t) in packet_jobs.iter().zip(packet) {
         times[i * (cands.len() + 1) + c.map_or(0, |c| c + 1)] = t;
     }
-    let points = best_per_point(spec, (&tiles, &cands), &times, &packet_jobs)?;
+    // Why the base tree's choice does not run at a point, if it does not.
+    let why = |t: u64| match run_one(cluster, params, spec, t, (spec.base.clone(), spec.model)) {
+        Ok(Err(e)) | Err(e) => e.to_string(),
+        Ok(Ok(_)) => "it ran once and not again".into(),
+    };
+    let points = best_per_point(spec, (&tiles, &cands), &times, &packet_jobs, &why)?;
     // Consecutive sizes with one winner share a leaf; the last covers every larger size.
     let mut steps: Vec<(u64, Choice)> = Vec::new();
     for p in &points {
@@ -256,12 +273,13 @@ fn at_packet_size(cands: &mut Vec<Choice>, given: u64) {
 
 /// Per point (`tiles`), the base tree's choice and time and the fastest of it and the
 /// candidates (`cands`) that ran there (`times`, indexed point by point, the base first; the
-/// packet model's `jobs`).
+/// packet model's `jobs`); `why` says why the base did not run at a point.
 fn best_per_point(
     spec: &TuneSpec,
     (tiles, cands): (&[u64], &[Choice]),
     times: &[Option<Time>],
     packet_jobs: &[(usize, Option<usize>)],
+    why: &dyn Fn(u64) -> String,
 ) -> Result<Vec<TunePoint>, CclError> {
     let (n, topo) = (spec.comm.size(), spec.comm.topology());
     let mut points = Vec::new();
@@ -272,8 +290,9 @@ fn best_per_point(
         let base_choice = spec.base.choose(spec.collective, n, size, topo, spec.stack);
         let base_time = at(0).ok_or_else(|| {
             CclError::Invalid(format!(
-                "{} of {size} B does not run with the base tree's choice",
-                spec.collective.name()
+                "{} of {size} B does not run with the base tree's choice: {}",
+                spec.collective.name(),
+                why(t)
             ))
         })?;
         let mut best = (base_choice, base_time);
