@@ -113,6 +113,28 @@ pub const DIRECT_REDUCERS: usize = 4;
 mod tests {
     use super::*;
 
+    /// Dealing a slice's packets over planes and workers gives every page to exactly one share,
+    /// in packets of at most the packing's pages.
+    #[test]
+    fn every_page_is_dealt_to_one_share() {
+        for (pages, ppp) in [(1, 1), (7, 2), (64, 4), (65, 4), (1000, 2)] {
+            for shares in [1, 2, 3, 8] {
+                let mut seen = vec![0u32; pages as usize];
+                for share in 0..shares {
+                    for (lo, n) in plane_packets(pages, ppp, (share, shares)) {
+                        assert!((1..=ppp).contains(&n), "{pages} pages, {ppp} per packet");
+                        (lo..lo + n).for_each(|q| seen[q as usize] += 1);
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1), "{pages} pages over {shares} shares: {seen:?}");
+            }
+        }
+        assert_eq!(Packing::Gather.pages(4352, 1088), 4);
+        assert_eq!(Packing::Direct.pages(4352, 1088), 2);
+        assert_eq!(Packing::ReduceScatter { ring: false }.pages(4352, 2048), 2);
+        assert_eq!(Packing::Gather.pages(1024, 2048), 1);
+    }
+
     /// Both directions together deliver every other rank's slice exactly once to each rank:
     /// a slice travels half-way round each way, the antipode's halves one each way; and stripe
     /// i of a rank is the slice i ranks upstream.
