@@ -498,10 +498,7 @@ pub fn op_space() -> impl Strategy<Value = Case> {
                 flag(name, Some(&k.to_string()));
             }
             if rooted {
-                flag(
-                    "--root",
-                    Some(&(root as u64 % ranks.max(1) + u64::from(root == 9) * ranks).to_string()),
-                );
+                flag("--root", Some(&(root as u64 % ranks + u64::from(root == 9) * ranks).to_string()));
             }
             flag("--topology", topology);
             flag("--dtype", dtype);

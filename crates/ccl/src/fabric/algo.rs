@@ -5,6 +5,7 @@
 
 use super::MAX_HOPS_1D;
 use super::lines::default_links;
+use super::schedule::barrier_reach;
 use crate::op::{Algorithm, CclError, Collective, Topology};
 use crate::phase::Phase;
 use crate::plan::routed::{self, Routed};
@@ -63,12 +64,12 @@ impl Algo {
 }
 
 /// Refuses phase `p` under `algo` if a packet of it would travel more hops than a 1D header
-/// routes ([`MAX_HOPS_1D`]): its plan's longest route, or its entry barrier's (to a line's end,
-/// half-way round a ring).
+/// routes ([`MAX_HOPS_1D`]): its plan's longest route, or its entry barrier's (rank 0's forward
+/// increment reaches farthest: a line's end, half-way round a ring).
 fn check_routes(req: &OpRequest, p: &Phase, algo: Algo, closed: bool) -> Result<(), CclError> {
     let n = req.comm.size();
     let topology = if closed { Topology::Ring } else { Topology::Line };
-    let barrier = if closed { n / 2 } else { n - 1 };
+    let barrier = barrier_reach(n, 0, true, closed) as usize;
     let longest = algo.plan(req, p, topology).longest_route().max(barrier);
     if longest <= MAX_HOPS_1D as usize {
         return Ok(());

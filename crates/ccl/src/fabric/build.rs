@@ -133,15 +133,6 @@ pub(super) fn page_addr(k: &Kernel, place: &Placement, q: u64) -> u64 {
 /// chip of the op).
 pub(super) const BARRIER_SEM: u64 = STAGING + 64;
 
-/// How far rank `k`'s entry-barrier increment reaches going `forward`: to the line's end, or
-/// on a ring n / 2 chips forward and the rest backward — every other rank once.
-pub(super) fn barrier_reach(n: usize, k: usize, forward: bool, closed: bool) -> u32 {
-    if !closed {
-        return if forward { (n - 1 - k) as u32 } else { k as u32 };
-    }
-    (if forward { n / 2 } else { n - 1 - n / 2 }) as u32
-}
-
 /// tt-metal's entry barrier (`shared/fabric.md` §7): a zero-payload multicast increment of the
 /// barrier semaphore of every rank this direction reaches, then a wait until all `ranks - 1`
 /// others have arrived. Both direction kernels of a rank send their half and wait.

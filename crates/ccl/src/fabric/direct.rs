@@ -14,11 +14,10 @@ use meshsim_topology::soc::CoreCoord;
 
 use super::algo::{Algo, Pairs};
 use super::build::{
-    Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
-    sync_kernel,
+    Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload, sync_kernel,
 };
 use super::mux::Ports;
-use super::schedule::{A2A_WINDOW, DIRECT_REDUCERS, Packing, packets, plane_packets};
+use super::schedule::{A2A_WINDOW, DIRECT_REDUCERS, Packing, barrier_reach, packets, plane_packets};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};

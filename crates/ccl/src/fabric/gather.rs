@@ -16,11 +16,12 @@ use meshsim_topology::soc::CoreCoord;
 
 use super::algo::Algo;
 use super::build::{
-    Inject, Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
-    page_and_payload, sync_kernel,
+    Inject, Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload, sync_kernel,
 };
 use super::mux::Ports;
-use super::schedule::{Packing, RELAY_WINDOW, packets, plane_packets, relay_stripes, relay_workers};
+use super::schedule::{
+    Packing, RELAY_WINDOW, barrier_reach, packets, plane_packets, relay_stripes, relay_workers,
+};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};

@@ -24,10 +24,9 @@ use meshsim_topology::soc::CoreCoord;
 
 use super::algo::Algo;
 use super::build::{
-    Inject, Lowering, barrier_reach, entry_barrier, issue_reads, line_for, noc_of, page_addr,
-    page_and_payload,
+    Inject, Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
 };
-use super::schedule::{Packing, RS_CHUNKS_PER_SYNC, RS_WINDOW, plane_packets, rs_workers};
+use super::schedule::{Packing, RS_CHUNKS_PER_SYNC, RS_WINDOW, barrier_reach, plane_packets, rs_workers};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Reduction, Topology};

@@ -2,8 +2,8 @@
 //! kernels of `gather.rs`, `relay.rs`, `reduce.rs`, `direct.rs`) and the flow model both read,
 //! defined here once: how a slice's pages are packed into packets and dealt over routing planes
 //! and workers, how many workers run per link and direction, how many packets a kernel reads
-//! at once (its window), how many go between synchronising increments, and which stripes a
-//! relay kernel sends.
+//! at once (its window), how many go between synchronising increments, which stripes a
+//! relay kernel sends, and how far each rank's entry-barrier increment reaches.
 
 use crate::plan::Dir;
 use crate::plan::routed::{self, Routed, Transfer};
@@ -108,6 +108,15 @@ pub(crate) const A2A_WINDOW: usize = 8;
 /// `DIRECT_REDUCERS`-th packet of the rank's slice (meshsim's choice: tt-metal's core count for
 /// this path is not known).
 pub const DIRECT_REDUCERS: usize = 4;
+
+/// How far rank `k`'s entry-barrier increment reaches going `forward`: to the line's end, or
+/// on a ring n / 2 chips forward and the rest backward — every other rank once.
+pub(crate) fn barrier_reach(n: usize, k: usize, forward: bool, closed: bool) -> u32 {
+    if !closed {
+        return if forward { (n - 1 - k) as u32 } else { k as u32 };
+    }
+    (if forward { n / 2 } else { n - 1 - n / 2 }) as u32
+}
 
 #[cfg(test)]
 mod tests {
