@@ -640,6 +640,11 @@ pub(crate) struct OpArgs {
     /// Run twice and fail (exit 1) unless both runs give the same event-log hash.
     #[arg(long)]
     pub(crate) check_determinism: bool,
+    /// Print what each worker kernel of the op would do — the fabric's schedule, which both
+    /// models read: per kernel its rank, plane, direction, what it sends where, copies and
+    /// waits for — instead of running it (`--format json` for JSON).
+    #[arg(long, conflicts_with_all = ["trace", "check_determinism", "verify", "link_report"])]
+    pub(crate) schedule: bool,
 }
 
 /// `meshsim tune`'s arguments.

@@ -19,6 +19,9 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
     }
     let sc = scenario_of(&a);
     let model = a.model.load()?;
+    if a.schedule {
+        return print_schedule(&a, &sc, &model);
+    }
     let out = run_scenario(&sc, &model, a.trace.is_some())?;
     if a.check_determinism {
         check_determinism(&sc, &model, &out)?;
@@ -287,6 +290,31 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
         "busbw_gbps": r.busbw_gbps, "model": r.model,
         "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },
     })
+}
+
+/// `op --schedule`: what every worker kernel of the op would do, per phase, as text or JSON.
+fn print_schedule(a: &OpArgs, sc: &Scenario, model: &scenario::ParamSource) -> anyhow::Result<ExitCode> {
+    let views = sc.schedule(Path::new("."), model).map_err(|e| match e {
+        RunError::Bad(m) => BadInput(m).into(),
+        RunError::Sim(e) => anyhow::Error::new(e),
+        RunError::Failed(m) => anyhow::anyhow!(m),
+    })?;
+    let Some(views) = views else {
+        return Err(BadInput(format!(
+            "the {} stack has no worker schedule to show: --schedule shows the fabric's",
+            sc.stack.unwrap_or(meshsim_ccl::op::Stack::DEFAULT)
+        ))
+        .into());
+    };
+    match a.output.format {
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&views)?)?,
+        Format::Csv | Format::Text => {
+            for v in &views {
+                out!("{v}")?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs a scenario with `model`, mapping its errors to exit codes.

@@ -16,6 +16,7 @@ use meshsim_bench::{Measured, Setup, bandwidth, latency, ring};
 use meshsim_ccl::comm::Communicator;
 use meshsim_ccl::op::SimModel;
 use meshsim_ccl::op::{Bidir, Given, Knobs, OpRun, RedOp, Stack, Topology};
+use meshsim_ccl::schedule_view::ScheduleView;
 use meshsim_ccl::session::{OpRequest, OpResult, Session, SessionRun};
 use meshsim_ccl::tensor::{DType, Layout, Memory, TensorSpec};
 use meshsim_engine::{Stats, Time};
@@ -421,6 +422,32 @@ impl Scenario {
         params: &Params,
         trace: bool,
     ) -> Result<Outcome, RunError> {
+        let (session, comms, tensor) = self.op_session(op, base, &cluster, params, trace)?;
+        let all_run = session.run().map_err(ccl_error)?;
+        Ok(outcome(cluster, all_run, &comms, tensor))
+    }
+
+    /// What the op's worker kernels would do, per phase, without running it (`op --schedule`):
+    /// `None` when its stack has no worker schedule to show.
+    pub fn schedule(&self, base: &Path, model: &ParamSource) -> Result<Option<Vec<ScheduleView>>, RunError> {
+        let Kind::Op(op) = self.op else {
+            return Err(RunError::Bad(format!("{} has no worker schedule", self.op.name())));
+        };
+        let cluster = load_cluster(&self.cluster_spec(base))?;
+        let params = model.on(&cluster);
+        let (session, _, _) = self.op_session(op, base, &cluster, &params, false)?;
+        session.schedule().map_err(ccl_error)
+    }
+
+    /// The session that runs the op on every communicator, and those and its tensor.
+    fn op_session<'c>(
+        &self,
+        op: OpKind,
+        base: &Path,
+        cluster: &'c Cluster,
+        params: &Params,
+        trace: bool,
+    ) -> Result<(Session<'c>, Vec<Communicator>, TensorSpec), RunError> {
         let bad = RunError::Bad;
         let shape = self.shape.clone().ok_or_else(|| bad(format!("{} needs a shape", self.op.name())))?;
         let shape: [u64; 4] = shape
@@ -429,10 +456,10 @@ impl Scenario {
         let tensor =
             TensorSpec::new(shape, self.dtype.unwrap_or(DType::Bf16), Layout::Tile).map_err(|e| bad(e.0))?;
         let collective = op.collective(self.redop.unwrap_or(RedOp::Sum), self.root.unwrap_or(0));
-        let comms = self.communicators(&cluster)?;
+        let comms = self.communicators(cluster)?;
         let knobs = self.knobs()?;
         let stack = self.stack.unwrap_or(Stack::DEFAULT);
-        let mut session = Session::new(&cluster, params);
+        let mut session = Session::new(cluster, params);
         session.set_stack(stack);
         session.set_model(self.model.unwrap_or_default());
         if let Some(path) = &self.select {
@@ -462,8 +489,7 @@ impl Scenario {
             packet_size: self.packet_size.is_some(),
         };
         meshsim_ccl::stacks::check_given(stack, collective, &given).map_err(bad)?;
-        let all_run = session.run().map_err(ccl_error)?;
-        Ok(outcome(cluster, all_run, &comms, tensor))
+        Ok((session, comms, tensor))
     }
 
     /// The communicators an op runs on: every row or column (`axis`), or one ring or line.

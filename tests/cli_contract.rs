@@ -260,3 +260,51 @@ mod op_knobs_everywhere {
         assert!(err.contains("pages_per_packet applies to the edm stack"), "{err}");
     }
 }
+
+/// `op --schedule` prints the fabric schedule the op would run, one entry per worker kernel,
+/// without running it; its JSON names the algorithm and packing the run reports, and every
+/// page a multicast all-gather sends is counted on the ranks it reaches. The EDM has no such
+/// schedule and says so in one line, exit 2.
+#[test]
+fn op_schedule_shows_what_each_worker_kernel_does() {
+    let args = ["op", "all-gather", "--cluster", "t3000", "--shape", "1,1,32,4096", "--chips", "4"];
+    let (code, out, err) = meshsim(&[&args[..], &["--schedule", "--format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let phases = json(&out);
+    let phase = &phases[0];
+    let ran = json(&meshsim(&[&args[..], &["--format", "json"]].concat()).1);
+    assert_eq!(phase["algorithm"], "multicast");
+    assert_eq!(phase["algorithm"], ran["algorithm"], "{phase} against {ran}");
+    assert_eq!(phase["pages_per_packet"], ran["pages_per_packet"]);
+    assert_eq!(phase["planes"], ran["links"]);
+    assert_eq!(phase["ranks"], 4);
+    let kernels = phase["kernels"].as_array().expect("kernels");
+    let planes = phase["planes"].as_u64().expect("planes") as usize;
+    // Two direction kernels per rank and plane, a sync kernel per rank.
+    assert_eq!(kernels.len(), 4 * planes * 2 + 4);
+    // Every other rank receives each rank's packets once: the multicast ranges of a rank's
+    // kernels cover the three others, each packet once.
+    let pages: u64 = 4096 * 32 * 2 / 4 / 2048;
+    let per_packet = phase["pages_per_packet"].as_u64().expect("pages per packet");
+    for rank in 0..4u64 {
+        let mut reached = [0u64; 4];
+        for k in kernels.iter().filter(|k| k["rank"] == rank && k["role"] == "multicast") {
+            for s in k["sends"].as_array().expect("sends") {
+                for to in s["to"].as_array().expect("to") {
+                    reached[to.as_u64().expect("a rank") as usize] += s["packets"].as_u64().expect("packets");
+                }
+            }
+        }
+        for (r, &got) in reached.iter().enumerate() {
+            let want = if r as u64 == rank { 0 } else { pages.div_ceil(per_packet) };
+            assert_eq!(got, want, "rank {rank}'s packets on rank {r}");
+        }
+    }
+    let (code, text, _) = meshsim(&[&args[..], &["--schedule"]].concat());
+    assert_eq!(code, 0);
+    assert!(text.starts_with("op 'all-gather' ag: multicast on a 4-rank ring"), "{text}");
+    let (code, _, err) = meshsim(&[&args[..], &["--schedule", "--stack", "edm"]].concat());
+    assert_eq!(code, 2);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no worker schedule"), "{err}");
+}

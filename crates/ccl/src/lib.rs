@@ -38,6 +38,7 @@ pub mod plan;
 pub mod reducescatter;
 pub mod request;
 pub mod routers;
+pub mod schedule_view;
 pub mod select;
 pub mod session;
 pub mod stacks;

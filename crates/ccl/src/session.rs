@@ -33,6 +33,7 @@ use crate::op::SimModel;
 use crate::op::{Bidir, CclError, Collective, Given, Hazard, Knobs, OpError, Stack, Topology};
 use crate::phase::Phase;
 use crate::plan::{self, Plan};
+use crate::schedule_view::ScheduleView;
 use crate::select::{Algorithm, Select};
 use crate::tensor::TensorSpec;
 use crate::transport::{KernelTimes, LowerCx, Lowered, Transport};
@@ -371,6 +372,70 @@ impl<'c> Session<'c> {
             && req.tensor.split(req.dim, req.comm.size() as u64).is_ok()
     }
 
+    /// What the stack's worker kernels would do for every phase, as users read it
+    /// (`meshsim op --schedule`), without running anything; `None` when the stack has no worker
+    /// schedule to show (the EDM's).
+    pub fn schedule(mut self) -> Result<Option<Vec<ScheduleView>>, CclError> {
+        self.prepare()?;
+        let mut m = Machine::new(self.cluster.clone(), self.params.clone(), Mode::Timing);
+        let phases = self.placed()?;
+        let done = self.phase_events(&mut m, &phases);
+        let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
+        let cx = self.lower_cx(&phases, &done, &times);
+        self.transport.schedule(&cx)
+    }
+
+    /// Resolves every op's knobs as the run will: the caller's, checked against the stack,
+    /// then the selection tree's and the default links; and refuses an op the stack cannot run.
+    fn prepare(&mut self) -> Result<(), CclError> {
+        self.given = self.ops.iter().map(|o| o.knobs).collect();
+        for req in &self.ops {
+            if let Some(m) = self.transport.refuses(req.collective, &Given::of(&req.knobs)) {
+                return Err(CclError::Invalid(format!("op '{}': {m}", req.name)));
+            }
+        }
+        self.apply_selection();
+        let defaults = self.transport.default_links(self.cluster, &self.ops)?;
+        for (req, links) in self.ops.iter_mut().zip(defaults) {
+            req.knobs.links.get_or_insert(links);
+        }
+        for req in &self.ops {
+            self.transport.accepts(req, &self.params)?;
+        }
+        Ok(())
+    }
+
+    /// Per phase, the event its last kernel raises on `m` when it leaves its gate.
+    fn phase_events(&self, m: &mut Machine, phases: &[Phase]) -> Vec<SignalId> {
+        let name = |p: &Phase| format!("op '{}' {} done", self.ops[p.op].name, p.collective.tag());
+        phases.iter().map(|p| m.new_event(&name(p))).collect()
+    }
+
+    /// What a lowering sees of this session and its placed `phases`.
+    fn lower_cx<'a>(
+        &'a self,
+        phases: &'a [Phase],
+        done: &'a [SignalId],
+        times: &'a KernelTimes,
+    ) -> LowerCx<'a> {
+        LowerCx {
+            cluster: self.cluster,
+            params: &self.params,
+            ops: &self.ops,
+            given: &self.given,
+            phases,
+            done,
+            times,
+        }
+    }
+
+    /// Every op's phases, placed in memory.
+    fn placed(&self) -> Result<Vec<Phase>, CclError> {
+        let planned = self.phases();
+        let tensors = crate::place::place(self.cluster.soc(), &self.params, &self.ops, &planned)?;
+        Ok(planned.into_iter().zip(tensors).map(|(p, t)| p.place(t)).collect())
+    }
+
     /// Builds every op, runs them in one launch and measures each. A run that fails under
     /// injected faults says which were in force.
     pub fn run(self) -> Result<SessionRun, CclError> {
@@ -392,43 +457,17 @@ impl<'c> Session<'c> {
                 self.model
             )));
         }
-        self.given = self.ops.iter().map(|o| o.knobs).collect();
-        for req in &self.ops {
-            if let Some(m) = self.transport.refuses(req.collective, &Given::of(&req.knobs)) {
-                return Err(CclError::Invalid(format!("op '{}': {m}", req.name)));
-            }
-        }
-        self.apply_selection();
-        let defaults = self.transport.default_links(self.cluster, &self.ops)?;
-        for (req, links) in self.ops.iter_mut().zip(defaults) {
-            req.knobs.links.get_or_insert(links);
-        }
-        for req in &self.ops {
-            self.transport.accepts(req, &self.params)?;
-        }
+        self.prepare()?;
         let mode = if self.verify { Mode::Functional } else { Mode::Timing };
         let mut m = Machine::new(self.cluster.clone(), self.params.clone(), mode);
         if self.trace {
             m.enable_trace();
         }
         self.inject_faults(&mut m);
-        let planned = self.phases();
-        let tensors = crate::place::place(self.cluster.soc(), &self.params, &self.ops, &planned)?;
-        let phases: Vec<Phase> = planned.into_iter().zip(tensors).map(|(p, t)| p.place(t)).collect();
-        let done: Vec<SignalId> = phases
-            .iter()
-            .map(|p| m.new_event(&format!("op '{}' {} done", self.ops[p.op].name, p.collective.tag())))
-            .collect();
+        let phases = self.placed()?;
+        let done = self.phase_events(&mut m, &phases);
         let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
-        let cx = LowerCx {
-            cluster: self.cluster,
-            params: &self.params,
-            ops: &self.ops,
-            given: &self.given,
-            phases: &phases,
-            done: &done,
-            times: &times,
-        };
+        let cx = self.lower_cx(&phases, &done, &times);
         let lowered = self.transport.lower(&cx, &mut m)?;
         self.launch(m, &phases, lowered, &times)
     }

@@ -21,6 +21,7 @@ use crate::op::{Algorithm, CclError, Collective, Given, Knobs};
 use crate::phase::Phase;
 use crate::request::OpRequest;
 use crate::routers::RouterUse;
+use crate::schedule_view::ScheduleView;
 
 /// What a transport can do besides running the ops it accepts: the one question the session,
 /// the CLI, tune, regress and workloads ask ([`Transport::capabilities`],
@@ -73,6 +74,13 @@ pub trait Transport {
     /// transport of packets on the hardware model can.
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+
+    /// What its worker kernels would do for every placed phase of `cx`, as users read it
+    /// (`meshsim op --schedule`); `None` (the default) for a stack with no worker schedule.
+    fn schedule(&self, cx: &LowerCx) -> Result<Option<Vec<ScheduleView>>, CclError> {
+        let _ = cx;
+        Ok(None)
     }
 
     /// Builds the programs that carry every placed phase on `m`: one per chip, every phase's

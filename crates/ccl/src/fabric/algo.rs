@@ -5,7 +5,7 @@
 
 use super::MAX_HOPS_1D;
 use super::lines::default_links;
-use super::schedule::barrier_reach;
+use super::schedule::numbers::barrier_reach;
 use crate::op::{Algorithm, CclError, Collective, Topology};
 use crate::phase::Phase;
 use crate::plan::routed::{self, Routed};

@@ -14,29 +14,12 @@ use super::mux::Ports;
 use super::worker::Connection;
 use super::{Fabric, Header, NocCmd, Route};
 use crate::op::{CclError, Topology};
-use crate::phase::Tensors;
 use crate::request::OpRequest;
 use crate::tensor::{Memory, Placement, STAGING};
 use crate::transport::{Gate, LowerCx};
 
 /// A kernel's injection point: the router, and which of its phase's workers on it.
 pub(super) type Inject = (usize, usize);
-
-/// An op's page size and the fabric's packet payload, refused if a page does not fit.
-pub(super) fn page_and_payload(
-    fabric: &Fabric,
-    req: &OpRequest,
-    t: &Tensors,
-) -> Result<(u64, u64), CclError> {
-    let (page, max) = (t.slice.page_bytes(), fabric.config.max_payload_bytes);
-    if page > max {
-        return Err(CclError::Invalid(format!(
-            "op '{}': pages of {page} B do not fit the fabric's {max} B packets",
-            req.name
-        )));
-    }
-    Ok((page, max))
-}
 
 /// The fabric line an op rides on, and whether it runs as a ring on it (a ring communicator
 /// covering a closed line).

@@ -12,17 +12,15 @@ use meshsim_hw::{CoreRef, Kernel, Wake};
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
-use super::algo::{Algo, Pairs};
-use super::build::{
-    Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload, sync_kernel,
-};
+use super::algo::Pairs;
+use super::build::{Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr, sync_kernel};
 use super::mux::Ports;
-use super::schedule::{A2A_WINDOW, DIRECT_REDUCERS, Packing, barrier_reach, packets, plane_packets};
+use super::schedule::{A2A_WINDOW, Schedule, Work, packets, plane_packets};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::{CclError, Topology};
+use crate::op::CclError;
 use crate::phase::{Phase, Tensors};
-use crate::plan::routed::{Place, Routed, Transfer};
+use crate::plan::routed::{Place, Transfer};
 use crate::plan::{Copy, Dir, Loc};
 use crate::tensor::{Placement, STAGING, STAGING_END};
 use crate::transport::Gate;
@@ -41,32 +39,22 @@ pub(super) fn point_to_point(
     pi: usize,
     p: &Phase,
     pairs: Pairs,
-) -> Result<(u64, Vec<usize>), CclError> {
-    let (s, fabric) = (cx.s, cx.fabric);
+    sched: &Schedule,
+) -> Result<Vec<usize>, CclError> {
+    let s = cx.s;
     let req = &s.ops[p.op];
     let t = p.tensors;
     let n = req.comm.size();
-    let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = Packing::Direct.pages(max, page);
+    let Work::PointToPoint { arriving, .. } = &sched.work else { unreachable!("a point-to-point schedule") };
     let core = cx.take_core(req.comm.chips())?;
     let gate = s.gate(pi, 3 * n);
     let name = pairs.name();
-    let plan = Algo::PointToPoint(pairs).plan(req, p, topology_of(fabric, req));
-    let sends = Sends {
-        core,
-        land: t.output,
-        signal: vec![noc_of(s.cluster, core)],
-        per_source: false,
-        ppp,
-        max,
-        name,
-        plan: &plan,
-        own_copy: true,
-    };
-    let routers = chunk_senders(cx, pi, p, &sends, &gate);
+    let sends =
+        Sends { core, land: t.output, signal: vec![noc_of(s.cluster, core)], per_source: false, name };
+    let routers = chunk_senders(cx, pi, p, sched, &sends, &gate);
     let prefix = s.kernel_prefix(p.op);
     for (k, &chip) in req.comm.chips().iter().enumerate() {
-        let expect = plan.arriving(k);
+        let expect = arriving[k];
         sync_kernel(
             cx.program(chip),
             core,
@@ -75,11 +63,11 @@ pub(super) fn point_to_point(
             vec![(STAGING, expect as u32)],
         );
     }
-    Ok((ppp, routers))
+    Ok(routers)
 }
 
 /// How a phase's chunk senders send (all-to-all's, and the direct reduce-scatter's).
-struct Sends<'p> {
+struct Sends {
     /// The core, the same on every chip.
     core: CoreRef,
     /// Where chunks land on their destination, at the source's chunk.
@@ -88,78 +76,66 @@ struct Sends<'p> {
     /// semaphore there (`STAGING + 16 * source`) or all share `STAGING`.
     signal: Vec<CoreCoord>,
     per_source: bool,
-    ppp: u64,
-    max: u64,
     /// The kernels' name.
     name: &'static str,
-    /// Who sends what to whom, in what order, from where to where.
-    plan: &'p Routed,
-    /// Whether a rank that keeps a chunk (every all-to-all rank, a gather's or scatter's root)
-    /// copies it from its input to its output (a direct reduction's reducers read it instead).
-    own_copy: bool,
 }
 
-/// The line or ring a phase's routes run along: a ring only when the fabric closes the op's
-/// line (a ring of more than two chips).
-fn topology_of(fabric: &Fabric, req: &crate::request::OpRequest) -> Topology {
-    if line_for(fabric, req).1 { Topology::Ring } else { Topology::Line }
-}
-
-/// Installs, per rank, the two direction kernels that send chunk j of its input to every rank j
-/// (`shared/fabric.md` §7, all-to-all): one core on link 0, each kernel covering one direction
-/// (a line's side; on a ring the shorter way, the antipode forward), destinations farthest
-/// first; the kernel the plan names ([`Routed::copies_going`]) also copies an all-to-all rank's
-/// own chunk. Returns the routers they inject into.
-fn chunk_senders(cx: &mut Lowering, pi: usize, p: &Phase, x: &Sends, gate: &Gate) -> Vec<usize> {
+/// Installs the schedule's chunk senders (`shared/fabric.md` §7, all-to-all): per rank two
+/// direction kernels on one core on link 0, each covering one direction (a line's side; on a
+/// ring the shorter way, the antipode forward), destinations farthest first; the kernel the
+/// plan names ([`Routed::copies_going`]) also copies an all-to-all rank's own chunk. Returns
+/// the routers they inject into.
+///
+/// [`Routed::copies_going`]: crate::plan::routed::Routed::copies_going
+fn chunk_senders(
+    cx: &mut Lowering,
+    pi: usize,
+    p: &Phase,
+    sched: &Schedule,
+    x: &Sends,
+    gate: &Gate,
+) -> Vec<usize> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors;
     let n = req.comm.size();
-    let (line, closed) = line_for(fabric, req);
+    let Work::PointToPoint { senders, .. } = &sched.work else { unreachable!("a point-to-point schedule") };
+    let line = line_for(fabric, req).0;
     let prefix = s.kernel_prefix(p.op);
     let mut routers = Vec::new();
-    for (k, &chip) in req.comm.chips().iter().enumerate() {
-        for (d, forward) in [true, false].into_iter().enumerate() {
-            // This direction's transfers, as the plan orders them (farthest first).
-            let dir = if forward { Dir::Forward } else { Dir::Backward };
-            let dests: Vec<Transfer> = x.plan.sends(k, dir).copied().collect();
-            let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
-            // Every rank takes part in the entry barrier, whether it sends or not.
-            let barrier = barrier_reach(n, k, forward, closed);
-            let router = (barrier > 0).then(|| {
-                fabric
-                    .router_facing(line, 0, chip, req.comm.chips()[next])
-                    .expect("a router toward each neighbour")
-            });
-            routers.extend(router);
-            let ctx = Rc::new(A2aCtx {
-                ports: cx.ports.clone(),
-                phase: pi,
-                fabric: fabric.clone(),
-                router,
-                dests,
-                own: x
-                    .plan
-                    .copies
-                    .iter()
-                    .find(|c| c.rank == k)
-                    .copied()
-                    .filter(|_| x.own_copy && x.plan.copies_going(k, dir)),
-                barrier,
-                rank: k,
-                n_ranks: n,
-                t,
-                land: x.land,
-                signal: x.signal.clone(),
-                per_source: x.per_source,
-                ppp: x.ppp,
-                base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * x.max),
-                max: x.max,
-                gate: gate.clone(),
-            });
-            let name = format!("{prefix}{} {}", x.name, if forward { "forward" } else { "backward" });
-            cx.program(chip).create_kernel(x.core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
-        }
+    for w in senders {
+        let (k, chip) = (w.rank, req.comm.chips()[w.rank]);
+        let forward = w.dir == Dir::Forward;
+        let d = usize::from(!forward);
+        let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
+        // Every rank takes part in the entry barrier, whether it sends or not.
+        let router = (w.barrier > 0).then(|| {
+            fabric
+                .router_facing(line, 0, chip, req.comm.chips()[next])
+                .expect("a router toward each neighbour")
+        });
+        routers.extend(router);
+        let ctx = Rc::new(A2aCtx {
+            ports: cx.ports.clone(),
+            phase: pi,
+            fabric: fabric.clone(),
+            router,
+            dests: w.sends.clone(),
+            own: w.own,
+            barrier: w.barrier,
+            rank: k,
+            n_ranks: n,
+            t,
+            land: x.land,
+            signal: x.signal.clone(),
+            per_source: x.per_source,
+            ppp: sched.ppp,
+            base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + A2A_WINDOW as u64 * sched.payload),
+            max: sched.payload,
+            gate: gate.clone(),
+        });
+        let name = format!("{prefix}{} {}", x.name, if forward { "forward" } else { "backward" });
+        cx.program(chip).create_kernel(x.core, &name, d, vec![], move |kn| send_chunks(kn, ctx));
     }
     routers
 }
@@ -175,8 +151,9 @@ pub(super) fn direct_reduction(
     cx: &mut Lowering,
     pi: usize,
     p: &Phase,
-) -> Result<(u64, Vec<usize>), CclError> {
-    let (s, fabric) = (cx.s, cx.fabric);
+    sched: &Schedule,
+) -> Result<Vec<usize>, CclError> {
+    let s = cx.s;
     let req = &s.ops[p.op];
     let t = p.tensors;
     let red = req.reduction().expect("a reduction");
@@ -185,14 +162,13 @@ pub(super) fn direct_reduction(
     // The ranks that own a result: every rank of a reduce-scatter, a reduce's root.
     let owners: Vec<usize> = root.map_or((0..n).collect(), |r| vec![r]);
     let owner_chips: Vec<ChipIdx> = owners.iter().map(|&k| req.comm.chip(k)).collect();
-    let (page, max) = page_and_payload(fabric, req, &t)?;
-    let ppp = Packing::Direct.pages(max, page);
+    let Work::PointToPoint { reducers, .. } = &sched.work else { unreachable!("a point-to-point schedule") };
+    let (page, ppp) = (sched.page, sched.ppp);
     // Every owner's receive buffer: one chunk per source rank.
     let recv = cx.scratch(page, t.slice.pages() * n as u64);
     let sender = cx.take_core(req.comm.chips())?;
-    let packets = packets(t.slice.pages(), ppp).len();
     let reducers: Vec<CoreRef> =
-        (0..DIRECT_REDUCERS.min(packets)).map(|_| cx.take_core(&owner_chips)).collect::<Result<_, _>>()?;
+        (0..*reducers).map(|_| cx.take_core(&owner_chips)).collect::<Result<_, _>>()?;
     // One flushed increment per chunk crosses the fabric, to the first reducer's core, as
     // all-to-all's chunks end with one; a fan-out kernel there passes it on to the others.
     let cores: Vec<CoreCoord> = reducers.iter().map(|&c| noc_of(s.cluster, c)).collect();
@@ -201,22 +177,10 @@ pub(super) fn direct_reduction(
     let gate = s.gate(pi, 2 * n + reducers.len() * owners.len() + fan_outs);
     let prefix = s.kernel_prefix(p.op);
     // The senders' name, and the reducers'.
-    let topology = topology_of(fabric, req);
-    let plan = Algo::DirectReduction.plan(req, p, topology);
     let (name, reducer) =
         if root.is_some() { ("reduce direct", "reduce direct") } else { ("rs direct", "rs direct reduce") };
-    let sends = Sends {
-        core: sender,
-        land: recv,
-        signal,
-        per_source: true,
-        ppp,
-        max,
-        name,
-        plan: &plan,
-        own_copy: false,
-    };
-    let routers = chunk_senders(cx, pi, p, &sends, &gate);
+    let sends = Sends { core: sender, land: recv, signal, per_source: true, name };
+    let routers = chunk_senders(cx, pi, p, sched, &sends, &gate);
     let block_pages = ((STAGING_END - REDUCER_BASE) / (2 * page)).max(1) as usize;
     for (&k, &chip) in owners.iter().zip(&owner_chips) {
         if fan_outs > 0 {
@@ -247,7 +211,7 @@ pub(super) fn direct_reduction(
             cx.program(chip).create_kernel(core, &kernel, 0, vec![], move |kn| direct_reduce(kn, ctx));
         }
     }
-    Ok((ppp, routers))
+    Ok(routers)
 }
 
 /// Where a direct reduction's reducer keeps its running sum and one contribution, above its

@@ -25,6 +25,14 @@ pub(crate) fn session_payload(s: &LowerCx) -> Result<u64, CclError> {
     Ok(asked.first().copied().unwrap_or(s.params.fabric_default_payload_bytes))
 }
 
+/// Whether `req` runs as a ring on the session's fabric `lines`: a ring communicator whose
+/// chips a closed line carries, all of them.
+pub(crate) fn runs_closed(lines: &[Line], req: &OpRequest) -> bool {
+    let chips = req.comm.chips();
+    req.comm.topology() == Topology::Ring
+        && lines.iter().any(|l| l.closed && l.chips.len() == chips.len() && l.carries(chips))
+}
+
 /// The fabric's lines for the session's ops: a line per distinct communicator (rank order;
 /// closed on a ring of more than two chips), a shorter one riding on a line already there.
 /// Two lines may not share a link: an Ethernet core runs one router per plane.

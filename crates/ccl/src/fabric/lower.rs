@@ -19,17 +19,19 @@ use meshsim_engine::SignalId;
 use meshsim_hw::{Machine, Params};
 use meshsim_topology::Cluster;
 
-use super::algo::{Algo, choose};
+use super::algo::Algo;
 use super::build::{Inject, Lowering, line_for, noc_of};
 use super::direct::{direct_reduction, point_to_point};
 use super::gather::{all_gather, all_gather_relay};
-use super::lines::{default_links, fabric_lines, session_payload};
+use super::lines::{default_links, fabric_lines, runs_closed, session_payload};
 use super::mux::{Mux, Ports};
+use super::schedule::Schedule;
 use super::worker::Target;
 use super::{Fabric, FabricConfig, FabricKind};
 use crate::op::{Algorithm, CclError, Collective, Given};
 use crate::phase::Phase;
 use crate::request::OpRequest;
+use crate::schedule_view::ScheduleView;
 use crate::tensor::{Memory, STAGING};
 use crate::transport::{LowerCx, Lowered, PhaseRun, Transport};
 
@@ -82,6 +84,17 @@ impl Transport for FabricTransport {
         default_links(cluster, ops)
     }
 
+    fn schedule(&self, cx: &LowerCx) -> Result<Option<Vec<ScheduleView>>, CclError> {
+        let lines = fabric_lines(cx.cluster, cx.ops)?;
+        let payload = session_payload(cx)?;
+        let view = |p: &Phase| {
+            let req = &cx.ops[p.op];
+            let x = Schedule::new(cx, p, runs_closed(&lines, req), payload)?;
+            Ok(x.view(&req.name, p.collective.tag()))
+        };
+        cx.phases.iter().map(view).collect::<Result<_, _>>().map(Some)
+    }
+
     fn lower(&self, s: &LowerCx, m: &mut Machine) -> Result<Lowered, CclError> {
         let fabric = build_fabric(s)?;
         let ports = Rc::new(Ports::default());
@@ -93,32 +106,18 @@ impl Transport for FabricTransport {
         let mut runs = Vec::with_capacity(s.phases.len());
         for (pi, p) in s.phases.iter().enumerate() {
             let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
-            let algo = choose(s, line_for(&fabric, &s.ops[p.op]).1, p)?;
-            let (ppp, routers) = match algo {
-                Algo::DirectReduction => {
-                    let (got, routers) = direct_reduction(&mut cx, pi, p)?;
-                    (got, one(routers))
-                }
-                Algo::ReduceScatter => {
-                    let (got, routers, w) = super::reduce::lower(&mut cx, pi, p)?;
-                    workers[p.op] = w;
-                    (got, routers)
-                }
-                Algo::PointToPoint(pairs) => {
-                    let (got, routers) = point_to_point(&mut cx, pi, p, pairs)?;
-                    (got, one(routers))
-                }
-                Algo::Multicast => all_gather(&mut cx, pi, p)?,
-                Algo::Relay => {
-                    let (got, routers, w) = all_gather_relay(&mut cx, pi, p)?;
-                    workers[p.op] = workers[p.op].max(w);
-                    (got, routers)
-                }
+            let closed = line_for(&fabric, &s.ops[p.op]).1;
+            let sched = Schedule::new(s, p, closed, fabric.config.max_payload_bytes)?;
+            let routers = match sched.algo {
+                Algo::DirectReduction => one(direct_reduction(&mut cx, pi, p, &sched)?),
+                Algo::ReduceScatter => super::reduce::lower(&mut cx, pi, p, &sched)?,
+                Algo::PointToPoint(pairs) => one(point_to_point(&mut cx, pi, p, pairs, &sched)?),
+                Algo::Multicast => all_gather(&mut cx, pi, p, &sched)?,
+                Algo::Relay => all_gather_relay(&mut cx, pi, p, &sched)?,
             };
-            runs.push(PhaseRun {
-                pages_per_packet: ppp,
-                algorithm: algo.name(line_for(&fabric, &s.ops[p.op]).1),
-            });
+            // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
+            workers[p.op] = workers[p.op].max(sched.workers);
+            runs.push(PhaseRun { pages_per_packet: sched.ppp, algorithm: sched.algo.name(closed) });
             injects.push(routers);
         }
         let muxes = install_muxes(&mut cx, m, &injects)?;

@@ -22,42 +22,20 @@ use meshsim_hw::Kernel;
 use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 
-use super::algo::Algo;
-use super::build::{
-    Inject, Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr, page_and_payload,
-};
-use super::schedule::{Packing, RS_CHUNKS_PER_SYNC, RS_WINDOW, barrier_reach, plane_packets, rs_workers};
+use super::build::{Inject, Lowering, entry_barrier, issue_reads, line_for, noc_of, page_addr};
+use super::schedule::{RS_WINDOW, RsLane, Schedule, Side, Work, barrier_reach, plane_packets};
 use super::worker::CONNECTION_L1_BYTES;
 use super::{Fabric, Header, NocCmd, Route};
-use crate::op::{CclError, Reduction, Topology};
+use crate::op::{CclError, Reduction};
 use crate::phase::Phase;
-use crate::plan::Dir;
-use crate::plan::routed::{self, Routed};
 use crate::tensor::{Placement, STAGING, TensorSpec};
 use crate::transport::Gate;
 
-/// Rank `k`'s place on slice `j`'s side going `dir` in the reduce-scatter's routed plan: its
-/// position from the side's start (0 = the rank that starts the relay), or `None` if it does
-/// not send on that side (the owner only receives).
-pub(crate) fn position(plan: &Routed, k: usize, j: usize, dir: Dir) -> Option<usize> {
-    let chain = plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir)?;
-    routed::relay_position(chain, plan.n, plan.topology, k)
-}
-
-/// How many ranks precede owner `j` on each side in the plan: forward and backward.
-fn sides(plan: &Routed, j: usize) -> (usize, usize) {
-    let len = |dir| plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir).map_or(0, |t| t.hops);
-    (len(Dir::Forward), len(Dir::Backward))
-}
-
-/// One direction kernel of a rank: the slices it handles, in order.
-pub(crate) struct Side {
-    /// The router it injects into (none if no slice needs it).
+/// One direction kernel of a rank: its schedule, and the router it injects into (none if no
+/// slice needs it).
+pub(crate) struct SideKernel {
     pub router: Option<usize>,
-    /// `(slice, position)`, in the order the kernel takes them.
-    pub slices: Vec<(usize, usize)>,
-    /// Packets of partials it receives before each of its slices (cumulative, per slice).
-    pub received_before: Vec<u64>,
+    pub side: Side,
 }
 
 /// What a reduce-scatter direction kernel needs.
@@ -70,7 +48,7 @@ pub(crate) struct RsCtx {
     pub worker: usize,
     /// How far its entry-barrier increment reaches.
     pub barrier: u32,
-    pub side: Side,
+    pub side: SideKernel,
     pub n: u64,
     pub dim: usize,
     pub slice: TensorSpec,
@@ -115,8 +93,8 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let reduce = k.cycles(k.params().tile_reduce_cycles);
     let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
     let mut items = Vec::new();
-    for (si, &(j, pos)) in c.side.slices.iter().enumerate() {
-        let mut got = c.side.received_before[si];
+    for (si, &(j, pos)) in c.side.side.slices.iter().enumerate() {
+        let mut got = c.side.side.received_before[si];
         for group in plane_packets(c.slice.pages(), c.ppp, c.plane).chunks(c.per_sync as usize) {
             if pos > 0 {
                 got += group.len() as u64;
@@ -291,36 +269,11 @@ pub(crate) async fn owner(k: Kernel, c: Rc<OwnerCtx>) -> TaskResult {
     Ok(())
 }
 
-/// Each rank's slices per direction: `(slice, position)` in the order it takes them.
-type Order = Vec<[Vec<(usize, usize)>; 2]>;
-
-/// Every rank's slices per direction, in the order it takes them: by position on the side,
-/// and among slices at the same position the farthest owner first. Every rank on a side then
-/// takes its slices in its upstream neighbour's order, so a partial it needs next is the one
-/// its upstream sends next: a line's ranks pipeline rather than wait out each other's nearer
-/// slices (on a ring every side is as long, and position alone gives the same order).
-fn order(plan: &Routed) -> Order {
-    let n = plan.n;
-    (0..n)
-        .map(|k| {
-            [Dir::Forward, Dir::Backward].map(|dir| {
-                let mut v: Vec<(usize, usize)> =
-                    (0..n).filter_map(|j| position(plan, k, j, dir).map(|pos| (j, pos))).collect();
-                let away = |j: usize| if dir == Dir::Forward { (j + n - k) % n } else { (k + n - j) % n };
-                v.sort_by_key(|&(j, pos)| (pos, std::cmp::Reverse(away(j))));
-                v
-            })
-        })
-        .collect()
-}
-
-/// What a plane's (and worker's) owner kernels share.
+/// What a lane's owner kernels share.
 struct Owners<'a> {
-    plan: &'a Routed,
     tensors: crate::phase::Tensors,
     red: &'a Reduction,
     ppp: u64,
-    plane: (usize, usize),
     base: u64,
     max: u64,
     gate: &'a Gate,
@@ -328,28 +281,21 @@ struct Owners<'a> {
     /// Each direction's partial buffer and semaphore.
     partial: [Placement; 2],
     sems: [u64; 2],
-    slice_packets: u64,
-    per_sync: u64,
 }
 
-/// Every rank's owner kernel on `core`: it waits for each side's partial of its slice —
-/// through it, the side has delivered `before(k, d, k)` packets and then the slice's — and
-/// reduces them with its own pages into its output.
+/// Every rank's owner kernel of `lane` on `core`: it waits for each side's partial of its
+/// slice — through it, the side has delivered the packets the schedule says and then the
+/// slice's — and reduces them with its own pages into its output.
 fn install_owners(
     cx: &mut Lowering,
     chips: &[ChipIdx],
     core: meshsim_hw::CoreRef,
+    lane: &RsLane,
     o: &Owners,
-    before: &dyn Fn(usize, usize, usize) -> u64,
 ) {
     let t = o.tensors;
     for (k, &chip) in chips.iter().enumerate() {
-        let (f, b) = sides(o.plan, k);
-        let sides: Vec<(Placement, u64, u64)> = [(f, 0), (b, 1)]
-            .into_iter()
-            .filter(|&(len, _)| len > 0)
-            .map(|(_, d)| (o.partial[d], o.sems[d], before(k, d, k)))
-            .collect();
+        let sides = lane.owners[k].iter().map(|&(d, before)| (o.partial[d], o.sems[d], before)).collect();
         let ctx = Rc::new(OwnerCtx {
             rank: k,
             n: t.n,
@@ -358,11 +304,11 @@ fn install_owners(
             input: t.input,
             output: t.output,
             sides,
-            slice_packets: o.slice_packets,
-            per_sync: o.per_sync,
+            slice_packets: lane.packets.len() as u64,
+            per_sync: lane.per_sync,
             red: o.red.clone(),
             ppp: o.ppp,
-            plane: o.plane,
+            plane: lane.on,
             base: o.base,
             max: o.max,
             gate: o.gate.clone(),
@@ -371,16 +317,11 @@ fn install_owners(
     }
 }
 
-/// What a plane's (and worker's) direction kernels share beyond the phase.
+/// What a lane's direction kernels share beyond the phase.
 struct Sides {
     pi: usize,
     line: usize,
-    plane: usize,
-    worker: usize,
-    /// The packets this plane and worker carry: its index among all of them, and their count.
-    on: (usize, usize),
     core: meshsim_hw::CoreRef,
-    per_sync: u64,
     /// The first kernel's buffer, and the stride between the two directions'.
     base: u64,
     stride: u64,
@@ -388,54 +329,50 @@ struct Sides {
     suffix: String,
 }
 
-/// Every rank's two direction kernels on this plane and worker: each takes its slices on its
-/// side in `order`, having received `before(k, d, j)` packets of partials before slice j's,
-/// and injects into the router toward its next rank. Returns the routers, with the worker.
+/// Every rank's two direction kernels of `lane`: each takes its slices on its side as the
+/// schedule orders them and injects into the router toward its next rank. Returns the routers,
+/// with the worker.
 fn install_sides(
     cx: &mut Lowering,
     p: &Phase,
-    (plan, order): (&Routed, &Order),
+    (sched, lane): (&Schedule, &RsLane),
     o: &Sides,
-    (partial, sems, ppp, max, gate): (&[Placement; 2], &[u64; 2], u64, u64, &Gate),
-    before: &dyn Fn(usize, usize, usize) -> u64,
+    (partial, sems, gate): (&[Placement; 2], &[u64; 2], &Gate),
 ) -> Vec<Inject> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
-    let (t, n) = (p.tensors, plan.n);
+    let (t, n) = (p.tensors, sched.ranks());
     let red = req.reduction().expect("a reduction");
-    let closed = plan.topology == Topology::Ring;
     let mut routers = Vec::new();
-    for (k, mine) in order.iter().enumerate() {
+    for (k, mine) in lane.sides.iter().enumerate() {
         for (d, forward) in [true, false].into_iter().enumerate() {
-            let slices = mine[d].clone();
-            let received_before =
-                slices.iter().map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 }).collect();
+            let work = mine[d].clone();
             let next = if forward { (k + 1) % n } else { (k + n - 1) % n };
-            let router = (!slices.is_empty()).then(|| {
+            let router = (!work.slices.is_empty()).then(|| {
                 fabric
-                    .router_facing(o.line, o.plane, req.comm.chips()[k], req.comm.chips()[next])
+                    .router_facing(o.line, lane.plane, req.comm.chips()[k], req.comm.chips()[next])
                     .expect("a router toward each neighbour")
             });
-            routers.extend(router.map(|r| (r, o.worker)));
+            routers.extend(router.map(|r| (r, lane.worker)));
             let ctx = Rc::new(RsCtx {
                 ports: cx.ports.clone(),
                 phase: o.pi,
-                worker: o.worker,
-                barrier: barrier_reach(n, k, forward, closed),
+                worker: lane.worker,
+                barrier: barrier_reach(n, k, forward, sched.ring()),
                 fabric: fabric.clone(),
-                side: Side { router, slices, received_before },
+                side: SideKernel { router, side: work },
                 n: t.n,
                 dim: t.dim,
                 slice: t.slice,
                 input: t.input,
                 partial: partial[d],
                 red: red.clone(),
-                ppp,
-                per_sync: o.per_sync,
-                plane: o.on,
+                ppp: sched.ppp,
+                per_sync: lane.per_sync,
+                plane: lane.on,
                 sync: (noc_of(s.cluster, o.core), sems[d]),
                 base: o.base + d as u64 * o.stride,
-                max,
+                max: sched.payload,
                 gate: gate.clone(),
             });
             let name = format!("{} {}{}", o.name, if forward { "forward" } else { "backward" }, o.suffix);
@@ -445,47 +382,35 @@ fn install_sides(
     routers
 }
 
-/// Lowers reduce-scatter phase `pi` (see [`super::reduce`]); returns its pages per packet.
-pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec<Inject>, usize), CclError> {
+/// Lowers reduce-scatter phase `pi` (see [`super::reduce`]) as `sched` says; returns the
+/// routers it injects into.
+pub(super) fn lower(
+    cx: &mut Lowering,
+    pi: usize,
+    p: &Phase,
+    sched: &Schedule,
+) -> Result<Vec<Inject>, CclError> {
     let (s, fabric) = (cx.s, cx.fabric);
     let req = &s.ops[p.op];
     let t = p.tensors;
     let red = req.reduction().expect("a reduction");
     let n = req.comm.size();
-    let (page, max) = page_and_payload(fabric, req, &t)?;
-    let (line, closed) = line_for(fabric, req);
-    let ppp = Packing::ReduceScatter { ring: closed }.pages(max, page);
-    let planes = req.knobs.links();
-    // Workers per link and direction, behind a mux on each router: tt-metal's thresholds on
-    // the bytes each link carries of a rank's input.
-    let workers =
-        req.knobs.workers.unwrap_or_else(|| rs_workers(t.slice.bytes() * t.n / planes as u64, closed));
-    // Twice the input, one whole tensor per direction, above everything else; the planes and
-    // their workers reduce disjoint pages of it.
+    let Work::ReduceScatter { lanes } = &sched.work else { unreachable!("a reduce-scatter schedule") };
+    let (page, max, planes, workers) = (sched.page, sched.payload, sched.planes, sched.workers);
+    let line = line_for(fabric, req).0;
+    // Twice the input, one whole tensor per direction, above everything else; the lanes
+    // reduce disjoint pages of it.
     let whole = t.slice.pages() * t.n;
     let partial = [cx.scratch(page, whole), cx.scratch(page, whole)];
     let sems = [STAGING, STAGING + 16];
-    // The routed plan: each slice's two relays toward its owner.
-    let plan = Algo::ReduceScatter.plan(req, p, if closed { Topology::Ring } else { Topology::Line });
-    let order = order(&plan);
-    // Two direction kernels and the owner per rank, plane and worker.
+    // Two direction kernels and the owner per rank and lane.
     let gate = s.gate(pi, 3 * n * planes * workers);
     let prefix = s.kernel_prefix(p.op);
     let stride = CONNECTION_L1_BYTES + 2 * RS_WINDOW as u64 * max;
     let mut routers = Vec::new();
-    for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
-        let on = (plane * workers + w, planes * workers);
-        let slice_packets = plane_packets(t.slice.pages(), ppp, on).len() as u64;
-        let per_sync =
-            if closed { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 }.min((slice_packets / 2).max(1));
+    for lane in lanes {
         let core = cx.take_core(req.comm.chips())?;
-        // Packets of partials rank k has received from direction d before slice j's: its
-        // upstream sends them in its own order.
-        let before = |k: usize, d: usize, j: usize| -> u64 {
-            let u = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
-            let i = order[u][d].iter().position(|&(x, _)| x == j).expect("the upstream carries the slice");
-            i as u64 * slice_packets
-        };
+        let (plane, w) = (lane.plane, lane.worker);
         let suffix = [(planes > 1, format!(" plane{plane}")), (workers > 1, format!(" worker{w}"))]
             .into_iter()
             .filter_map(|(named, part)| named.then_some(part))
@@ -493,71 +418,25 @@ pub(super) fn lower(cx: &mut Lowering, pi: usize, p: &Phase) -> Result<(u64, Vec
         let sides = Sides {
             pi,
             line,
-            plane,
-            worker: w,
-            on,
             core,
-            per_sync,
             base: STAGING + 0x100,
             stride,
             name: format!("{prefix}rs"),
             suffix: suffix.clone(),
         };
-        let shared = (&partial, &sems, ppp, max, &gate);
-        routers.extend(install_sides(cx, p, (&plan, &order), &sides, shared, &before));
+        routers.extend(install_sides(cx, p, (sched, lane), &sides, (&partial, &sems, &gate)));
         let owners = Owners {
-            plan: &plan,
             tensors: t,
             red: &red,
-            ppp,
-            plane: on,
+            ppp: sched.ppp,
             base: STAGING + 0x100 + 2 * stride,
             max,
             gate: &gate,
             name: format!("{prefix}rs owner{suffix}"),
             partial,
             sems,
-            slice_packets,
-            per_sync,
         };
-        install_owners(cx, req.comm.chips(), core, &owners, &before);
+        install_owners(cx, req.comm.chips(), core, lane, &owners);
     }
-    Ok((ppp, routers, workers))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every slice's two sides cover every other rank exactly once, and a side's positions run
-    /// 0.. up to the owner.
-    #[test]
-    fn the_sides_of_every_slice_cover_every_other_rank_once() {
-        for closed in [false, true] {
-            for n in 2..=9 {
-                let topology = if closed { Topology::Ring } else { Topology::Line };
-                let plan = routed::reduce_scatter_sides(n, topology);
-                for j in 0..n {
-                    let mut seen = vec![0; n];
-                    for (forward, dir) in [(true, Dir::Forward), (false, Dir::Backward)] {
-                        let mut pos: Vec<usize> = (0..n).filter_map(|k| position(&plan, k, j, dir)).collect();
-                        for (k, seen) in seen.iter_mut().enumerate() {
-                            if position(&plan, k, j, dir).is_some() {
-                                *seen += 1;
-                            }
-                        }
-                        pos.sort();
-                        assert_eq!(
-                            pos,
-                            (0..pos.len()).collect::<Vec<_>>(),
-                            "n {n} j {j} fwd {forward} ring {closed}"
-                        );
-                    }
-                    for (k, &seen) in seen.iter().enumerate() {
-                        assert_eq!(seen, usize::from(k != j), "n {n} j {j} k {k} ring {closed}");
-                    }
-                }
-            }
-        }
-    }
+    Ok(routers)
 }

@@ -26,17 +26,17 @@ use meshsim_topology::ChipIdx;
 
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
-use crate::fabric::algo::{Algo, choose};
-use crate::fabric::lines::{fabric_lines, session_payload};
+use crate::fabric::algo::Algo;
+use crate::fabric::lines::{fabric_lines, runs_closed, session_payload};
 use crate::fabric::schedule::{
-    A2A_WINDOW, DIRECT_REDUCERS, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, RS_WINDOW,
-    packets, plane_packets, relay_stripes, relay_workers, rs_workers,
+    A2A_WINDOW, ChunkSender, DIRECT_REDUCERS, Multicaster, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_WINDOW,
+    RelayLane, RsLane, Schedule, Work, packets, side_lengths,
 };
 use crate::fabric::{Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
 use crate::plan::Dir;
-use crate::plan::routed::{Part, Routed, Transfer};
+use crate::plan::routed::Part;
 use crate::tensor::Memory;
 use crate::transport::{LowerCx, PhaseRun};
 
@@ -214,10 +214,7 @@ impl Network<'_, '_> {
 
     /// Whether the op of phase `p` runs as a ring on its fabric line.
     fn closed(&self, p: &Phase) -> bool {
-        let req = &self.s.ops[p.op];
-        let chips = req.comm.chips();
-        req.comm.topology() == Topology::Ring
-            && self.lines.iter().any(|l| l.closed && l.chips.len() == chips.len() && l.carries(chips))
+        runs_closed(&self.lines, &self.s.ops[p.op])
     }
 
     /// Mean hops of a NoC read's request and answer between the op's worker and the banks of
@@ -397,15 +394,8 @@ impl Network<'_, '_> {
         let req = &s.ops[p.op];
         let n = req.comm.size();
         let closed = self.closed(p);
-        let algo = choose(s, closed, p)?;
-        let t = p.tensors;
-        let page = t.slice.page_bytes();
-        if page > self.payload {
-            return Err(CclError::Invalid(format!(
-                "op '{}': pages of {page} B do not fit the fabric's {} B packets",
-                req.name, self.payload
-            )));
-        }
+        let sched = Schedule::new(s, p, closed, self.payload)?;
+        let page = sched.page;
         let ring = self.lines.iter().any(|l| l.closed);
         let costs = Costs::new(s.params, self.header, ring);
         // The session's first phases wait for the routers' handshake.
@@ -423,100 +413,82 @@ impl Network<'_, '_> {
             end: None,
             chip_end: BTreeMap::new(),
         });
-        let topology = if closed { Topology::Ring } else { Topology::Line };
-        let (ppp, workers) = match algo {
-            Algo::Multicast => (self.multicast(pi, p, &costs, topology), 1),
-            Algo::Relay => self.relay(pi, p, &costs),
-            Algo::ReduceScatter => self.reduce_scatter(pi, p, &costs, topology),
-            Algo::PointToPoint(_) => {
-                (self.point_to_point(pi, p, &costs, algo.plan(req, p, topology), false), 1)
-            }
-            Algo::DirectReduction => {
-                (self.point_to_point(pi, p, &costs, algo.plan(req, p, topology), true), 1)
-            }
-        };
+        match &sched.work {
+            Work::Multicast { kernels, .. } => self.multicast(pi, p, &costs, (&sched, kernels)),
+            Work::Relay { lanes, own } => self.relay(pi, p, &costs, (&sched, lanes, *own)),
+            Work::ReduceScatter { lanes } => self.reduce_scatter(pi, p, &costs, (&sched, lanes)),
+            Work::PointToPoint { senders, .. } => self.point_to_point(pi, p, &costs, (&sched, senders)),
+        }
         self.phases[pi].left = self.phases[pi].units.len();
-        Ok((PhaseRun { pages_per_packet: ppp, algorithm: algo.name(closed) }, workers))
+        Ok((PhaseRun { pages_per_packet: sched.ppp, algorithm: sched.algo.name(closed) }, sched.workers))
     }
 
-    /// The multicast all-gather (a broadcast too): per rank, plane and direction a kernel
-    /// sends its packets over every transfer its plan gives it, interleaved.
-    fn multicast(&mut self, pi: usize, p: &Phase, costs: &Costs, topology: Topology) -> u64 {
+    /// The multicast all-gather (a broadcast too): per rank, plane and direction the
+    /// schedule's kernel sends its packets over every transfer its plan gives it, interleaved.
+    fn multicast(
+        &mut self,
+        pi: usize,
+        p: &Phase,
+        costs: &Costs,
+        (sched, kernels): (&Schedule, &[Multicaster]),
+    ) {
         let req = &self.s.ops[p.op];
         let chips = req.comm.chips().to_vec();
         let t = p.tensors;
-        let page = t.slice.page_bytes();
-        let ppp = Packing::Gather.pages(self.payload, page);
-        let planes = req.knobs.links();
-        let root = req.collective.root();
-        let plan = Algo::Multicast.plan(req, p, topology);
-        let slice_packets = packets(t.slice.pages(), ppp);
+        let page = sched.page;
         let dram = t.input.memory == Memory::Dram;
-        for (k, &chip) in chips.iter().enumerate() {
-            if root.is_some_and(|r| r != k) {
+        for w in kernels.iter().filter(|w| !w.mine.is_empty()) {
+            let (k, plane, chip) = (w.rank, w.plane, chips[w.rank]);
+            let d = usize::from(w.dir == Dir::Backward);
+            let count = w.mine.len() as f64;
+            let pages = w.mine.iter().map(|x| x.1).sum::<u64>().div_ceil(w.mine.len() as u64);
+            let local = w.local_copy;
+            let hops = self.round_hops(t.input.memory, d);
+            let serial = costs.serial(pages, page, hops, dram, local);
+            let worker = self.resource(Key::Worker(pi, k, plane, 0, d as u8));
+            if w.sends.is_empty() {
+                if local {
+                    let copy = costs.copy(pages, page, hops, dram);
+                    self.unit(pi, count, vec![(worker, copy)], copy, &[], vec![chip]);
+                }
                 continue;
             }
-            for plane in 0..planes {
-                let mine: Vec<u64> =
-                    slice_packets.iter().skip(plane).step_by(planes).map(|&(_, pages)| pages).collect();
-                if mine.is_empty() {
-                    continue;
+            let shares = w.sends.len() as f64;
+            for tr in &w.sends {
+                let share = match tr.part {
+                    Part::All if shares == 1.0 => count,
+                    Part::All | Part::Alternate(_) | Part::Half(_) => count / 2.0,
+                };
+                let (mut uses, mut reached) =
+                    self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, pages, true);
+                uses.push((worker, serial));
+                if local {
+                    reached.push(chip);
                 }
-                let count = mine.len() as f64;
-                let pages = mine.iter().sum::<u64>().div_ceil(mine.len() as u64);
-                for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
-                    let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
-                    let partial = matches!(sends[..], [t] if t.part != Part::All);
-                    let local = plan.keeps(k) && (partial || plan.copies_going(k, dir));
-                    let hops = self.round_hops(t.input.memory, d);
-                    let serial = costs.serial(pages, page, hops, dram, local);
-                    let worker = self.resource(Key::Worker(pi, k, plane, 0, d as u8));
-                    if sends.is_empty() {
-                        if local {
-                            let copy = costs.copy(pages, page, hops, dram);
-                            self.unit(pi, count, vec![(worker, copy)], copy, &[], vec![chip]);
-                        }
-                        continue;
-                    }
-                    let shares = sends.len() as f64;
-                    for tr in sends {
-                        let share = match tr.part {
-                            Part::All if shares == 1.0 => count,
-                            Part::All | Part::Alternate(_) | Part::Half(_) => count / 2.0,
-                        };
-                        let (mut uses, mut reached) =
-                            self.route(costs, p, (k, dir, tr.hops), plane, pages * page, pages, true);
-                        uses.push((worker, serial));
-                        if local {
-                            reached.push(chip);
-                        }
-                        // Its serial path is each packet's cost, the first's too; the last
-                        // packet then takes its hops.
-                        let latency = tr.hops as f64 * costs.hop(pages * page);
-                        self.unit(pi, share, uses, latency, &[], reached);
-                    }
-                }
+                // Its serial path is each packet's cost, the first's too; the last packet then
+                // takes its hops.
+                let latency = tr.hops as f64 * costs.hop(pages * page);
+                self.unit(pi, share, uses, latency, &[], reached);
             }
         }
-        ppp
     }
 
     /// The relay all-gather on a ring: per rank, plane, worker and direction a kernel sends its
     /// stripes one after another, stripe i once the upstream neighbour's stripe i - 1 has
     /// begun to land (its first synchronised group).
-    fn relay(&mut self, pi: usize, p: &Phase, costs: &Costs) -> (u64, usize) {
+    fn relay(
+        &mut self,
+        pi: usize,
+        p: &Phase,
+        costs: &Costs,
+        (sched, lanes, own): (&Schedule, &[RelayLane], bool),
+    ) {
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
-        let page = t.slice.page_bytes();
-        let ppp = Packing::Gather.pages(self.payload, page);
-        let planes = req.knobs.links();
-        let per_plane = packets(t.slice.pages(), ppp).len() as u64 / planes as u64;
-        let workers = relay_workers(t.slice.bytes() / planes as u64, per_plane);
-        let plan = Algo::Relay.plan(req, p, Topology::Ring);
-        let own = !(req.exclude_myself || req.in_place);
-        for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
-            let packets = plane_packets(t.slice.pages(), ppp, (plane * workers + w, planes * workers));
+        let (page, workers) = (sched.page, sched.workers);
+        for lane in lanes {
+            let (plane, w, packets) = (lane.plane, lane.worker, &lane.packets);
             let total = packets.len();
             if total == 0 {
                 continue;
@@ -525,9 +497,9 @@ impl Network<'_, '_> {
             // Per (rank, direction), per stripe: its head and tail units.
             let mut heads: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
             let mut order: Vec<(usize, usize, usize, usize)> = Vec::new();
-            for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
+            for d in 0..2 {
                 for k in 0..n {
-                    for (i, &(_, _, count)) in relay_stripes(&plan, k, dir, total).iter().enumerate() {
+                    for (i, &(_, _, count)) in lane.stripes[k][d].iter().enumerate() {
                         order.push((i, d, k, count));
                     }
                 }
@@ -568,41 +540,39 @@ impl Network<'_, '_> {
                 last.insert((k, d), end);
             }
         }
-        (ppp, workers)
     }
 
     /// Reduce-scatter along the line or ring: per rank, plane, worker and direction a kernel
     /// relays, slice by slice, the partials of the slices whose sides pass it, adding its own
     /// pages; each owner sums both sides' partials into its output as they land.
-    fn reduce_scatter(&mut self, pi: usize, p: &Phase, costs: &Costs, topology: Topology) -> (u64, usize) {
+    fn reduce_scatter(
+        &mut self,
+        pi: usize,
+        p: &Phase,
+        costs: &Costs,
+        (sched, lanes): (&Schedule, &[RsLane]),
+    ) {
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
-        let t = p.tensors;
-        let page = t.slice.page_bytes();
-        let ring = topology == Topology::Ring;
-        let ppp = Packing::ReduceScatter { ring }.pages(self.payload, page);
-        let planes = req.knobs.links();
-        let workers =
-            req.knobs.workers.unwrap_or_else(|| rs_workers(t.slice.bytes() * t.n / planes as u64, ring));
-        let plan = Algo::ReduceScatter.plan(req, p, topology);
-        for (plane, w) in (0..planes).flat_map(|plane| (0..workers).map(move |w| (plane, w))) {
-            let packets = plane_packets(t.slice.pages(), ppp, (plane * workers + w, planes * workers));
-            let count = packets.len();
+        let (page, workers) = (sched.page, sched.workers);
+        // Each slice's side lengths, forward and backward.
+        let lengths: Vec<[usize; 2]> = (0..n).map(|j| side_lengths(&sched.plan, j).into()).collect();
+        for lane in lanes {
+            let (plane, w) = (lane.plane, lane.worker);
+            let count = lane.packets.len();
             if count == 0 {
                 continue;
             }
-            let pages = packets.iter().map(|x| x.1).sum::<u64>().div_ceil(count as u64);
-            let per_sync =
-                if ring { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 }.min((count as u64 / 2).max(1));
-            let head_n = (per_sync as f64).min(count as f64);
+            let pages = lane.packets.iter().map(|x| x.1).sum::<u64>().div_ceil(count as u64);
+            let head_n = (lane.per_sync as f64).min(count as f64);
             // Every hop of every side: (position, farthest owner first, rank, direction, slice).
             let mut hops: Vec<(usize, std::cmp::Reverse<usize>, usize, usize, usize, usize)> = Vec::new();
-            for tr in &plan.transfers {
-                let d = usize::from(tr.dir == Dir::Backward);
-                let mut at = tr.from;
-                for h in 0..tr.hops {
-                    hops.push((h, std::cmp::Reverse(tr.hops), at, d, tr.to.slot, tr.hops));
-                    at = tr.dir.next(at, n, topology).expect("a side stays on the line");
+            for (k, sides) in lane.sides.iter().enumerate() {
+                for (d, side) in sides.iter().enumerate() {
+                    for &(j, h) in &side.slices {
+                        let len = lengths[j][d];
+                        hops.push((h, std::cmp::Reverse(len), k, d, j, len));
+                    }
                 }
             }
             hops.sort();
@@ -646,7 +616,6 @@ impl Network<'_, '_> {
             }
             self.owners(costs, (pi, &chips), (plane, w), (pages, page), (count, head_n), &arriving);
         }
-        (ppp, workers)
     }
 
     /// A reduce-scatter side kernel's cost per packet at position `h` going `d`: its wave of
@@ -716,18 +685,26 @@ impl Network<'_, '_> {
     /// reductions built on them: per rank one kernel per direction on link 0 sends its chunks
     /// one after another, farthest first; `reduce`: the owners' reducer cores add every
     /// contribution as it lands.
-    fn point_to_point(&mut self, pi: usize, p: &Phase, costs: &Costs, plan: Routed, reduce: bool) -> u64 {
+    fn point_to_point(
+        &mut self,
+        pi: usize,
+        p: &Phase,
+        costs: &Costs,
+        (sched, senders): (&Schedule, &[ChunkSender]),
+    ) {
         let req = &self.s.ops[p.op];
         let chips = req.comm.chips().to_vec();
         let t = p.tensors;
-        let page = t.slice.page_bytes();
-        let ppp = Packing::Direct.pages(self.payload, page);
-        let chunk = packets(t.slice.pages(), ppp);
+        let (page, plan) = (sched.page, &sched.plan);
+        let reduce = sched.algo == Algo::DirectReduction;
+        let chunk = packets(sched.pages, sched.ppp);
         let count = chunk.len() as f64;
         let pages = t.slice.pages().div_ceil(chunk.len().max(1) as u64).max(1);
         let dram = t.input.memory == Memory::Dram;
-        for (k, &chip) in chips.iter().enumerate() {
-            for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
+        for sender in senders {
+            let (k, dir) = (sender.rank, sender.dir);
+            let (chip, d) = (chips[k], usize::from(dir == Dir::Backward));
+            {
                 let hops = self.round_hops(t.input.memory, d);
                 let worker = self.resource(Key::Worker(pi, k, 0, 0, d as u8));
                 let local = plan.keeps(k) && plan.copies_going(k, dir);
@@ -743,8 +720,7 @@ impl Network<'_, '_> {
                     costs.credit_period(window, self.slots.0, read, costs.send_issues(), link, rtt);
                 let serial = own.max(credited);
                 let mut before: Vec<usize> = Vec::new();
-                let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
-                for tr in sends {
+                for tr in sender.sends.iter().copied() {
                     let (mut uses, reached) =
                         self.route(costs, p, (k, dir, tr.hops), 0, pages * page, pages, false);
                     uses.push((worker, serial));
@@ -778,7 +754,6 @@ impl Network<'_, '_> {
                 }
             }
         }
-        ppp
     }
 
     /// Charges each credit loop its queueing. A loop of N credits is a closed network: N

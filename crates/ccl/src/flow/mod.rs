@@ -22,6 +22,7 @@ pub use net::{FlowId, FlowNet, ResourceId};
 
 use crate::op::{Algorithm, CclError, Collective, Given, Stack};
 use crate::request::OpRequest;
+use crate::schedule_view::ScheduleView;
 use crate::transport::{Capabilities, LowerCx, Lowered, Transport};
 
 /// The flow model of a stack: the stack's own rules (algorithms, knobs, default links), its
@@ -75,6 +76,11 @@ impl Transport for FlowTransport {
 
     fn default_links(&self, cluster: &Cluster, ops: &[OpRequest]) -> Result<Vec<usize>, CclError> {
         self.inner.default_links(cluster, ops)
+    }
+
+    /// The flow model reads the inner stack's schedule: the same one.
+    fn schedule(&self, cx: &LowerCx) -> Result<Option<Vec<ScheduleView>>, CclError> {
+        self.inner.schedule(cx)
     }
 
     fn lower(&self, cx: &LowerCx, _m: &mut Machine) -> Result<Lowered, CclError> {

@@ -1,6 +1,4 @@
-//! The numbers of each fabric algorithm's worker schedule, which its packet lowering (the
-//! kernels of `gather.rs`, `relay.rs`, `reduce.rs`, `direct.rs`) and the flow model both read,
-//! defined here once: how a slice's pages are packed into packets and dealt over routing planes
+//! The numbers of each fabric algorithm's worker schedule, defined here once: how a slice's pages are packed into packets and dealt over routing planes
 //! and workers, how many workers run per link and direction, how many packets a kernel reads
 //! at once (its window), how many go between synchronising increments, which stripes a
 //! relay kernel sends, and how far each rank's entry-barrier increment reaches.

@@ -1,0 +1,463 @@
+//! What each worker core of a fabric phase does, derived once from the phase's routed plan
+//! ([`Schedule::new`]) and read by both models: the packet model's lowerings (`gather.rs`,
+//! `relay.rs`, `reduce.rs`, `direct.rs`) turn it into kernels, the flow model into flows and
+//! credit loops. Per algorithm family ([`Work`]) it says which packets each kernel sends, over
+//! which plane and direction and how far, in what order, what it copies and sums, what each
+//! rank's semaphores count, and how many workers share a link and direction; the numbers it is
+//! built from (packings, windows, chunks per sync, worker counts) are in [`numbers`].
+
+pub(crate) mod numbers;
+#[cfg(test)]
+mod replay;
+mod view;
+
+pub use numbers::DIRECT_REDUCERS;
+pub(crate) use numbers::{
+    A2A_WINDOW, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, RS_WINDOW, barrier_reach,
+    packets, plane_packets, relay_stripes, relay_workers, rs_workers,
+};
+
+use super::algo::{Algo, choose};
+use crate::op::{CclError, Topology};
+use crate::phase::Phase;
+use crate::plan::routed::{self, Part, Routed, Transfer};
+use crate::plan::{Copy, Dir};
+use crate::transport::LowerCx;
+
+/// A fabric phase's schedule: its algorithm, routed plan and packing, and what every worker
+/// kernel does.
+#[derive(Clone, Debug)]
+pub(crate) struct Schedule {
+    /// tt-metal's factory for the phase.
+    pub algo: Algo,
+    /// A ring when the op runs as one on its fabric line, else a line.
+    pub topology: Topology,
+    /// Who sends what to whom ([`Algo::plan`]).
+    pub plan: Routed,
+    /// Bytes of a page, and of a packet's payload at most.
+    pub page: u64,
+    pub payload: u64,
+    /// A slice's (chunk's) pages.
+    pub pages: u64,
+    /// Pages per packet.
+    pub ppp: u64,
+    /// Routing planes (links per hop) the phase's packets are dealt over.
+    pub planes: usize,
+    /// Workers per link and direction.
+    pub workers: usize,
+    /// What the kernels do.
+    pub work: Work,
+}
+
+/// What a phase's kernels do, by algorithm family.
+#[derive(Clone, Debug)]
+pub(crate) enum Work {
+    /// The multicast all-gather (a broadcast too, from `root`): per rank, plane and direction
+    /// a kernel, and per rank the final increments its semaphore counts (one per source
+    /// reaching it).
+    Multicast { kernels: Vec<Multicaster>, finals: Vec<u32>, root: Option<usize> },
+    /// The relay all-gather: per plane and worker a lane of relay kernels; `own`: each rank
+    /// copies its own slice into its output (its forward kernel, with stripe 0).
+    Relay { lanes: Vec<RelayLane>, own: bool },
+    /// The reduce-scatter's sides and owners, per plane and worker.
+    ReduceScatter { lanes: Vec<RsLane> },
+    /// Point-to-point chunk senders on plane 0; per rank the chunks its semaphore counts;
+    /// the reducer cores per owner of a direct reduction (0 for the others).
+    PointToPoint { senders: Vec<ChunkSender>, arriving: Vec<usize>, reducers: usize },
+}
+
+/// A multicast direction kernel: rank `rank`'s on `plane` going `dir`.
+#[derive(Clone, Debug)]
+pub(crate) struct Multicaster {
+    pub rank: usize,
+    pub plane: usize,
+    pub dir: Dir,
+    /// The rank's packets on this plane (every `planes`-th of its slice; a broadcast's
+    /// non-roots have none): (first page, pages).
+    pub mine: Vec<(u64, u64)>,
+    /// Its transfers that way in the plan.
+    pub sends: Vec<Transfer>,
+    /// It also copies the slice into the rank's own output.
+    pub local_copy: bool,
+    /// The packets it reads, and each one's multicast reach in hops (0: only copied).
+    pub packets: Vec<(u64, u64)>,
+    pub ranges: Vec<u32>,
+    /// How far its entry-barrier increment reaches (0: no chip that way, no router).
+    pub barrier: u32,
+}
+
+/// A relay lane: every rank's two relay kernels on one plane and worker, which carry every
+/// `planes x workers`-th packet of each slice.
+#[derive(Clone, Debug)]
+pub(crate) struct RelayLane {
+    pub plane: usize,
+    pub worker: usize,
+    /// The packets of a slice this lane carries: (first page, pages).
+    pub packets: Vec<(u64, u64)>,
+    /// Per rank and direction (forward, backward), its stripes in order: (slice, first packet,
+    /// packets) — see [`relay_stripes`].
+    pub stripes: Vec<[Vec<(usize, usize, usize)>; 2]>,
+    /// Per rank and direction, the packets its upstream neighbour that way relays to it.
+    pub received: Vec<[u64; 2]>,
+}
+
+/// A reduce-scatter lane: every rank's two side kernels and its owner on one plane and worker,
+/// which carry every `planes x workers`-th packet of each slice.
+#[derive(Clone, Debug)]
+pub(crate) struct RsLane {
+    pub plane: usize,
+    pub worker: usize,
+    /// This lane's index among all of them, and their count.
+    pub on: (usize, usize),
+    /// The packets of a slice this lane carries: (first page, pages).
+    pub packets: Vec<(u64, u64)>,
+    /// Packets between a side's increments of its next rank's semaphore.
+    pub per_sync: u64,
+    /// Per rank and direction, its side kernel.
+    pub sides: Vec<[Side; 2]>,
+    /// Per rank, its owner's partials: per side that has ranks, its direction (0 forward) and
+    /// the packets that side delivers before this rank's slice.
+    pub owners: Vec<Vec<(usize, u64)>>,
+}
+
+/// A reduce-scatter side kernel: the slices it relays, in order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Side {
+    /// `(slice, position)`: position 0 starts the slice's side with the rank's own pages.
+    pub slices: Vec<(usize, usize)>,
+    /// Per slice, the packets of partials it has received before that slice's.
+    pub received_before: Vec<u64>,
+}
+
+/// A point-to-point direction kernel: rank `rank`'s going `dir`, on plane 0.
+#[derive(Clone, Debug)]
+pub(crate) struct ChunkSender {
+    pub rank: usize,
+    pub dir: Dir,
+    /// Its chunks, in the order it sends them (farthest first).
+    pub sends: Vec<Transfer>,
+    /// The rank's own chunk, if this kernel copies it.
+    pub own: Option<Copy>,
+    /// How far its entry-barrier increment reaches (0: no router that way).
+    pub barrier: u32,
+}
+
+/// What a schedule is derived from: the phase's algorithm and routed plan, its slice, and the
+/// op's knobs.
+#[derive(Clone, Debug)]
+pub(crate) struct Input {
+    pub algo: Algo,
+    pub plan: Routed,
+    /// Bytes of a page, and of a packet's payload at most.
+    pub page: u64,
+    pub payload: u64,
+    /// A slice's pages and bytes, and the slices of the whole tensor.
+    pub pages: u64,
+    pub bytes: u64,
+    pub slices: u64,
+    /// Links per hop.
+    pub planes: usize,
+    /// The caller's reduce-scatter workers per link and direction, if given.
+    pub workers: Option<usize>,
+    /// A broadcast's root.
+    pub root: Option<usize>,
+    /// An all-gather rank copies its own slice into its output.
+    pub own: bool,
+}
+
+impl Schedule {
+    /// Phase `p`'s schedule, its op running as a ring on its fabric line if `closed`, in
+    /// packets of at most `payload` bytes.
+    pub(crate) fn new(s: &LowerCx, p: &Phase, closed: bool, payload: u64) -> Result<Schedule, CclError> {
+        let req = &s.ops[p.op];
+        let algo = choose(s, closed, p)?;
+        let page = p.tensors.slice.page_bytes();
+        if page > payload {
+            return Err(CclError::Invalid(format!(
+                "op '{}': pages of {page} B do not fit the fabric's {payload} B packets",
+                req.name
+            )));
+        }
+        let topology = if closed { Topology::Ring } else { Topology::Line };
+        let slice = p.tensors.slice;
+        Ok(Schedule::build(Input {
+            algo,
+            plan: algo.plan(req, p, topology),
+            page,
+            payload,
+            pages: slice.pages(),
+            bytes: slice.bytes(),
+            slices: p.tensors.n,
+            planes: req.knobs.links(),
+            workers: req.knobs.workers,
+            root: req.collective.root(),
+            own: !(req.exclude_myself || req.in_place),
+        }))
+    }
+
+    /// The schedule of `x`.
+    pub(crate) fn build(x: Input) -> Schedule {
+        let mut s = Schedule {
+            algo: x.algo,
+            topology: x.plan.topology,
+            plan: x.plan,
+            page: x.page,
+            payload: x.payload,
+            pages: x.pages,
+            ppp: 1,
+            planes: x.planes,
+            workers: 1,
+            work: Work::Relay { lanes: Vec::new(), own: false },
+        };
+        match x.algo {
+            Algo::Multicast => s.multicast(x.pages, x.root),
+            Algo::Relay => s.relay(x.pages, x.bytes, x.own),
+            Algo::ReduceScatter => {
+                let bytes = x.bytes * x.slices / s.planes as u64;
+                s.workers = x.workers.unwrap_or_else(|| rs_workers(bytes, s.ring()));
+                s.reduce_scatter(x.pages);
+            }
+            Algo::PointToPoint(_) => s.point_to_point(x.pages, true),
+            Algo::DirectReduction => s.point_to_point(x.pages, false),
+        }
+        s
+    }
+
+    /// Whether the phase runs as a ring.
+    pub(crate) fn ring(&self) -> bool {
+        self.topology == Topology::Ring
+    }
+
+    /// Ranks.
+    pub(crate) fn ranks(&self) -> usize {
+        self.plan.n
+    }
+
+    /// Every (plane, worker) pair, planes outermost, with its lane index among them.
+    fn lanes(&self) -> impl Iterator<Item = (usize, usize, (usize, usize))> + use<> {
+        let (planes, workers) = (self.planes, self.workers);
+        (0..planes).flat_map(move |plane| {
+            (0..workers).map(move |w| (plane, w, (plane * workers + w, planes * workers)))
+        })
+    }
+
+    fn multicast(&mut self, pages: u64, root: Option<usize>) {
+        self.ppp = Packing::Gather.pages(self.payload, self.page);
+        let n = self.ranks();
+        let planes = self.planes;
+        let slice_packets = packets(pages, self.ppp);
+        let mut finals = vec![0u32; n];
+        let mut kernels = Vec::new();
+        for k in 0..n {
+            for plane in 0..planes {
+                let mine: Vec<(u64, u64)> = slice_packets
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .filter(|(j, _)| j % planes == plane && root.is_none_or(|r| r == k))
+                    .map(|x| x.1)
+                    .collect();
+                for dir in [Dir::Forward, Dir::Backward] {
+                    kernels.push(self.multicaster(k, plane, dir, mine.clone(), &mut finals));
+                }
+            }
+        }
+        self.work = Work::Multicast { kernels, finals, root };
+    }
+
+    /// Rank `k`'s multicast kernel going `dir` on `plane`, sending its packets `mine` as its
+    /// transfers that way say; counts in `finals` the final increment each rank gets from it.
+    fn multicaster(
+        &self,
+        k: usize,
+        plane: usize,
+        dir: Dir,
+        mine: Vec<(u64, u64)>,
+        finals: &mut [u32],
+    ) -> Multicaster {
+        let (plan, n) = (&self.plan, self.ranks());
+        // The rank's own copy rides with each direction that carries only part of its packets
+        // (a split broadcast's root), else with the kernel the plan names.
+        let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
+        let partial = matches!(sends[..], [t] if t.part != Part::All);
+        let local_copy = plan.keeps(k) && (partial || plan.copies_going(k, dir));
+        let (packets, ranges) = walk(&sends, &mine, local_copy);
+        let reach = ranges.iter().copied().max().unwrap_or(0);
+        // The final increment reaches every rank the farthest packet does.
+        if let Some(far) = sends.iter().find(|t| t.hops as u32 == reach) {
+            for j in far.route(n, plan.topology) {
+                finals[j] += 1;
+            }
+        }
+        let barrier = barrier_reach(n, k, dir == Dir::Forward, self.ring());
+        Multicaster { rank: k, plane, dir, mine, sends, local_copy, packets, ranges, barrier }
+    }
+
+    fn relay(&mut self, pages: u64, bytes: u64, own: bool) {
+        self.ppp = Packing::Gather.pages(self.payload, self.page);
+        let n = self.ranks();
+        let per_plane = packets(pages, self.ppp).len() as u64 / self.planes as u64;
+        self.workers = relay_workers(bytes / self.planes as u64, per_plane);
+        let lanes = self
+            .lanes()
+            .map(|(plane, worker, on)| {
+                let packets = plane_packets(pages, self.ppp, on);
+                let total = packets.len();
+                let stripes: Vec<[Vec<(usize, usize, usize)>; 2]> = (0..n)
+                    .map(|k| {
+                        [Dir::Forward, Dir::Backward].map(|dir| relay_stripes(&self.plan, k, dir, total))
+                    })
+                    .collect();
+                // What the upstream neighbour each way relays on to each rank, in all.
+                let sum = |s: &[(usize, usize, usize)]| s.iter().map(|x| x.2 as u64).sum::<u64>();
+                let received = (0..n)
+                    .map(|k| [sum(&stripes[(k + n - 1) % n][0]), sum(&stripes[(k + 1) % n][1])])
+                    .collect();
+                RelayLane { plane, worker, packets, stripes, received }
+            })
+            .collect();
+        self.work = Work::Relay { lanes, own };
+    }
+
+    fn reduce_scatter(&mut self, pages: u64) {
+        let ring = self.ring();
+        self.ppp = Packing::ReduceScatter { ring }.pages(self.payload, self.page);
+        let n = self.ranks();
+        let order = rs_order(&self.plan);
+        let lanes = self
+            .lanes()
+            .map(|(plane, worker, on)| {
+                let packets = plane_packets(pages, self.ppp, on);
+                let count = packets.len() as u64;
+                let cap = if ring { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 };
+                let per_sync = cap.min((count / 2).max(1));
+                // Packets of partials rank k has received going d before slice j's: its
+                // upstream sends them in its own order.
+                let before = |k: usize, d: usize, j: usize| -> u64 {
+                    let u = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
+                    let i = order[u][d]
+                        .iter()
+                        .position(|&(x, _)| x == j)
+                        .expect("the upstream carries the slice");
+                    i as u64 * count
+                };
+                let sides = (0..n)
+                    .map(|k| {
+                        [0, 1].map(|d| {
+                            let slices = order[k][d].clone();
+                            let received_before = slices
+                                .iter()
+                                .map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 })
+                                .collect();
+                            Side { slices, received_before }
+                        })
+                    })
+                    .collect();
+                let owners = (0..n)
+                    .map(|k| {
+                        let (f, b) = side_lengths(&self.plan, k);
+                        [(f, 0), (b, 1)]
+                            .into_iter()
+                            .filter(|&(len, _)| len > 0)
+                            .map(|(_, d)| (d, before(k, d, k)))
+                            .collect()
+                    })
+                    .collect();
+                RsLane { plane, worker, on, packets, per_sync, sides, owners }
+            })
+            .collect();
+        self.work = Work::ReduceScatter { lanes };
+    }
+
+    /// Point-to-point senders; `own_copy`: a rank that keeps a chunk copies it (a direct
+    /// reduction's reducers read it instead).
+    fn point_to_point(&mut self, pages: u64, own_copy: bool) {
+        self.ppp = Packing::Direct.pages(self.payload, self.page);
+        let (plan, n, ring) = (&self.plan, self.ranks(), self.ring());
+        let senders = (0..n)
+            .flat_map(|k| {
+                [Dir::Forward, Dir::Backward].map(|dir| ChunkSender {
+                    rank: k,
+                    dir,
+                    sends: plan.sends(k, dir).copied().collect(),
+                    own: plan
+                        .copies
+                        .iter()
+                        .find(|c| c.rank == k)
+                        .copied()
+                        .filter(|_| own_copy && plan.copies_going(k, dir)),
+                    barrier: barrier_reach(n, k, dir == Dir::Forward, ring),
+                })
+            })
+            .collect();
+        let arriving = (0..n).map(|k| plan.arriving(k)).collect();
+        let reducers = if own_copy { 0 } else { DIRECT_REDUCERS.min(packets(pages, self.ppp).len()) };
+        self.work = Work::PointToPoint { senders, arriving, reducers };
+    }
+}
+
+/// A multicast kernel's packets and each one's multicast reach, from the rank's transfers that
+/// way in its plan: one transfer carries its part of the rank's packets `mine` (every other
+/// one, for a split broadcast); two alternating ones share them packet by packet (an even
+/// ring's long and short halves). A kernel without transfers sends nothing: it keeps every
+/// packet, unreached, only to copy them into its own output.
+fn walk(sends: &[Transfer], mine: &[(u64, u64)], local_copy: bool) -> (Vec<(u64, u64)>, Vec<u32>) {
+    let packets: Vec<(u64, u64)> = match sends {
+        [] if local_copy => mine.to_vec(),
+        [] => Vec::new(),
+        [t] => match t.part {
+            Part::Alternate(x) => {
+                mine.iter().copied().enumerate().filter(|(j, _)| j % 2 == x as usize).map(|p| p.1).collect()
+            }
+            Part::All | Part::Half(_) => mine.to_vec(),
+        },
+        _ => mine.to_vec(),
+    };
+    let ranges = (0..packets.len())
+        .map(|j| match sends {
+            [] => 0,
+            [t] => t.hops as u32,
+            many => many
+                .iter()
+                .find(|t| t.part == Part::All || t.part == Part::Alternate((j % 2) as u8))
+                .map_or(0, |t| t.hops as u32),
+        })
+        .collect();
+    (packets, ranges)
+}
+
+/// Rank `k`'s place on slice `j`'s side going `dir` in a reduce-scatter's routed plan: its
+/// position from the side's start (0 = the rank that starts the relay), or `None` if it does
+/// not send on that side (the owner only receives).
+pub(crate) fn rs_position(plan: &Routed, k: usize, j: usize, dir: Dir) -> Option<usize> {
+    let chain = plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir)?;
+    routed::relay_position(chain, plan.n, plan.topology, k)
+}
+
+/// How many ranks precede owner `j` on each side in a reduce-scatter's plan: forward and
+/// backward.
+pub(crate) fn side_lengths(plan: &Routed, j: usize) -> (usize, usize) {
+    let len = |dir| plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir).map_or(0, |t| t.hops);
+    (len(Dir::Forward), len(Dir::Backward))
+}
+
+/// Every rank's slices per direction in a reduce-scatter, in the order it takes them: by
+/// position on the side, and among slices at the same position the farthest owner first. Every
+/// rank on a side then takes its slices in its upstream neighbour's order, so a partial it
+/// needs next is the one its upstream sends next: a line's ranks pipeline rather than wait out
+/// each other's nearer slices (on a ring every side is as long, and position alone gives the
+/// same order).
+fn rs_order(plan: &Routed) -> Vec<[Vec<(usize, usize)>; 2]> {
+    let n = plan.n;
+    (0..n)
+        .map(|k| {
+            [Dir::Forward, Dir::Backward].map(|dir| {
+                let mut v: Vec<(usize, usize)> =
+                    (0..n).filter_map(|j| rs_position(plan, k, j, dir).map(|pos| (j, pos))).collect();
+                let away = |j: usize| if dir == Dir::Forward { (j + n - k) % n } else { (k + n - j) % n };
+                v.sort_by_key(|&(j, pos)| (pos, std::cmp::Reverse(away(j))));
+                v
+            })
+        })
+        .collect()
+}
