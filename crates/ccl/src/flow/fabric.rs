@@ -695,7 +695,7 @@ impl Network<'_, '_> {
         let req = &self.s.ops[p.op];
         let chips = req.comm.chips().to_vec();
         let t = p.tensors;
-        let (page, plan) = (sched.page, &sched.plan);
+        let page = sched.page;
         let reduce = sched.algo == Algo::DirectReduction;
         let chunk = packets(sched.pages, sched.ppp);
         let count = chunk.len() as f64;
@@ -707,7 +707,9 @@ impl Network<'_, '_> {
             {
                 let hops = self.round_hops(t.input.memory, d);
                 let worker = self.resource(Key::Worker(pi, k, 0, 0, d as u8));
-                let local = plan.keeps(k) && plan.copies_going(k, dir);
+                // The rank's own chunk, if this kernel copies it (a direct reduction's reducers
+                // read it in place instead).
+                let local = sender.own.is_some();
                 // A wave is at most a chunk: a chunk smaller than the window is a wave of its own.
                 let window = (A2A_WINDOW as u64).min(chunk.len().max(1) as u64);
                 let out = pages * page + costs.header;
