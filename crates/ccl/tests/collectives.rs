@@ -214,7 +214,9 @@ fn bad_roots_and_communicators_are_refused_by_name() {
 
 /// A broadcast puts the tensor on every link of the ring; a gather carries 1/n of it per rank,
 /// the farthest ranks' slices over several hops. A broadcast from any root takes about as long
-/// as from any other (the ring is symmetric).
+/// as from any other: the ring's links are alike, though not its chips' NoC paths (each chip's
+/// ring links use Ethernet cores at different places on its grid; on the EDM root 5's
+/// broadcast is 5.4 % slower than root 0's since NoC1 goes -y first).
 #[test]
 fn rooted_collectives_cost_what_their_traffic_says() {
     let t = builtin::cluster("t3000").unwrap();
@@ -226,7 +228,7 @@ fn rooted_collectives_cost_what_their_traffic_says() {
     for stack in [Stack::Fabric, Stack::Edm] {
         let b0 = time(Collective::Broadcast { root: 0 }, stack);
         let b5 = time(Collective::Broadcast { root: 5 }, stack);
-        assert!((b0 / b5 - 1.0).abs() < 0.05, "{stack}: broadcast from 0 {b0} vs from 5 {b5}");
+        assert!((b0 / b5 - 1.0).abs() < 0.08, "{stack}: broadcast from 0 {b0} vs from 5 {b5}");
         let g = time(Collective::Gather { root: 2 }, stack);
         let s = time(Collective::Scatter { root: 2 }, stack);
         // A gather's n - 1 senders run at once; a scatter's root sends every slice from one
@@ -235,9 +237,11 @@ fn rooted_collectives_cost_what_their_traffic_says() {
         // The root's two links carry 7/8 of the tensor between them in a gather; a broadcast
         // carries all of it over each link.
         assert!(g < b0, "{stack}: gather {g} vs broadcast {b0}");
-        // All-gather moves n times a gather's data into n ranks at once on the same links.
+        // All-gather moves n times a gather's data into n ranks at once, but on a ring each
+        // link direction carries (n - 1) / 2 slices of it, as many as each of a gather's root's
+        // two links: it is never much faster than the gather (the EDM's is 0.5 % faster).
         let ag = time(Collective::AllGather, stack);
-        assert!(ag > g, "{stack}: all-gather {ag} vs gather {g}");
+        assert!(ag > 0.97 * g, "{stack}: all-gather {ag} vs gather {g}");
     }
 }
 

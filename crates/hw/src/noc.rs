@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  core ──inject──► router ─link─► router ─link─► … ──eject──► core
-//!  NoC0: +x (wrapping) then +y        NoC1: −x (wrapping) then −y (or −y first: `noc1_y_first`)
+//!  NoC0: +x (wrapping) then +y        NoC1: −y (wrapping) then −x
 //! ```
 //!
 //! Timing is per packet, never per flit: a packet of F flits (one header flit plus its payload
@@ -178,8 +178,10 @@ impl Noc {
         };
         let (mut x, mut y) = (src.x as usize, src.y as usize);
         let (dx, dy) = (dst.x as usize, dst.y as usize);
-        if noc == 1 && p.noc1_y_first == 1 {
-            // −y first: the reverse of the NoC0 route from `dst` to `src`.
+        if noc == 1 {
+            // NoC1 goes −y (up) first, then −x: the reverse of the NoC0 route from `dst` to
+            // `src` (tt-isa-documentation's `NoC/RoutingPaths.md`, the same on both
+            // architectures; `shared/fabric.md` §12).
             while y != dy {
                 cross((y * gx + x) * 2 + 1, &mut t);
                 y = if y == 0 { gy - 1 } else { y - 1 };
@@ -276,9 +278,10 @@ mod tests {
     }
 
     #[test]
-    fn noc1_takes_x_first_unless_told_to_take_y_first() {
-        // From (5, 1) to (2, 8) on NoC1: x first crosses row 1's links out of (5,1), (4,1) and
-        // (3,1); y first goes up column 5 and crosses row 8's instead.
+    fn noc1_goes_up_first_then_left_the_reverse_of_a_noc0_route() {
+        // From (5, 1) to (2, 8) on NoC1: −y first goes up column 5 (wrapping) and crosses row
+        // 8's x links out of (5,8), (4,8) and (3,8), not row 1's; NoC0 from (2, 8) to (5, 1)
+        // crosses the same x links the other way round the same row.
         let x_links = |noc: &Noc| {
             let mut v: Vec<(u32, u32)> = (0..10)
                 .flat_map(|x| (0..12).map(move |y| (x, y)))
@@ -287,15 +290,16 @@ mod tests {
             v.sort();
             v
         };
-        let mut p = Params::default();
-        let mut xy = Noc::new(10, 12);
-        xy.send(&p, 1, c(5, 1), c(2, 8), 64, Time::ZERO);
-        assert_eq!(x_links(&xy), vec![(3, 1), (4, 1), (5, 1)]);
-        p.noc1_y_first = 1;
-        let mut yx = Noc::new(10, 12);
-        let t = yx.send(&p, 1, c(5, 1), c(2, 8), 64, Time::ZERO);
-        assert_eq!(x_links(&yx), vec![(3, 8), (4, 8), (5, 8)]);
-        // The same hops either way, so an idle packet takes the same time.
-        assert_eq!(t, xy.send(&Params::default(), 1, c(9, 9), c(6, 4), 64, Time::ZERO));
+        let p = Params::default();
+        let mut noc1 = Noc::new(10, 12);
+        let t = noc1.send(&p, 1, c(5, 1), c(2, 8), 64, Time::ZERO);
+        assert_eq!(x_links(&noc1), vec![(3, 8), (4, 8), (5, 8)]);
+        let mut noc0 = Noc::new(10, 12);
+        noc0.send(&p, 0, c(2, 8), c(5, 1), 64, Time::ZERO);
+        let row: Vec<(u32, u32)> =
+            (0..10).filter(|&x| noc0.links[0][(8 * 10 + x) * 2].busy > 0).map(|x| (x as u32, 8)).collect();
+        assert_eq!(row, vec![(2, 8), (3, 8), (4, 8)]);
+        // The same hops on either NoC, so an idle packet takes the same time.
+        assert_eq!(t, Noc::new(10, 12).send(&p, 0, c(2, 8), c(5, 1), 64, Time::ZERO));
     }
 }

@@ -49,10 +49,6 @@ pub struct Params {
     pub noc_flit_bytes: u64,
     /// Cycles per NoC router hop for a packet's head.
     pub noc_hop_cycles: u64,
-    /// NoC1's dimension order: 0 routes −x then −y (`shared/design.md`); 1 routes −y then
-    /// −x, the reverse of a NoC0 route (docs/model.md, "Blackhole", what it changes).
-    #[serde(default)]
-    pub noc1_y_first: u64,
     /// Cycles to inject a packet from a core into the NoC.
     pub noc_inject_cycles: u64,
     /// Cycles to eject a packet from the NoC into a core.
@@ -126,7 +122,6 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("core_poll_cycles", "cycles for a polling loop to notice a written word"),
     ("noc_flit_bytes", "bytes per NoC flit; one flit per cycle per link"),
     ("noc_hop_cycles", "cycles per NoC router hop (packet head)"),
-    ("noc1_y_first", "NoC1 routes -y then -x (1) instead of -x then -y (0)"),
     ("noc_inject_cycles", "cycles to inject a packet into the NoC"),
     ("noc_eject_cycles", "cycles to eject a packet from the NoC"),
     ("noc_max_packet_bytes", "largest NoC packet, bytes; larger transfers are split"),
@@ -280,9 +275,6 @@ impl Params {
         }
         if !(1..=2).contains(&self.fabric_router_eriscs) {
             return Err(format!("fabric_router_eriscs {} must be 1 or 2", self.fabric_router_eriscs));
-        }
-        if self.noc1_y_first > 1 {
-            return Err(format!("noc1_y_first {} must be 0 or 1", self.noc1_y_first));
         }
         let (max, default) = (self.fabric_max_payload_bytes, self.fabric_default_payload_bytes);
         if max == 0 || max % 16 != 0 || default == 0 || default % 16 != 0 || default > max {
