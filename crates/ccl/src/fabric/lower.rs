@@ -121,9 +121,6 @@ impl Transport for FabricTransport {
             injects.push(routers);
         }
         let muxes = install_muxes(&mut cx, m, &injects)?;
-        if !muxes.is_empty() {
-            fabric.use_one_erisc();
-        }
         // The host closes the fabric once every op has ended and every mux has let go.
         let close: Vec<SignalId> = s.done.iter().chain(&muxes).copied().collect();
         let mut programs = std::mem::take(&mut cx.programs);

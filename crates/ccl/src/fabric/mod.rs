@@ -402,8 +402,8 @@ pub struct Fabric {
     pub(crate) headers: RefCell<Vec<Vec<Option<Header>>>>,
     /// Per router: what it did, written as it runs.
     pub(crate) stats: RefCell<Vec<RouterStats>>,
-    /// ERISCs each router runs on: the architecture's, or 1 once a mux sits in front.
-    eriscs: std::cell::Cell<u64>,
+    /// ERISCs each router runs on: the architecture's (`fabric_router_eriscs`).
+    eriscs: u64,
 }
 
 impl Fabric {
@@ -490,7 +490,7 @@ impl Fabric {
         }
         let headers = RefCell::new(vec![vec![None; layout.entries()]; routers.len()]);
         let stats = RefCell::new(vec![RouterStats::default(); routers.len()]);
-        let eriscs = std::cell::Cell::new(p.fabric_router_eriscs);
+        let eriscs = p.fabric_router_eriscs;
         Ok(Rc::new(Fabric { config, layout, lines, routers, eth_cores, headers, stats, eriscs }))
     }
 
@@ -513,7 +513,7 @@ impl Fabric {
     /// sender loop ("router") and its receiver loop ("router rx").
     pub fn install(self: &Rc<Fabric>, programs: &mut [meshsim_hw::Program]) {
         for (r, spec) in self.routers.iter().enumerate() {
-            let roles: &[(router::Role, &str)] = match self.eriscs.get() {
+            let roles: &[(router::Role, &str)] = match self.eriscs {
                 1 => &[(router::Role::Both, "router")],
                 _ => &[(router::Role::Senders, "router"), (router::Role::Receiver, "router rx")],
             };
@@ -532,14 +532,7 @@ impl Fabric {
 
     /// ERISCs each router runs on (1 or 2; see `fabric_router_eriscs`).
     pub fn eriscs(&self) -> u64 {
-        self.eriscs.get()
-    }
-
-    /// Runs every router on one ERISC: a session with a Tensix mux does (tt-metal turns
-    /// two-ERISC mode off with the mux, `shared/fabric.md` §8). Kernels installed for two
-    /// ERISCs read it when they start.
-    pub fn use_one_erisc(&self) {
-        self.eriscs.set(1);
+        self.eriscs
     }
 
     /// Adds the host's close: on every chip with routers, a kernel on the core `core(chip)`

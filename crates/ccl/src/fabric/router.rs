@@ -27,8 +27,9 @@
 //! is two kernels on its Ethernet core, each with its own loop: ERISC0 runs the sender
 //! channels, their connection and their credits (steps 1, 3 and 4 above) and sends on tx
 //! queue 0; ERISC1 runs the receiver channel and its completions (step 2) and sends its
-//! acknowledgements and completions on tx queue 1. Each loop costs its own passes. A session
-//! with a Tensix mux runs the single loop (tt-metal turns two-ERISC mode off with the mux).
+//! acknowledgements and completions on tx queue 1. Each loop costs its own passes. A mux in
+//! front of a router (an op's workers sharing it) leaves it on two ERISCs: only the
+//! fabric-level Tensix extension, off by default, turns two-ERISC mode off (fabric.md §11.1).
 //!
 //! The termination word is read before every pass.
 //! The loop's own time: a sender step with a packet to send spends `fabric_router_step_cycles`

@@ -140,12 +140,10 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let longest = lines.iter().map(|l| l.chips.len()).max().unwrap_or(1) as u32;
     let layout = Layout::new(s.params, payload, longest).map_err(|e| CclError::Invalid(e.to_string()))?;
     let header = layout.header_bytes;
-    // Two ERISCs split a router's channels unless a mux sits in front of any router of the
-    // session (workers sharing a router): then every router runs as one loop, as the packet
-    // model's lowering does (`Fabric::use_one_erisc`). Whether one does is known once the
-    // phases are built, so a session that places one is built again on one ERISC.
-    let mut one_erisc = s.params.fabric_router_eriscs < 2;
-    let (mut m, runs, workers) = loop {
+    // Two ERISCs split a router's channels on an architecture that runs them (a mux in front
+    // of a router does not change that: `shared/fabric.md` §11.1).
+    let one_erisc = s.params.fabric_router_eriscs < 2;
+    let (mut m, runs, workers) = {
         let mut m = Network {
             s,
             net: FlowNet::new(),
@@ -167,11 +165,8 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
             workers[p.op] = workers[p.op].max(w);
             runs.push(run);
         }
-        if one_erisc || !m.keys.keys().any(|k| matches!(k, Key::Mux(..))) {
-            m.queue_in_loops();
-            break (m, runs, workers);
-        }
-        one_erisc = true;
+        m.queue_in_loops();
+        (m, runs, workers)
     };
     m.run();
     let starts = m.phases.iter().map(|ph| ps(ph.start.unwrap_or(0.0))).collect();
