@@ -27,6 +27,7 @@ use meshsim_topology::soc::CoreCoord;
 use serde::Serialize;
 
 use crate::common::{BenchError, Measured, Setup};
+use crate::placement;
 
 /// The bandwidth tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,9 +193,9 @@ struct Flow {
     edges: Vec<(ChipIdx, ChipIdx)>,
 }
 
-/// Where a flow's packets land on each destination chip.
-const DATA_CORE: CoreCoord = CoreCoord { x: 7, y: 7 };
+/// Where a flow's packets land in its receiver core's L1, per slot of the core.
 const DATA_ADDR: u64 = 0x40000;
+const DATA_SLOT_BYTES: u64 = 0x4000;
 /// The core counting barrier increments on each chip.
 const SYNC_CORE: CoreCoord = CoreCoord { x: 7, y: 8 };
 /// The core the host's close runs on, on every chip.
@@ -489,28 +490,25 @@ pub fn fabric(setup: &Setup, spec: FabricSpec) -> Result<Measured<FabricRow>, Be
         }
     }
     let dev0 = m.device(ChipIdx(0));
-    let data_at = dev0.noc_coord(CoreRef::Worker(DATA_CORE));
     let sync_at = dev0.noc_coord(CoreRef::Worker(SYNC_CORE));
     let sync_sem = dev0.semaphore_addr(CoreRef::Worker(SYNC_CORE), 0);
-    let data_sem = dev0.semaphore_addr(CoreRef::Worker(DATA_CORE), 0);
+    // Each (plane, flow)'s receiver: its NoC coordinates, data address and semaphore.
+    let dests: Vec<Vec<ChipIdx>> = flows.iter().map(|f| f.dests.clone()).collect();
+    let lands = lands(&m, &dests, spec.num_links)?;
     let run = Tally::new(m.new_event("fabric benchmark done"));
     install_syncs(&mut programs, &expected, sync_sem, &run);
-    let at = Targets { data_at, data_sem, sync_at, sync_sem };
-    // Worker cores handed out in turn on each chip.
+    let sync = (sync_at, sync_sem);
+    // Sender cores handed out in turn on each chip (tt-metal's placement).
+    let columns = soc.worker_columns();
     let mut used = vec![0u32; chips];
     for (r, list) in sender_cores(&fabric, &flows, spec.num_links) {
         let chip = fabric.routers[r].at.chip.0 as usize;
         let n = used[chip];
         used[chip] += 1;
-        install_sender(
-            &mut programs,
-            &fabric,
-            (r, &list, CoreCoord { x: n % 7, y: n / 7 }),
-            &spec,
-            packets,
-            at,
-            &run,
-        );
+        let core = placement::sender(n, columns);
+        let list: Vec<(Flow, Land)> =
+            list.into_iter().map(|(plane, i)| (flows[i].clone(), lands[plane][i])).collect();
+        install_sender(&mut programs, &fabric, (r, &list, core), &spec, packets, sync, &run);
     }
     let close = run.close;
     // The host closes the fabric once every sender and barrier is done.
@@ -556,13 +554,45 @@ impl Tally {
     }
 }
 
-/// Where a benchmark's packets and increments land (the same cores on every chip).
+/// Where a flow's packets land on every chip it reaches: its receiver core, the data address
+/// there and the semaphore its fused increments count on.
 #[derive(Clone, Copy)]
-struct Targets {
-    data_at: CoreCoord,
-    data_sem: u64,
-    sync_at: CoreCoord,
-    sync_sem: u64,
+struct Land {
+    at: CoreCoord,
+    addr: u64,
+    sem: u64,
+}
+
+/// Each (plane, flow)'s receiver ([`placement::receivers`]; the flows by the chips they reach):
+/// its NoC coordinates, data address and semaphore, the same on every chip.
+fn lands(
+    m: &meshsim_hw::Machine,
+    dests: &[Vec<ChipIdx>],
+    planes: usize,
+) -> Result<Vec<Vec<Land>>, BenchError> {
+    let dev0 = m.device(ChipIdx(0));
+    let soc = m.cluster().soc();
+    let rows = soc.workers.len() as u32 / soc.worker_columns();
+    let placed = placement::receivers(dests, planes, m.cluster().chips().len());
+    if placed.iter().flatten().any(|(core, _)| core.y >= rows) {
+        return Err(BenchError::BadArgument(format!(
+            "more flows land on a chip than its {rows} receiver cores take ({} each)",
+            placement::FLOWS_PER_RECEIVER
+        )));
+    }
+    Ok(placed
+        .into_iter()
+        .map(|plane| {
+            plane
+                .into_iter()
+                .map(|(core, slot)| Land {
+                    at: dev0.noc_coord(CoreRef::Worker(core)),
+                    addr: DATA_ADDR + slot * DATA_SLOT_BYTES,
+                    sem: dev0.semaphore_addr(CoreRef::Worker(core), slot),
+                })
+                .collect()
+        })
+        .collect())
 }
 
 /// A sync kernel on every chip that expects barrier increments: it records when the last one
@@ -588,16 +618,16 @@ fn install_syncs(programs: &mut [Program], expected: &[u32], sync_sem: u64, run:
 
 /// The sender cores: one per (chip, router) that flows start at on any plane, holding its
 /// flows in order.
-fn sender_cores(fabric: &Fabric, flows: &[Flow], planes: usize) -> Vec<(usize, Vec<Flow>)> {
-    let mut cores: Vec<(usize, Vec<Flow>)> = Vec::new();
+fn sender_cores(fabric: &Fabric, flows: &[Flow], planes: usize) -> Vec<(usize, Vec<(usize, usize)>)> {
+    let mut cores: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
     for plane in 0..planes {
-        for f in flows {
+        for (i, f) in flows.iter().enumerate() {
             let r = fabric
                 .router_facing(f.line, plane, f.src, f.toward)
                 .expect("a router toward the flow's first hop");
             match cores.iter_mut().find(|(cr, _)| *cr == r) {
-                Some((_, list)) => list.push(f.clone()),
-                None => cores.push((r, vec![f.clone()])),
+                Some((_, list)) => list.push((plane, i)),
+                None => cores.push((r, vec![(plane, i)])),
             }
         }
     }
@@ -610,21 +640,21 @@ fn sender_cores(fabric: &Fabric, flows: &[Flow], planes: usize) -> Vec<(usize, V
 fn install_sender(
     programs: &mut [Program],
     fabric: &Rc<Fabric>,
-    (r, list, core): (usize, &[Flow], CoreCoord),
+    (r, list, core): (usize, &[(Flow, Land)], CoreCoord),
     spec: &FabricSpec,
     packets: u64,
-    at: Targets,
+    (sync_at, sync_sem): (CoreCoord, u64),
     run: &Tally,
 ) {
     let chip = fabric.routers[r].at.chip;
     let size = spec.packet_bytes;
     let conn = Connection::new(fabric.clone(), r, CONN_BASE);
     let headers: Vec<Header> =
-        list.iter().map(|f| data_header(f, spec.noc_send, size, at.data_at, at.data_sem)).collect();
+        list.iter().map(|(f, land)| data_header(f, spec.noc_send, size, *land)).collect();
     let syncs: Vec<Header> = list
         .iter()
-        .map(|f| Header {
-            cmd: NocCmd::AtomicInc { sem: k_noc(at.sync_at, at.sync_sem), inc: 1, flush: false },
+        .map(|(f, _)| Header {
+            cmd: NocCmd::AtomicInc { sem: k_noc(sync_at, sync_sem), inc: 1, flush: false },
             payload: 0,
             route: f.route,
             src_ch: 0,
@@ -671,12 +701,12 @@ fn k_noc(at: CoreCoord, addr: u64) -> u64 {
     meshsim_hw::get_noc_addr(at.x, at.y, addr)
 }
 
-fn data_header(f: &Flow, mode: NocSend, size: u64, data_at: CoreCoord, data_sem: u64) -> Header {
+fn data_header(f: &Flow, mode: NocSend, size: u64, land: Land) -> Header {
     let noc = k_noc;
-    let dst = noc(data_at, DATA_ADDR);
+    let dst = noc(land.at, land.addr);
     let cmd = match mode {
         NocSend::Write => NocCmd::Write { dst },
-        NocSend::FusedAtomicInc => NocCmd::FusedWriteInc { dst, sem: noc(data_at, data_sem), inc: 1 },
+        NocSend::FusedAtomicInc => NocCmd::FusedWriteInc { dst, sem: noc(land.at, land.sem), inc: 1 },
         NocSend::ScatterWrite => {
             let first = size.div_ceil(2).next_multiple_of(16);
             NocCmd::Scatter { chunks: [(dst, first), (dst + first, size - first), (0, 0), (0, 0)], count: 2 }

@@ -23,6 +23,7 @@ pub mod ccl_calibration;
 mod common;
 pub mod fabric;
 pub mod latency;
+mod placement;
 pub mod plot;
 pub mod report;
 pub mod ring;

