@@ -14,7 +14,6 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("bh-quietbox-ar-ring-bf16", "Blackhole: NoC contention"),
     ("bh-loudbox-ag-ring-bfp8", "Blackhole: NoC contention"),
     ("bh-galaxy-ag-axis-ring-bf16", "Blackhole: NoC contention"),
-    ("bh-galaxy-ag-line4-bf16", "Blackhole: NoC contention"),
     ("bh-galaxy-rs-axis-ring-bf16", "Blackhole: NoC contention"),
     ("galaxy-workload-defaults", "planes sharing the Ethernet row's NoC"),
     ("fabric-galaxy-ag-rows-bf16", "planes sharing the Ethernet row's NoC"),

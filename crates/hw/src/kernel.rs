@@ -607,9 +607,9 @@ impl Kernel {
         self.ctx.with(|hw, _| hw.soc.workers[index])
     }
 
-    /// NoC0 coordinates of the first endpoint of DRAM bank `bank` of this chip.
+    /// The coordinates of DRAM bank `bank`'s endpoint this kernel's NoC goes through.
     pub fn dram_endpoint(&self, bank: usize) -> CoreCoord {
-        self.ctx.with(|hw, _| hw.soc.dram[bank][0])
+        self.ctx.with(|hw, _| hw.soc.dram_endpoint(bank, self.noc))
     }
 
     /// The model parameters.

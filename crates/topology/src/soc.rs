@@ -38,6 +38,10 @@ struct RawSoc {
     eth: Vec<String>,
     functional_workers: Vec<String>,
     dram: Vec<Vec<String>>,
+    /// meshsim's addition: per NoC, the endpoint of each channel that NoC's reads and writes
+    /// go through.
+    #[serde(default)]
+    dram_noc_endpoints: Option<Vec<Vec<String>>>,
     worker_l1_size: u64,
     eth_l1_size: u64,
     dram_bank_size: u64,
@@ -59,6 +63,9 @@ pub struct SocDescriptor {
     pub workers: Vec<CoreCoord>,
     /// DRAM channels, each with the cores (NoC endpoints) that reach it.
     pub dram: Vec<Vec<CoreCoord>>,
+    /// Per NoC, the endpoint of each channel its traffic goes through, when the descriptor
+    /// says (`dram_noc_endpoints`); otherwise each channel's first.
+    dram_by_noc: Option<[Vec<CoreCoord>; 2]>,
     /// Tensix L1 bytes.
     pub worker_l1_bytes: u64,
     /// ERISC L1 bytes (all of it; the kernel-usable window is a model parameter).
@@ -91,6 +98,36 @@ impl SocDescriptor {
             v.iter().enumerate().map(|(i, s)| core(key, i, s)).collect()
         };
         let workers = list("functional_workers", &raw.functional_workers)?;
+        let dram: Vec<Vec<CoreCoord>> =
+            raw.dram.iter().map(|ch| list("dram", ch)).collect::<Result<_, _>>()?;
+        let dram_by_noc = match &raw.dram_noc_endpoints {
+            None => None,
+            Some(nocs) => {
+                let bad = |why: String| TopologyError::invalid(file, "dram_noc_endpoints", why);
+                if nocs.len() != 2 {
+                    return Err(bad(format!("needs a list per NoC (2), got {}", nocs.len())));
+                }
+                let mut by = [Vec::new(), Vec::new()];
+                for (noc, ends) in nocs.iter().enumerate() {
+                    let ends = list("dram_noc_endpoints", ends)?;
+                    if ends.len() != dram.len() {
+                        return Err(bad(format!(
+                            "NoC{noc} lists {} endpoints for {} channels",
+                            ends.len(),
+                            dram.len()
+                        )));
+                    }
+                    if let Some(ch) = (0..ends.len()).find(|&ch| !dram[ch].contains(&ends[ch])) {
+                        return Err(bad(format!(
+                            "NoC{noc}'s endpoint {} is not one of channel {ch}'s",
+                            ends[ch]
+                        )));
+                    }
+                    by[noc] = ends;
+                }
+                Some(by)
+            }
+        };
         let mut xs: Vec<u32> = workers.iter().map(|c| c.x).collect();
         xs.sort_unstable();
         xs.dedup();
@@ -101,7 +138,8 @@ impl SocDescriptor {
             grid_y: gy,
             eth_cores: list("eth", &raw.eth)?,
             workers,
-            dram: raw.dram.iter().map(|ch| list("dram", ch)).collect::<Result<_, _>>()?,
+            dram,
+            dram_by_noc,
             worker_l1_bytes: raw.worker_l1_size,
             eth_l1_bytes: raw.eth_l1_size,
             dram_bank_bytes: raw.dram_bank_size,
@@ -130,6 +168,14 @@ impl SocDescriptor {
         CoreCoord { x: (k % cols) as u32, y: (k / cols) as u32 }
     }
 
+    /// The endpoint NoC `noc`'s reads and writes of DRAM channel `bank` go through.
+    pub fn dram_endpoint(&self, bank: usize, noc: usize) -> CoreCoord {
+        match &self.dram_by_noc {
+            Some(by) => by[noc.min(1)][bank],
+            None => self.dram[bank][0],
+        }
+    }
+
     /// The channel of an Ethernet core.
     pub fn eth_channel(&self, core: CoreCoord) -> Option<u8> {
         self.eth_cores.iter().position(|&c| c == core).map(|i| i as u8)
@@ -149,6 +195,26 @@ mod tests {
         assert_eq!(soc.workers.len(), 80);
         assert!(soc.workers.iter().all(|c| c.x != 0 && c.x != 5 && c.y != 0 && c.y != 6));
         assert_eq!((soc.grid_x, soc.grid_y), (10, 12));
+    }
+
+    /// Blackhole's DRAM traffic goes through a different endpoint of each channel per NoC
+    /// (`shared/fabric.md` §12); a descriptor without the list uses each channel's first; a
+    /// listed endpoint that is not one of its channel's is refused by name.
+    #[test]
+    fn each_noc_reaches_dram_through_its_own_endpoint() {
+        let bh = crate::Arch::Blackhole.soc().unwrap();
+        assert_eq!(bh.dram_endpoint(0, 0), CoreCoord { x: 0, y: 11 });
+        assert_eq!(bh.dram_endpoint(0, 1), CoreCoord { x: 0, y: 1 });
+        assert_eq!(bh.dram_endpoint(5, 0), CoreCoord { x: 9, y: 3 });
+        let wh = crate::Arch::WormholeB0.soc().unwrap();
+        assert_eq!((wh.dram_endpoint(1, 0), wh.dram_endpoint(1, 1)), (wh.dram[1][0], wh.dram[1][0]));
+        let text = b"grid: {x_size: 4, y_size: 3}\neth: []\nfunctional_workers: []\ndram: [[0-0, 0-1]]\ndram_noc_endpoints: [[0-1], [0-2]]\nworker_l1_size: 1\neth_l1_size: 1\ndram_bank_size: 1\narch_name: X\n";
+        let err = SocDescriptor::parse("x.yaml", text).unwrap_err().to_string();
+        assert!(
+            err.contains("dram_noc_endpoints")
+                && err.contains("NoC1's endpoint 0-2 is not one of channel 0's"),
+            "{err}"
+        );
     }
 
     #[test]

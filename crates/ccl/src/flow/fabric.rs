@@ -229,7 +229,7 @@ impl Network<'_, '_> {
         let grid = Noc::new(soc.grid_x, soc.grid_y);
         let me = soc.worker(soc.logical_worker(1));
         let ends: Vec<_> = match memory {
-            Memory::Dram => soc.dram.iter().filter_map(|b| b.first().copied()).collect(),
+            Memory::Dram => (0..soc.dram.len()).map(|b| soc.dram_endpoint(b, noc)).collect(),
             Memory::L1 => soc.workers.clone(),
         };
         if ends.is_empty() {
