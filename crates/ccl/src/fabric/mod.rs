@@ -530,11 +530,6 @@ impl Fabric {
         }
     }
 
-    /// ERISCs each router runs on (1 or 2; see `fabric_router_eriscs`).
-    pub fn eriscs(&self) -> u64 {
-        self.eriscs
-    }
-
     /// Adds the host's close: on every chip with routers, a kernel on the core `core(chip)`
     /// gives waits for every event in `after`, then writes IMMEDIATELY_TERMINATE into each of
     /// the chip's routers.

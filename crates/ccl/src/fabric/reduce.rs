@@ -31,13 +31,6 @@ use crate::phase::Phase;
 use crate::tensor::{Placement, STAGING, TensorSpec};
 use crate::transport::Gate;
 
-/// One direction kernel of a rank: its schedule, and the router it injects into (none if no
-/// slice needs it).
-pub(crate) struct SideKernel {
-    pub router: Option<usize>,
-    pub side: Side,
-}
-
 /// What a reduce-scatter direction kernel needs.
 pub(crate) struct RsCtx {
     pub fabric: Rc<Fabric>,
@@ -48,7 +41,9 @@ pub(crate) struct RsCtx {
     pub worker: usize,
     /// How far its entry-barrier increment reaches.
     pub barrier: u32,
-    pub side: SideKernel,
+    /// The router it injects into (none if no slice needs it), and its slices (the schedule's).
+    pub router: Option<usize>,
+    pub side: Side,
     pub n: u64,
     pub dim: usize,
     pub slice: TensorSpec,
@@ -84,7 +79,7 @@ struct Item {
 /// A reduce-scatter direction kernel: its packets in waves of reads, reductions and sends.
 pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let start = c.gate.enter(&k).await;
-    let conn = match c.side.router {
+    let conn = match c.router {
         Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, c.worker), c.base).await?),
         None => None,
     };
@@ -93,8 +88,8 @@ pub(crate) async fn side(k: Kernel, c: Rc<RsCtx>) -> TaskResult {
     let reduce = k.cycles(k.params().tile_reduce_cycles);
     let whole = |j: usize, q: u64| c.slice.page_in_whole(c.dim, c.n, j as u64, q);
     let mut items = Vec::new();
-    for (si, &(j, pos)) in c.side.side.slices.iter().enumerate() {
-        let mut got = c.side.side.received_before[si];
+    for (si, &(j, pos)) in c.side.slices.iter().enumerate() {
+        let mut got = c.side.received_before[si];
         for group in plane_packets(c.slice.pages(), c.ppp, c.plane).chunks(c.per_sync as usize) {
             if pos > 0 {
                 got += group.len() as u64;
@@ -360,7 +355,8 @@ fn install_sides(
                 worker: lane.worker,
                 barrier: barrier_reach(n, k, forward, sched.ring()),
                 fabric: fabric.clone(),
-                side: SideKernel { router, side: work },
+                router,
+                side: work,
                 n: t.n,
                 dim: t.dim,
                 slice: t.slice,

@@ -156,15 +156,10 @@ impl Role {
     }
 }
 
-/// Runs router `me` of `fabric` in `role` until the host terminates it. A two-ERISC router's
-/// kernels fall back to one loop when the fabric runs on one ERISC ([`Fabric::eriscs`]): the
-/// sender kernel runs both roles and the receiver kernel ends at once.
+/// Runs router `me` of `fabric` in `role` until the host terminates it (one kernel in
+/// [`Role::Both`] per router on one ERISC, or one in each of the other two on two:
+/// [`Fabric::install`]).
 pub async fn run(k: Kernel, fabric: Rc<Fabric>, me: usize, role: Role) -> TaskResult {
-    let role = match (role, fabric.eriscs()) {
-        (Role::Receiver, 1) => return Ok(()),
-        (Role::Senders, 1) => Role::Both,
-        (r, _) => r,
-    };
     let spec = fabric.routers[me].clone();
     let lay = fabric.layout;
     let ring = fabric.config.kind.is_ring();

@@ -143,31 +143,28 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     // Two ERISCs split a router's channels on an architecture that runs them (a mux in front
     // of a router does not change that: `shared/fabric.md` §11.1).
     let one_erisc = s.params.fabric_router_eriscs < 2;
-    let (mut m, runs, workers) = {
-        let mut m = Network {
-            s,
-            net: FlowNet::new(),
-            keys: BTreeMap::new(),
-            units: Vec::new(),
-            phases: Vec::new(),
-            lines: lines.clone(),
-            payload,
-            header,
-            one_erisc,
-            slots: (layout.sender_slots, layout.receiver_slots),
-            hops: BTreeMap::new(),
-            loops: BTreeMap::new(),
-        };
-        let mut runs = Vec::new();
-        let mut workers = vec![1usize; s.ops.len()];
-        for (pi, p) in s.phases.iter().enumerate() {
-            let (run, w) = m.phase(pi, p)?;
-            workers[p.op] = workers[p.op].max(w);
-            runs.push(run);
-        }
-        m.queue_in_loops();
-        (m, runs, workers)
+    let mut m = Network {
+        s,
+        net: FlowNet::new(),
+        keys: BTreeMap::new(),
+        units: Vec::new(),
+        phases: Vec::new(),
+        lines,
+        payload,
+        header,
+        one_erisc,
+        slots: (layout.sender_slots, layout.receiver_slots),
+        hops: BTreeMap::new(),
+        loops: BTreeMap::new(),
     };
+    let mut runs = Vec::new();
+    let mut workers = vec![1usize; s.ops.len()];
+    for (pi, p) in s.phases.iter().enumerate() {
+        let (run, w) = m.phase(pi, p)?;
+        workers[p.op] = workers[p.op].max(w);
+        runs.push(run);
+    }
+    m.queue_in_loops();
     m.run();
     let starts = m.phases.iter().map(|ph| ps(ph.start.unwrap_or(0.0))).collect();
     let ends = m
@@ -287,8 +284,7 @@ impl Network<'_, '_> {
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips());
         let topology = if self.closed(p) { Topology::Ring } else { Topology::Line };
-        let ranks: Vec<usize> =
-            std::iter::successors(Some(from), |&k| dir.next(k, n, topology)).skip(1).take(hops).collect();
+        let ranks = dir.ranks_from(from, hops, n, topology);
         let mut uses = Vec::new();
         let mut at = chips[from];
         let memory = p.tensors.output.memory;

@@ -32,6 +32,12 @@ impl Dir {
             (Dir::Backward, Topology::Line) => k.checked_sub(1),
         }
     }
+
+    /// The ranks up to `hops` hops from `k` of `n` in this direction on `topology`, nearest
+    /// first (fewer where a line ends).
+    pub fn ranks_from(self, k: usize, hops: usize, n: usize, topology: Topology) -> Vec<usize> {
+        std::iter::successors(Some(k), |&r| self.next(r, n, topology)).skip(1).take(hops).collect()
+    }
 }
 
 /// Where a chunk of slice `s` lives on a rank.

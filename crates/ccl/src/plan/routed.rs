@@ -97,16 +97,7 @@ pub struct Transfer {
 impl Transfer {
     /// The ranks on its route, nearest first.
     pub fn route(&self, n: usize, topology: Topology) -> Vec<usize> {
-        let mut out = Vec::with_capacity(self.hops);
-        let mut at = self.from;
-        for _ in 0..self.hops {
-            match self.dir.next(at, n, topology) {
-                Some(next) => at = next,
-                None => break,
-            }
-            out.push(at);
-        }
-        out
+        self.dir.ranks_from(self.from, self.hops, n, topology)
     }
 
     /// The rank it ends at.

@@ -197,30 +197,44 @@ impl Schedule {
 
     /// The schedule of `x`.
     pub(crate) fn build(x: Input) -> Schedule {
-        let mut s = Schedule {
+        let ring = x.plan.topology == Topology::Ring;
+        let packing = match x.algo {
+            Algo::Multicast | Algo::Relay => Packing::Gather,
+            Algo::ReduceScatter => Packing::ReduceScatter { ring },
+            Algo::PointToPoint(_) | Algo::DirectReduction => Packing::Direct,
+        };
+        let ppp = packing.pages(x.payload, x.page);
+        let planes = x.planes;
+        let workers = match x.algo {
+            Algo::Relay => {
+                let per_plane = packets(x.pages, ppp).len() as u64 / planes as u64;
+                relay_workers(x.bytes / planes as u64, per_plane)
+            }
+            Algo::ReduceScatter => {
+                x.workers.unwrap_or_else(|| rs_workers(x.bytes * x.slices / planes as u64, ring))
+            }
+            _ => 1,
+        };
+        let f = Frame { plan: &x.plan, pages: x.pages, ppp, planes, workers, ring };
+        let work = match x.algo {
+            Algo::Multicast => f.multicast(x.root),
+            Algo::Relay => f.relay(x.own),
+            Algo::ReduceScatter => f.reduce_scatter(),
+            Algo::PointToPoint(_) => f.point_to_point(true),
+            Algo::DirectReduction => f.point_to_point(false),
+        };
+        Schedule {
             algo: x.algo,
             topology: x.plan.topology,
             plan: x.plan,
             page: x.page,
             payload: x.payload,
             pages: x.pages,
-            ppp: 1,
-            planes: x.planes,
-            workers: 1,
-            work: Work::Relay { lanes: Vec::new(), own: false },
-        };
-        match x.algo {
-            Algo::Multicast => s.multicast(x.pages, x.root),
-            Algo::Relay => s.relay(x.pages, x.bytes, x.own),
-            Algo::ReduceScatter => {
-                let bytes = x.bytes * x.slices / s.planes as u64;
-                s.workers = x.workers.unwrap_or_else(|| rs_workers(bytes, s.ring()));
-                s.reduce_scatter(x.pages);
-            }
-            Algo::PointToPoint(_) => s.point_to_point(x.pages, true),
-            Algo::DirectReduction => s.point_to_point(x.pages, false),
+            ppp,
+            planes,
+            workers,
+            work,
         }
-        s
     }
 
     /// Whether the phase runs as a ring.
@@ -232,7 +246,20 @@ impl Schedule {
     pub(crate) fn ranks(&self) -> usize {
         self.plan.n
     }
+}
 
+/// What every family's kernels are derived from: the plan, a slice's pages, the packing, and
+/// the planes and workers its packets are dealt over.
+struct Frame<'a> {
+    plan: &'a Routed,
+    pages: u64,
+    ppp: u64,
+    planes: usize,
+    workers: usize,
+    ring: bool,
+}
+
+impl Frame<'_> {
     /// Every (plane, worker) pair, planes outermost, with its lane index among them.
     fn lanes(&self) -> impl Iterator<Item = (usize, usize, (usize, usize))> + use<> {
         let (planes, workers) = (self.planes, self.workers);
@@ -241,11 +268,10 @@ impl Schedule {
         })
     }
 
-    fn multicast(&mut self, pages: u64, root: Option<usize>) {
-        self.ppp = Packing::Gather.pages(self.payload, self.page);
-        let n = self.ranks();
+    fn multicast(&self, root: Option<usize>) -> Work {
+        let n = self.plan.n;
         let planes = self.planes;
-        let slice_packets = packets(pages, self.ppp);
+        let slice_packets = packets(self.pages, self.ppp);
         let mut finals = vec![0u32; n];
         let mut kernels = Vec::new();
         for k in 0..n {
@@ -262,7 +288,7 @@ impl Schedule {
                 }
             }
         }
-        self.work = Work::Multicast { kernels, finals, root };
+        Work::Multicast { kernels, finals, root }
     }
 
     /// Rank `k`'s multicast kernel going `dir` on `plane`, sending its packets `mine` as its
@@ -275,7 +301,7 @@ impl Schedule {
         mine: Vec<(u64, u64)>,
         finals: &mut [u32],
     ) -> Multicaster {
-        let (plan, n) = (&self.plan, self.ranks());
+        let (plan, n) = (self.plan, self.plan.n);
         // The rank's own copy rides with each direction that carries only part of its packets
         // (a split broadcast's root), else with the kernel the plan names.
         let sends: Vec<Transfer> = plan.sends(k, dir).copied().collect();
@@ -289,24 +315,19 @@ impl Schedule {
                 finals[j] += 1;
             }
         }
-        let barrier = barrier_reach(n, k, dir == Dir::Forward, self.ring());
+        let barrier = barrier_reach(n, k, dir == Dir::Forward, self.ring);
         Multicaster { rank: k, plane, dir, mine, sends, local_copy, packets, ranges, barrier }
     }
 
-    fn relay(&mut self, pages: u64, bytes: u64, own: bool) {
-        self.ppp = Packing::Gather.pages(self.payload, self.page);
-        let n = self.ranks();
-        let per_plane = packets(pages, self.ppp).len() as u64 / self.planes as u64;
-        self.workers = relay_workers(bytes / self.planes as u64, per_plane);
+    fn relay(&self, own: bool) -> Work {
+        let n = self.plan.n;
         let lanes = self
             .lanes()
             .map(|(plane, worker, on)| {
-                let packets = plane_packets(pages, self.ppp, on);
+                let packets = plane_packets(self.pages, self.ppp, on);
                 let total = packets.len();
                 let stripes: Vec<[Vec<(usize, usize, usize)>; 2]> = (0..n)
-                    .map(|k| {
-                        [Dir::Forward, Dir::Backward].map(|dir| relay_stripes(&self.plan, k, dir, total))
-                    })
+                    .map(|k| [Dir::Forward, Dir::Backward].map(|dir| relay_stripes(self.plan, k, dir, total)))
                     .collect();
                 // What the upstream neighbour each way relays on to each rank, in all.
                 let sum = |s: &[(usize, usize, usize)]| s.iter().map(|x| x.2 as u64).sum::<u64>();
@@ -316,18 +337,16 @@ impl Schedule {
                 RelayLane { plane, worker, packets, stripes, received }
             })
             .collect();
-        self.work = Work::Relay { lanes, own };
+        Work::Relay { lanes, own }
     }
 
-    fn reduce_scatter(&mut self, pages: u64) {
-        let ring = self.ring();
-        self.ppp = Packing::ReduceScatter { ring }.pages(self.payload, self.page);
-        let n = self.ranks();
-        let order = rs_order(&self.plan);
+    fn reduce_scatter(&self) -> Work {
+        let (n, ring) = (self.plan.n, self.ring);
+        let order = rs_order(self.plan);
         let lanes = self
             .lanes()
             .map(|(plane, worker, on)| {
-                let packets = plane_packets(pages, self.ppp, on);
+                let packets = plane_packets(self.pages, self.ppp, on);
                 let count = packets.len() as u64;
                 let cap = if ring { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 };
                 let per_sync = cap.min((count / 2).max(1));
@@ -355,7 +374,7 @@ impl Schedule {
                     .collect();
                 let owners = (0..n)
                     .map(|k| {
-                        let (f, b) = side_lengths(&self.plan, k);
+                        let (f, b) = side_lengths(self.plan, k);
                         [(f, 0), (b, 1)]
                             .into_iter()
                             .filter(|&(len, _)| len > 0)
@@ -366,14 +385,13 @@ impl Schedule {
                 RsLane { plane, worker, on, packets, per_sync, sides, owners }
             })
             .collect();
-        self.work = Work::ReduceScatter { lanes };
+        Work::ReduceScatter { lanes }
     }
 
     /// Point-to-point senders; `own_copy`: a rank that keeps a chunk copies it (a direct
     /// reduction's reducers read it instead).
-    fn point_to_point(&mut self, pages: u64, own_copy: bool) {
-        self.ppp = Packing::Direct.pages(self.payload, self.page);
-        let (plan, n, ring) = (&self.plan, self.ranks(), self.ring());
+    fn point_to_point(&self, own_copy: bool) -> Work {
+        let (plan, n, ring) = (self.plan, self.plan.n, self.ring);
         let senders = (0..n)
             .flat_map(|k| {
                 [Dir::Forward, Dir::Backward].map(|dir| ChunkSender {
@@ -391,8 +409,8 @@ impl Schedule {
             })
             .collect();
         let arriving = (0..n).map(|k| plan.arriving(k)).collect();
-        let reducers = if own_copy { 0 } else { DIRECT_REDUCERS.min(packets(pages, self.ppp).len()) };
-        self.work = Work::PointToPoint { senders, arriving, reducers };
+        let reducers = if own_copy { 0 } else { DIRECT_REDUCERS.min(packets(self.pages, self.ppp).len()) };
+        Work::PointToPoint { senders, arriving, reducers }
     }
 }
 

@@ -36,8 +36,7 @@ fn schedule(
 
 /// The rank `hops` hops from `k` going `dir`, and every rank before it.
 fn route(s: &Schedule, k: usize, dir: Dir, hops: usize) -> Vec<usize> {
-    let (n, topology) = (s.ranks(), s.topology);
-    std::iter::successors(Some(k), |&r| dir.next(r, n, topology)).skip(1).take(hops).collect()
+    dir.ranks_from(k, hops, s.ranks(), s.topology)
 }
 
 fn topologies(n: usize) -> Vec<Topology> {

@@ -29,10 +29,9 @@ fn sender(rank: usize, role: &'static str, at: (usize, usize), dir: Dir, barrier
 }
 
 impl Schedule {
-    /// The ranks `hops` hops from `k` going `dir`, nearest first.
+    /// The ranks up to `hops` hops from `k` going `dir`, nearest first.
     fn ranks_from(&self, k: usize, dir: Dir, hops: usize) -> Vec<usize> {
-        let (n, topology) = (self.ranks(), self.topology);
-        std::iter::successors(Some(k), |&r| dir.next(r, n, topology)).skip(1).take(hops).collect()
+        dir.ranks_from(k, hops, self.ranks(), self.topology)
     }
 
     /// The schedule as users read it, for op `op`'s phase of `collective`.
