@@ -4,10 +4,11 @@ use std::path::Path;
 
 use crate::out::out;
 use meshsim_bench::plot::{self, Plot};
-use meshsim_bench::{BenchError, Measured, Setup, bandwidth, fabric, latency, report, ring};
+use meshsim_bench::{BenchError, Measured, Setup, bandwidth, dram, fabric, latency, report, ring};
 
 use crate::cli::{
-    Bench, BenchArgs, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyTopologyArg, NocSendArg,
+    Bench, BenchArgs, DramArgs, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyTopologyArg,
+    NocSendArg,
 };
 use crate::{BadInput, bench_error, check_outputs, load_cluster, one_line_plot, write_trace};
 
@@ -18,6 +19,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         }
         Bench::Fabric(args) => return run_fabric(args),
         Bench::FabricLatency(args) => return run_fabric_latency(args),
+        Bench::Dram(args) => return run_dram(args),
     };
     check_outputs(common.plot.as_deref(), common.trace.as_deref())?;
     if common.trace.is_some() && common.sizes.len() != 1 {
@@ -50,7 +52,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         Bench::Ring { common, hops, samples, unmerged, skew_ns } => {
             ring_points(&setup, common, (*hops, *samples, *unmerged, *skew_ns), &mut trace, label, format)?
         }
-        Bench::Fabric(_) | Bench::FabricLatency(_) => unreachable!("handled above"),
+        Bench::Fabric(_) | Bench::FabricLatency(_) | Bench::Dram(_) => unreachable!("handled above"),
     };
     out!("{table}")?;
     if let Some(path) = &common.plot {
@@ -201,6 +203,24 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
     let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };
     let m = fabric::fabric_latency(&setup, spec).map_err(bench_error)?;
     print_one(m, &setup, a.trace.as_deref(), a.output.format)
+}
+
+/// `bench dram`: one point per page size and depth, in that order.
+fn run_dram(a: &DramArgs) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    let setup = traced_setup(&a.cluster, &a.model, None)?;
+    let specs: Vec<dram::DramReadSpec> = a
+        .page_size
+        .iter()
+        .flat_map(|&page_bytes| a.depth.iter().map(move |&depth| dram::DramReadSpec { page_bytes, depth }))
+        .collect();
+    let rows = specs
+        .par_iter()
+        .map(|&spec| dram::dram_read(&setup, spec).map(|m| m.row))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bench_error)?;
+    out!("{}", report::render(&rows, a.output.format.into()))?;
+    Ok(())
 }
 
 /// The set-up of a one-point benchmark on `cluster`, recording a trace when `trace` names a

@@ -346,6 +346,29 @@ pub(crate) enum Bench {
     Fabric(FabricArgs),
     /// TT-Fabric round-trip latency over one hop, as tt-metal's fabric latency test measures it.
     FabricLatency(FabricLatencyArgs),
+    /// One core's DRAM page reads by queue depth, as tt-metal's data-movement test measures
+    /// them: the core at logical (0,0) issues DEPTH reads of PAGE bytes from DRAM channel 0 on
+    /// NoC 1, then one read barrier; cycles from the first issue to the barrier's return.
+    Dram(DramArgs),
+}
+
+/// Arguments of `bench dram`.
+#[derive(clap::Args)]
+pub(crate) struct DramArgs {
+    /// A cluster description file, a built-in name or a generated cluster: its architecture is
+    /// what is measured (on its first chip).
+    #[arg(long, default_value = "n300")]
+    pub(crate) cluster: String,
+    /// Bytes of each read (K suffix: 1024), one point per value.
+    #[arg(long, value_parser = parse_size, value_delimiter = ',', value_name = "B", default_value = "64,2048,4096,8192")]
+    pub(crate) page_size: Vec<u64>,
+    /// Reads issued before the barrier, one point per value.
+    #[arg(long, value_delimiter = ',', value_name = "N", default_value = "1,4,16,64")]
+    pub(crate) depth: Vec<u64>,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: Output,
 }
 
 /// Arguments of `bench fabric-latency`.

@@ -382,7 +382,7 @@ mod calibrate {
         let (code, out, err) = meshsim(&["calibrate", "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let rows = json(&out);
-        assert_eq!(rows.as_array().unwrap().len(), 25);
+        assert_eq!(rows.as_array().unwrap().len(), 41);
         assert!(rows.as_array().unwrap().iter().all(|r| r["ok"] == true));
         let slow =
             include_str!("../configs/wormhole_b0.yaml").replace("eth_link_gbps: 100", "eth_link_gbps: 40");

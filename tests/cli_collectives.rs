@@ -74,13 +74,17 @@ mod collectives {
             let time = |extra: &[&str]| {
                 // 512 KiB: the saved copy of a rank's own slice shows. From 1 MiB up it hides
                 // behind the sends (the fabric relay's behind its router's, the EDM's behind
-                // its channels'), and where in-place reads the slice from (the output's banks
-                // rather than the input's) moves either time by a few tenths of a percent.
+                // its channels'). Gathered along rows, a slice sits in the output as it sits in
+                // the input; along the last dimension its pages stride the output, fewer banks
+                // serve its consecutive reads and they queue at those banks' endpoints, which
+                // costs in-place more than the copy it saves.
                 let mut args = vec![
                     "op",
                     "all-gather",
                     "--shape",
-                    "1,1,64,4096",
+                    "1,1,512,512",
+                    "--dim",
+                    "2",
                     "--verify",
                     "--format",
                     "json",

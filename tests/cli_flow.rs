@@ -18,9 +18,8 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("galaxy-workload-defaults", "planes sharing the Ethernet row's NoC"),
     ("fabric-galaxy-ag-rows-bf16", "planes sharing the Ethernet row's NoC"),
     ("fabric-galaxy-torus-ag-rows-relay-bf16", "planes sharing the Ethernet row's NoC"),
-    ("fabric-t3000-rs-ring-direct-bf16", "point-to-point chunks queueing in the routers"),
     ("fabric-t3000-ag-ring-bfp8", "the ring router's loop"),
-    ("fabric-t3000-workload-mux", "NoC contention on the routers' writes"),
+    ("fabric-n300-send-recv-bf16", "the point-to-point sender's path"),
 ];
 
 #[test]

@@ -1,7 +1,7 @@
 //! The Blackhole calibration set (`meshsim calibrate --blackhole`): tt-metal's fabric goldens on
 //! Blackhole (one-hop line latency on a box of four P150 cards and on a Blackhole Galaxy; the
-//! line and neighbour-exchange bandwidth tests on the Galaxy) and its all-gather sweep on an
-//! 8-chip axis of the Galaxy. Sources and how each is measured: docs/calibration.md,
+//! line and neighbour-exchange bandwidth tests on the Galaxy), one core's DRAM page reads by
+//! queue depth ([`crate::dram`]), and its all-gather sweep on an 8-chip axis of the Galaxy. Sources and how each is measured: docs/calibration.md,
 //! "Blackhole set".
 
 use rayon::prelude::*;
@@ -218,6 +218,9 @@ pub fn run_blackhole(
         .map(|&(n, t)| sweep_series(galaxy, n, t, &points(n, t).map(|p| p.0).collect::<Vec<_>>()))
         .collect();
     let mut rows: Vec<CalibrationRow> = lat.into_iter().chain(bw).collect::<Result<_, _>>()?;
+    if micro {
+        rows.extend(crate::calibration::dram_rows(galaxy, true)?);
+    }
     for (&(n, t), sim) in series.iter().zip(simulated) {
         let sim = sim?;
         for (size, us) in points(n, t) {

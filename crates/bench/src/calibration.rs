@@ -3,13 +3,15 @@
 //!
 //! Sources (docs/calibration.md): the single-link bandwidth and round-trip curves (N300, one
 //! link, 16 buffer slots, payload and 16 B sync sent as one packet), the same link driven both
-//! ways at once (per direction), and the CCL guide's one-way latency and ring-ping figures.
+//! ways at once (per direction), the CCL guide's one-way latency and ring-ping figures, and one
+//! core's DRAM page reads by queue depth ([`crate::dram`]).
 
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::bandwidth::{self, BandwidthSpec};
 use crate::common::{BenchError, Setup};
+use crate::dram::{self, DramReadSpec};
 use crate::latency::{self, LatencySpec};
 use crate::ring::{self, RingSpec};
 
@@ -132,7 +134,23 @@ pub fn run(n300: &Setup, t3000: &Setup) -> Result<Vec<CalibrationRow>, BenchErro
     rows.push(r);
     let per_hop = guide.next().expect("two points")?;
     rows.push(row("ring ping ns/hop (8 hops)", 16, GUIDE_RING_NS_PER_HOP, per_hop, 10.0));
+    rows.extend(dram_rows(n300, false)?);
     Ok(rows)
+}
+
+/// One core's DRAM page reads ([`dram`]): every published point of the architecture `setup`
+/// models (`blackhole`: the Blackhole column), measured on the first chip of `setup`'s
+/// cluster; rows in table order.
+pub fn dram_rows(setup: &Setup, blackhole: bool) -> Result<Vec<CalibrationRow>, BenchError> {
+    dram::DRAM_READS
+        .par_iter()
+        .map(|&(page_bytes, depth, wh, bh)| {
+            let r = dram::dram_read(setup, DramReadSpec { page_bytes, depth })?.row;
+            let published = if blackhole { bh } else { wh };
+            let what = format!("{}dram read x{depth} cycles", if blackhole { "bh " } else { "" });
+            Ok(row(&what, page_bytes, published, r.cycles, dram::DRAM_TOLERANCE_PCT))
+        })
+        .collect()
 }
 
 /// Published TT-Fabric bandwidth points on a T3000 (`shared/calibration/

@@ -5,6 +5,7 @@
 //! - [`bandwidth`]: raw ERISC bandwidth, uni- or bi-directional, by packet size and slot count,
 //!   optionally forwarding every slot to a Tensix core over the NoC;
 //! - [`ring`]: the CCL guide's ring ping (receiver → NoC → sender → next chip);
+//! - [`dram`]: one core's DRAM page reads by queue depth (tt-metal's single-core read test);
 //! - [`calibration`]: the published points the model must reproduce, measured;
 //! - [`ccl_calibration`]: the CCL set — tt-metal's CCL sweep, the ring fabric goldens and the
 //!   to-worker curve;
@@ -21,6 +22,7 @@ pub mod bh_calibration;
 pub mod calibration;
 pub mod ccl_calibration;
 mod common;
+pub mod dram;
 pub mod fabric;
 pub mod latency;
 mod placement;

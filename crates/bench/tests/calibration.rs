@@ -31,7 +31,7 @@ fn misses(rows: &[CalibrationRow]) -> Vec<String> {
 #[test]
 fn every_calibration_point_meets_its_tolerance() {
     let rows = calibration::run(&setup("n300"), &setup("t3000")).unwrap();
-    assert_eq!(rows.len(), 25);
+    assert_eq!(rows.len(), 41);
     let misses = misses(&rows);
     assert!(misses.is_empty(), "{}", misses.join("\n"));
 }
@@ -428,11 +428,12 @@ fn the_ccl_sweep_holds_its_recorded_accuracy() {
     assert_eq!(errors.len(), 48);
     let mean = errors.iter().map(|e| e.0.abs()).sum::<f64>() / errors.len() as f64;
     let worst = errors.iter().max_by(|a, b| a.0.abs().total_cmp(&b.0.abs())).unwrap();
-    // Recorded 2026-11-27, NoC1 going -y first: mean 11.4 % (10.6 % with -x first), worst
-    // -42.0 % (the 8-ring all-gather at 16 KiB, too fast by a fixed cost the model lacks:
-    // docs/model.md, "Small ops").
-    assert!(mean <= 11.5, "mean |error| {mean:.1} %");
-    assert!(worst.0.abs() <= 43.0, "worst {:+.1} % at {}", worst.0, worst.1);
+    // Recorded 2026-11-27, DRAM reads from tt-metal's single-core table: mean 13.2 % (11.4 %
+    // with the 200-cycle latency fitted on this sweep, 10.6 % before NoC1 went -y first),
+    // worst -44.0 % (the 8-ring all-gather at 16 KiB, too fast by a fixed cost the model
+    // lacks: docs/model.md, "Small ops").
+    assert!(mean <= 13.3, "mean |error| {mean:.1} %");
+    assert!(worst.0.abs() <= 44.5, "worst {:+.1} % at {}", worst.0, worst.1);
 }
 
 /// Blackhole's one-hop line latency goldens (a box of four P150 cards and the Galaxy) hold
@@ -489,4 +490,19 @@ fn blackhole_single_erisc_rate_is_constant_and_two_eriscs_outrun_it() {
     }
     let (g1, g2) = (ne(&one, 4096).gbps, ne(&two, 4096).gbps);
     assert!(g2 > 1.3 * g1, "two ERISCs {g2:.1} GB/s against one {g1:.1}");
+}
+
+/// One core's DRAM reads on both architectures come within the table's tolerance.
+#[test]
+fn both_architectures_read_dram_as_tt_metal_measured() {
+    let p150 = Setup::new(
+        meshsim_topology::builtin::cluster("p150").unwrap(),
+        Params::of(meshsim_topology::Arch::Blackhole).unwrap(),
+    );
+    for (setup, blackhole) in [(setup("n300"), false), (p150, true)] {
+        let rows = calibration::dram_rows(&setup, blackhole).unwrap();
+        assert_eq!(rows.len(), 16);
+        let misses = misses(&rows);
+        assert!(misses.is_empty(), "{}", misses.join("\n"));
+    }
 }

@@ -422,7 +422,7 @@ impl Kernel {
                 left = sent.flushed;
                 let mut arrive = sent.arrive;
                 if let CoreKind::Dram(bank) = dst_kind {
-                    arrive = hw.dram_access(self.chip, bank, n, arrive);
+                    arrive = hw.dram_access(self.chip, bank, None, n, arrive);
                 }
                 if let Some(back) = back {
                     acked = acked.max(arrive + back);
@@ -465,7 +465,7 @@ impl Kernel {
     pub async fn noc_async_read(&self, src_noc_addr: u64, dst: u64, size: u64) -> Result<(), HwError> {
         self.check_local(dst, size)?;
         let (src_at, src_mem, src, kind) = self.target(src_noc_addr, size)?;
-        self.issue().await;
+        self.issue_as(|p| p.noc_read_issue_cycles).await;
         self.ctx.with(|hw, s| -> Result<(), HwError> {
             let p = Rc::clone(&hw.params);
             let mut off = 0;
@@ -474,7 +474,13 @@ impl Kernel {
                 let mut ready =
                     hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, self.at, src_at, 0, s.now());
                 if let CoreKind::Dram(bank) = kind {
-                    ready = hw.dram_access(self.chip, bank, n, ready);
+                    // The endpoint puts the data on the NoC as it streams out of the bank: the
+                    // response's last flit leaves when the stream ends, its first no earlier
+                    // than the access latency after the request arrived.
+                    let first = ready + p.cycles(p.dram_latency_cycles);
+                    let done = hw.dram_access(self.chip, bank, Some(self.noc), n, ready);
+                    let flits = p.cycles(1 + n.div_ceil(p.noc_flit_bytes));
+                    ready = first.max(done.saturating_sub(flits));
                 }
                 let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, src_at, self.at, n, ready);
                 // In timing mode DRAM holds nothing (writes into it carry nothing), so reads

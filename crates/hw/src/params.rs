@@ -62,6 +62,9 @@ pub struct Params {
     /// counters, so none of the dataflow API's size loop and software counters), in place of
     /// `noc_issue_cycles`.
     pub noc_trid_write_cycles: u64,
+    /// Core cycles spent issuing one NoC read (`noc_async_read` of one packet), in place of
+    /// `noc_issue_cycles`.
+    pub noc_read_issue_cycles: u64,
     /// ERISC cycles a fabric router's main-loop pass that acted spends as it wraps round (its
     /// bookkeeping), beyond the sends, NoC commands and sender-step checks it issued.
     pub fabric_router_pass_cycles: u64,
@@ -97,8 +100,11 @@ pub struct Params {
     pub tile_reduce_cycles: u64,
     /// Bytes per DRAM bank (channel).
     pub dram_bank_bytes: u64,
-    /// Bandwidth of one DRAM bank, bytes per cycle.
+    /// Bandwidth of one DRAM bank (channel), bytes per cycle: every access to it shares it.
     pub dram_bank_bytes_per_cycle: u64,
+    /// Rate at which one NoC's endpoint of a DRAM bank streams the reads that come through it,
+    /// bytes per cycle.
+    pub dram_endpoint_bytes_per_cycle: u64,
     /// Access latency of a DRAM bank, cycles.
     pub dram_latency_cycles: u64,
 }
@@ -127,6 +133,7 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("noc_max_packet_bytes", "largest NoC packet, bytes; larger transfers are split"),
     ("noc_issue_cycles", "core cycles to issue one NoC command"),
     ("noc_trid_write_cycles", "core cycles to issue one NoC write tagged with a transaction id (one packet)"),
+    ("noc_read_issue_cycles", "core cycles to issue one NoC read (one packet)"),
     (
         "fabric_router_pass_cycles",
         "ERISC cycles of a fabric router main-loop pass that acted, as it wraps round, beyond its sends, NoC commands and sender-step checks",
@@ -153,7 +160,11 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ("l1_tensor_banks", "workers whose L1 holds an L1-interleaved tensor's pages (the first, row-major)"),
     ("tile_reduce_cycles", "Tensix cycles to reduce (add or max) one 32x32 tile into another"),
     ("dram_bank_bytes", "bytes per DRAM bank"),
-    ("dram_bank_bytes_per_cycle", "bandwidth of one DRAM bank, bytes/cycle"),
+    (
+        "dram_bank_bytes_per_cycle",
+        "bandwidth of one DRAM bank (channel), shared by all its accesses, bytes/cycle",
+    ),
+    ("dram_endpoint_bytes_per_cycle", "read rate of one NoC's endpoint of a DRAM bank, bytes/cycle"),
     ("dram_latency_cycles", "DRAM access latency, cycles"),
 ];
 
@@ -241,6 +252,7 @@ impl Params {
             ("noc_flit_bytes", self.noc_flit_bytes),
             ("noc_max_packet_bytes", self.noc_max_packet_bytes),
             ("dram_bank_bytes_per_cycle", self.dram_bank_bytes_per_cycle),
+            ("dram_endpoint_bytes_per_cycle", self.dram_endpoint_bytes_per_cycle),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be positive"));

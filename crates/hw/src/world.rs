@@ -105,6 +105,9 @@ pub struct ChipHw {
     pub eth: Vec<EthPort>,
     /// When each DRAM bank can start its next access.
     pub dram_free: Vec<Time>,
+    /// `[bank * 2 + noc]`: when each NoC's endpoint of each bank can start streaming its next
+    /// read.
+    pub dram_endpoint_free: Vec<Time>,
     /// Time each DRAM bank spent streaming, and the bytes it moved.
     pub dram_busy: Vec<(Time, u64)>,
 }
@@ -299,6 +302,7 @@ impl Hw {
                     cores,
                     eth,
                     dram_free: vec![Time::ZERO; soc.dram.len()],
+                    dram_endpoint_free: vec![Time::ZERO; 2 * soc.dram.len()],
                     dram_busy: vec![(Time::ZERO, 0); soc.dram.len()],
                 }
             })
@@ -470,8 +474,17 @@ impl Hw {
 
     /// A DRAM bank serves an access of `bytes` that reaches it at `at`: it waits for the bank,
     /// streams at `dram_bank_bytes_per_cycle` and adds the access latency. Reads and writes
-    /// share the bank. Returns when the data is out of (or into) the bank.
-    pub(crate) fn dram_access(&mut self, chip: ChipIdx, bank: u8, bytes: u64, at: Time) -> Time {
+    /// share the bank. A read (`read_on` names its NoC) also streams through that NoC's
+    /// endpoint of the bank, at `dram_endpoint_bytes_per_cycle` (one core's reads of one bank
+    /// on one NoC: `shared/fabric.md` §12). Returns when the data is out of (or into) the bank.
+    pub(crate) fn dram_access(
+        &mut self,
+        chip: ChipIdx,
+        bank: u8,
+        read_on: Option<usize>,
+        bytes: u64,
+        at: Time,
+    ) -> Time {
         let p = &self.params;
         let c = &mut self.chips[chip.0 as usize];
         let stream = p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle));
@@ -479,7 +492,13 @@ impl Hw {
         *free = at.max(*free) + stream;
         let busy = &mut c.dram_busy[bank as usize];
         *busy = (busy.0 + stream, busy.1 + bytes);
-        *free + p.cycles(p.dram_latency_cycles)
+        let mut out = *free;
+        if let Some(noc) = read_on {
+            let ep = &mut c.dram_endpoint_free[2 * bank as usize + noc];
+            *ep = at.max(*ep) + p.cycles(bytes.div_ceil(p.dram_endpoint_bytes_per_cycle));
+            out = out.max(*ep);
+        }
+        out + p.cycles(p.dram_latency_cycles)
     }
 
     fn latch(

@@ -195,21 +195,27 @@ impl Costs<'_> {
         1.0 + (bytes as f64 / (self.p.noc_flit_bytes as f64)).ceil()
     }
 
+    /// Cycles a DRAM endpoint streams one page of `page` bytes out of its bank: at the
+    /// endpoint's rate, or the bank's when that is lower.
+    fn dram_stream(&self, page: u64) -> f64 {
+        let rate = self.p.dram_endpoint_bytes_per_cycle.min(self.p.dram_bank_bytes_per_cycle);
+        (page as f64 / rate as f64).ceil()
+    }
+
     /// A NoC read of one page of `page` bytes whose request and answer travel `round_hops`
-    /// hops in all, from a DRAM bank (`dram`) or an L1.
+    /// hops in all, from a DRAM bank (`dram`) or an L1. A DRAM endpoint puts the data on the
+    /// NoC as it streams, so the answer's flits and the stream overlap.
     fn read(&self, page: u64, round_hops: f64, dram: bool) -> f64 {
-        let stream = if dram {
-            (page as f64 / (self.p.dram_bank_bytes_per_cycle as f64)).ceil()
-                + (self.p.dram_latency_cycles as f64)
+        let body = if dram {
+            self.flits(page).max(self.dram_stream(page)) + (self.p.dram_latency_cycles as f64)
         } else {
-            0.0
+            self.flits(page)
         };
         self.cyc(
             2.0 * ((self.p.noc_inject_cycles as f64) + (self.p.noc_eject_cycles as f64))
                 + round_hops * (self.p.noc_hop_cycles as f64)
                 + 1.0
-                + self.flits(page)
-                + stream,
+                + body,
         )
     }
 
@@ -218,8 +224,11 @@ impl Costs<'_> {
     /// the barrier noticing.
     pub fn reads(&self, pages: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
         let p = pages as f64;
-        let spacing = (self.p.noc_issue_cycles as f64).max(self.flits(page));
-        self.cyc((self.p.noc_issue_cycles as f64) + (p - 1.0) * spacing + (self.p.core_poll_cycles as f64))
+        let issue = self.p.noc_read_issue_cycles as f64;
+        // Consecutive pages of an interleaved tensor sit in different banks: their streams run
+        // side by side, and the answers queue only at the reader's port.
+        let spacing = issue.max(self.flits(page));
+        self.cyc(issue + (p - 1.0) * spacing + (self.p.core_poll_cycles as f64))
             + self.read(page, round_hops, dram)
     }
 
@@ -271,7 +280,7 @@ impl Costs<'_> {
         round_hops: f64,
         dram: bool,
     ) -> f64 {
-        let work = self.issues(operands * pages) + self.reduce(pages * sides) + self.writes(pages, page);
+        let work = self.read_issues(operands * pages) + self.reduce(pages * sides) + self.writes(pages, page);
         work.max(self.reads(operands * pages, page, round_hops, dram))
     }
 
@@ -280,7 +289,8 @@ impl Costs<'_> {
     /// writes, the three commands of a send — and `reduced` pages summed on its Tensix.
     pub fn windowed(&self, reads: u64, local: u64, reduced: u64) -> f64 {
         self.cyc(
-            (reads + local + 3) as f64 * (self.p.noc_issue_cycles as f64)
+            reads as f64 * (self.p.noc_read_issue_cycles as f64)
+                + (local + 3) as f64 * (self.p.noc_issue_cycles as f64)
                 + reduced as f64 * (self.p.tile_reduce_cycles as f64),
         )
     }
@@ -355,6 +365,11 @@ impl Costs<'_> {
     /// `n` NoC commands a worker issues.
     pub fn issues(&self, n: u64) -> f64 {
         self.cyc(n as f64 * (self.p.noc_issue_cycles as f64))
+    }
+
+    /// `n` NoC reads a worker issues.
+    pub fn read_issues(&self, n: u64) -> f64 {
+        self.cyc(n as f64 * (self.p.noc_read_issue_cycles as f64))
     }
 
     /// A Tensix mux's work per packet it forwards: the send into the router slot, the blocking
