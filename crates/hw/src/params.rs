@@ -79,6 +79,13 @@ pub struct Params {
     pub fabric_router_notice_cycles: u64,
     /// ERISC L1 a fabric router has for its channels' packet slots, bytes.
     pub fabric_router_l1_bytes: u64,
+    /// Slots per channel of a 1D router's first allocator option (that many sender and
+    /// receiver slots; the next options halve the sender slots, then the receiver slots).
+    pub fabric_router_slots_1d: u64,
+    /// Sender slots per channel of a 2D mesh router's first allocator option.
+    pub fabric_mesh_sender_slots: u64,
+    /// Receiver slots of a 2D mesh router's first allocator option.
+    pub fabric_mesh_receiver_slots: u64,
     /// RISC-V cores a fabric router runs on: 1 (sender and receiver channels share one loop,
     /// Wormhole), or 2 (senders on ERISC0, receivers on ERISC1 with the second tx queue,
     /// Blackhole's default). A session with a Tensix mux in front of a router runs 1.
@@ -148,6 +155,12 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "cycles after a word changes before an idle fabric router's loop reads it",
     ),
     ("fabric_router_l1_bytes", "ERISC L1 for a fabric router's packet slots, bytes"),
+    (
+        "fabric_router_slots_1d",
+        "slots per channel (sender and receiver) of a 1D router's first allocator option; later options halve them",
+    ),
+    ("fabric_mesh_sender_slots", "sender slots per channel of a 2D mesh router's first allocator option"),
+    ("fabric_mesh_receiver_slots", "receiver slots of a 2D mesh router's first allocator option"),
     (
         "fabric_router_eriscs",
         "RISC-V cores per fabric router: 1 (one loop), 2 (senders on ERISC0, receivers on ERISC1 and tx queue 1)",
@@ -252,6 +265,9 @@ impl Params {
             ("noc_flit_bytes", self.noc_flit_bytes),
             ("noc_max_packet_bytes", self.noc_max_packet_bytes),
             ("dram_bank_bytes_per_cycle", self.dram_bank_bytes_per_cycle),
+            ("fabric_router_slots_1d", self.fabric_router_slots_1d),
+            ("fabric_mesh_sender_slots", self.fabric_mesh_sender_slots),
+            ("fabric_mesh_receiver_slots", self.fabric_mesh_receiver_slots),
             ("dram_endpoint_bytes_per_cycle", self.dram_endpoint_bytes_per_cycle),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {

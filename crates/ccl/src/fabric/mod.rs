@@ -57,13 +57,32 @@ use meshsim_topology::{ChipIdx, Cluster, Endpoint};
 pub const HEADER_1D_BYTES: (u64, u64) = (48, 64);
 /// Bytes of the 2D header (default of 80-128 B).
 pub const HEADER_2D_BYTES: u64 = 96;
-/// (sender, receiver) slots per channel tried in order for a 1D router; the first whose slots
-/// fit the router's L1 is used (`fabric_static_sized_channels_allocator.cpp @035600b7`).
-pub const SLOT_OPTIONS_1D: [(u64, u64); 8] =
-    [(16, 16), (8, 16), (8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 1)];
-/// The same for a 2D mesh router: tt-metal's (7, 11) and (4, 8), then meshsim's halvings for
+/// (sender, receiver) slots per channel tried in order for a 1D router whose first option is
+/// (`most`, `most`) (`fabric_router_slots_1d`: Wormhole's 16, Blackhole's 32); the first whose
+/// slots fit the router's L1 is used (`fabric_static_sized_channels_allocator.cpp @659e8ce7`:
+/// Wormhole {16,16}, {8,16}, {8,8}, {4,8}…, Blackhole {32,32}, {16,32}, {16,16}, {8,16}…; each
+/// option halves the sender slots, then the receiver slots).
+pub fn slot_options_1d(most: u64) -> Vec<(u64, u64)> {
+    let (mut s, mut r) = (most.max(1), most.max(1));
+    let mut options = vec![(s, r)];
+    while r > 1 {
+        if s == r {
+            s /= 2;
+        } else {
+            r /= 2;
+        }
+        options.push((s, r));
+    }
+    options
+}
+/// The same for a 2D mesh router: the architecture's first option (`fabric_mesh_slots`:
+/// Wormhole (7, 11), Blackhole (8, 16)), tt-metal's (4, 8), then meshsim's halvings for
 /// payloads too large for those.
-pub const SLOT_OPTIONS_2D: [(u64, u64); 5] = [(7, 11), (4, 8), (2, 4), (1, 2), (1, 1)];
+pub fn slot_options_2d(first: (u64, u64)) -> Vec<(u64, u64)> {
+    let mut options = vec![first];
+    options.extend([(4, 8), (2, 4), (1, 2), (1, 1)].into_iter().filter(|&(s, r)| s < first.0 && r < first.1));
+    options
+}
 /// NoC transaction ids a receiver channel rotates over: 4 on a line, 8 on a ring
 /// (`fabric_erisc_router_ct_args.hpp @0263ed93`).
 pub const RECEIVER_TRIDS: (u64, u64) = (4, 8);
@@ -293,19 +312,26 @@ impl Layout {
     /// fabric carries), with the most slots that fit `p.fabric_router_l1_bytes`.
     pub fn new(p: &Params, max_payload: u64, route_hops: u32) -> Result<Layout, FabricError> {
         let header_bytes = if route_hops <= 16 { HEADER_1D_BYTES.0 } else { HEADER_1D_BYTES.1 };
-        Layout::with(p, max_payload, header_bytes, SENDER_CHANNELS, &SLOT_OPTIONS_1D)
+        Layout::with(
+            p,
+            max_payload,
+            header_bytes,
+            SENDER_CHANNELS,
+            &slot_options_1d(p.fabric_router_slots_1d),
+        )
     }
 
     /// The layout of a neighbour-exchange router for `max_payload`: packets go one hop, so
     /// nothing is forwarded and the router has its worker's sender channel alone, which leaves
     /// room for more slots ((16, 16) at the default payload, against a line's (8, 16)).
     pub fn neighbor_exchange(p: &Params, max_payload: u64) -> Result<Layout, FabricError> {
-        Layout::with(p, max_payload, HEADER_1D_BYTES.0, 1, &SLOT_OPTIONS_1D)
+        Layout::with(p, max_payload, HEADER_1D_BYTES.0, 1, &slot_options_1d(p.fabric_router_slots_1d))
     }
 
     /// The layout of a 2D mesh router for `max_payload`: the 2D header, four sender channels.
     pub fn mesh(p: &Params, max_payload: u64) -> Result<Layout, FabricError> {
-        Layout::with(p, max_payload, HEADER_2D_BYTES, MESH_SENDER_CHANNELS, &SLOT_OPTIONS_2D)
+        let first = (p.fabric_mesh_sender_slots, p.fabric_mesh_receiver_slots);
+        Layout::with(p, max_payload, HEADER_2D_BYTES, MESH_SENDER_CHANNELS, &slot_options_2d(first))
     }
 
     fn with(
@@ -789,5 +815,28 @@ mod tests {
         assert!(Layout::new(&Params::default(), 8000, 8).is_err());
         let p = Params::default();
         assert!(l.receiver_slot(l.receiver_slots) <= p.erisc_kernel_l1_base + p.erisc_kernel_l1_bytes);
+    }
+
+    /// Each architecture's allocator tries its own options first: at 1 KiB a Wormhole router
+    /// takes {16,16}, a Blackhole one {32,32}; at 2 KiB Blackhole's first fit is {16,32}; at
+    /// the default payload both come down to {8,16}.
+    #[test]
+    fn each_architecture_takes_its_allocators_first_fitting_option() {
+        use meshsim_topology::Arch;
+        assert_eq!(slot_options_1d(16)[..4], [(16, 16), (8, 16), (8, 8), (4, 8)]);
+        assert_eq!(slot_options_1d(32)[..4], [(32, 32), (16, 32), (16, 16), (8, 16)]);
+        assert_eq!(*slot_options_1d(32).last().unwrap(), (1, 1));
+        let slots = |arch, payload| {
+            let p = Params::of(arch).unwrap();
+            let l = Layout::new(&p, payload, 8).unwrap();
+            (l.sender_slots, l.receiver_slots)
+        };
+        assert_eq!(slots(Arch::WormholeB0, 1024), (16, 16));
+        assert_eq!(slots(Arch::Blackhole, 1024), (32, 32));
+        assert_eq!(slots(Arch::Blackhole, 2048), (16, 32));
+        assert_eq!(slots(Arch::WormholeB0, 4352), (8, 16));
+        assert_eq!(slots(Arch::Blackhole, 4352), (8, 16));
+        assert_eq!(slot_options_2d((8, 16)), [(8, 16), (4, 8), (2, 4), (1, 2), (1, 1)]);
+        assert_eq!(slot_options_2d((7, 11)), [(7, 11), (4, 8), (2, 4), (1, 2), (1, 1)]);
     }
 }
