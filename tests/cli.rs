@@ -374,6 +374,46 @@ mod bench {
     }
 }
 
+mod bench_dram {
+    use super::*;
+
+    /// One point per page size and depth, in that order; deeper queues of one bank read more
+    /// bytes per cycle until the endpoint's rate; bad points exit 2 in one line.
+    #[test]
+    fn one_row_per_page_and_depth_and_bad_points_exit_2() {
+        let args = [
+            "bench",
+            "dram",
+            "--cluster",
+            "p150",
+            "--page-size",
+            "2K,8K",
+            "--depth",
+            "1,16",
+            "--format",
+            "json",
+        ];
+        let (code, out, err) = meshsim(&args);
+        assert_eq!(code, 0, "{err}");
+        let rows = json(&out);
+        let rows = rows.as_array().unwrap();
+        let got: Vec<(u64, u64)> =
+            rows.iter().map(|r| (r["page_bytes"].as_u64().unwrap(), r["depth"].as_u64().unwrap())).collect();
+        assert_eq!(got, [(2048, 1), (2048, 16), (8192, 1), (8192, 16)]);
+        let rate = |i: usize| rows[i]["bytes_per_cycle"].as_f64().unwrap();
+        assert!(rate(1) > 2.0 * rate(0) && rate(3) > rate(2), "{out}");
+        for (bad, want) in [
+            (["--page-size", "100"], "page size 100 B is not a positive multiple of 16 B"),
+            (["--depth", "0"], "at least one read is needed"),
+            (["--depth", "1000"], "1000 reads is more than the 256 meshsim runs"),
+        ] {
+            let (code, out, err) = meshsim(&[&["bench", "dram"][..], &bad[..]].concat());
+            assert_eq!(code, 2, "{bad:?}: {out}{err}");
+            assert!(err.contains(want) && err.lines().count() == 1, "{bad:?}: {err}");
+        }
+    }
+}
+
 mod calibrate {
     use super::*;
 
