@@ -280,8 +280,13 @@ fn op_schedule_shows_what_each_worker_kernel_does() {
     assert_eq!(phase["ranks"], 4);
     let kernels = phase["kernels"].as_array().expect("kernels");
     let planes = phase["planes"].as_u64().expect("planes") as usize;
-    // Two direction kernels per rank and plane, a sync kernel per rank.
-    assert_eq!(kernels.len(), 4 * planes * 2 + 4);
+    // Two direction kernels per rank and plane; each forward one waits, once its data is out,
+    // for the three others' final increments on its plane (the completion barrier).
+    assert_eq!(kernels.len(), 4 * planes * 2);
+    // (At least the three others: an even ring's antipode reaches a rank from both sides.)
+    for k in kernels.iter().filter(|k| k["direction"] == "forward") {
+        assert!(k["waits"].as_u64().is_some_and(|w| w >= 3), "{k}");
+    }
     // Every other rank receives each rank's packets once: the multicast ranges of a rank's
     // kernels cover the three others, each packet once.
     let pages: u64 = 4096 * 32 * 2 / 4 / 2048;

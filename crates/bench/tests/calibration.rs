@@ -428,12 +428,13 @@ fn the_ccl_sweep_holds_its_recorded_accuracy() {
     assert_eq!(errors.len(), 48);
     let mean = errors.iter().map(|e| e.0.abs()).sum::<f64>() / errors.len() as f64;
     let worst = errors.iter().max_by(|a, b| a.0.abs().total_cmp(&b.0.abs())).unwrap();
-    // Recorded 2026-11-27, DRAM reads from tt-metal's single-core table: mean 13.2 % (11.4 %
-    // with the 200-cycle latency fitted on this sweep, 10.6 % before NoC1 went -y first),
-    // worst -44.0 % (the 8-ring all-gather at 16 KiB, too fast by a fixed cost the model
-    // lacks: docs/model.md, "Small ops").
-    assert!(mean <= 13.3, "mean |error| {mean:.1} %");
-    assert!(worst.0.abs() <= 44.5, "worst {:+.1} % at {}", worst.0, worst.1);
+    // Recorded 2026-11-27, DRAM reads from tt-metal's single-core table and the all-gather's
+    // completion barrier: mean 12.5 % (13.2 % before the barrier, 11.4 % with the 200-cycle
+    // DRAM latency fitted on this sweep, 10.6 % before NoC1 went -y first), worst -43.2 % (the
+    // 8-ring all-gather at 16 KiB, too fast by a fixed cost the model lacks: docs/model.md,
+    // "Small ops").
+    assert!(mean <= 12.6, "mean |error| {mean:.1} %");
+    assert!(worst.0.abs() <= 43.5, "worst {:+.1} % at {}", worst.0, worst.1);
 }
 
 /// Blackhole's one-hop line latency goldens (a box of four P150 cards and the Galaxy) hold

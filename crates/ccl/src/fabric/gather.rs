@@ -5,12 +5,15 @@
 //! every chip on the way) along a 1D multicast route to the line's end — on a ring half-way
 //! round each way, an even ring alternating the two half ranges packet by packet — and the
 //! routers forward them. A multicast increment after the last packet (flushed behind the
-//! writes) tells every chip on the route; a chip's op ends when its semaphore has counted every
-//! source. A broadcast is the same with one source. Large ring all-gathers take the unicast
+//! writes) tells the plane's core on every chip of the route; the forward kernel (tt-metal's
+//! reader) waits until that semaphore has counted every source on its plane, then closes its
+//! connection (the completion barrier, `shared/fabric.md` §11.2). A broadcast is the same with
+//! one source. Large ring all-gathers take the unicast
 //! (relay) factory instead ([`super::relay`]).
 
 use std::rc::Rc;
 
+use meshsim_engine::Cond;
 use meshsim_hw::{CoreRef, Kernel};
 use meshsim_topology::soc::CoreCoord;
 
@@ -49,11 +52,6 @@ pub(super) fn all_gather(
     let line = line_for(fabric, req).0;
     // A broadcast is this multicast with the root the only source of its one chunk.
     let root = *root;
-    // A semaphore counting sources on the op's sync core, the same on every chip: the final
-    // increments are multicast to one address.
-    let sync_core = cx.take_core(req.comm.chips())?;
-    let sync_at = noc_of(s.cluster, sync_core);
-    let sync_sem = STAGING;
     let chips = req.comm.chips();
     let dirs: Vec<Direction> = kernels
         .iter()
@@ -67,11 +65,8 @@ pub(super) fn all_gather(
         })
         .collect();
     let routers: Vec<usize> = dirs.iter().filter_map(|d| d.router).collect();
-    // Two direction kernels per rank and plane, and a sync kernel per rank.
-    let gate = s.gate(pi, 2 * n * planes + n);
-    for (k, &chip) in chips.iter().enumerate() {
-        sync_kernel(cx.program(chip), sync_core, "ag sync", &gate, vec![(sync_sem, finals[k])]);
-    }
+    // Two direction kernels per rank and plane.
+    let gate = s.gate(pi, 2 * n * planes);
     let prefix = s.kernel_prefix(p.op);
     // A core per plane, the same on every chip: the entry barrier's increments name it.
     let cores: Vec<CoreRef> =
@@ -94,7 +89,7 @@ pub(super) fn all_gather(
             ranks: n,
             base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * max),
             max,
-            sync: (sync_at, sync_sem),
+            completion: (noc_of(s.cluster, core), (d == 0).then_some(finals[plane][k])),
             gate: gate.clone(),
         });
         cx.program(chip).create_kernel(core, &name, d, vec![], move |kn| send_slice(kn, ctx));
@@ -185,9 +180,16 @@ struct SendCtx {
     /// Worker L1: connection words, then two packet buffers.
     base: u64,
     max: u64,
-    sync: (CoreCoord, u64),
+    /// The plane's core (the same on every chip), whose [`COMPLETION_SEM`] the final
+    /// increments count; and for the forward kernel (tt-metal's reader) how many it waits
+    /// for before it closes its connection.
+    completion: (CoreCoord, Option<u32>),
     gate: Gate,
 }
+
+/// The completion semaphore on a plane's core (the same core and address on every chip): the
+/// final increments of the sources whose kernel on that plane reaches the chip.
+const COMPLETION_SEM: u64 = STAGING;
 
 /// Address of packet `j`'s buffer: two alternate.
 fn buffer(c: &SendCtx, j: usize) -> u64 {
@@ -233,14 +235,23 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
         }
         k.noc_async_writes_flushed().await;
     }
+    let (at, wait) = c.completion;
     if let Some(conn) = &conn {
-        // The final increment goes where the data went (none if this plane carried nothing).
+        // The final increment goes where the data went (none if this plane carried nothing),
+        // behind the data on the same route.
         if let Some(reach) = c.dir.work.ranges.iter().copied().max().filter(|&r| r > 0) {
-            let (at, sem) = c.sync;
-            let inc = NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, sem), inc: 1, flush: true };
+            let inc =
+                NocCmd::AtomicInc { sem: k.get_noc_addr(at.x, at.y, COMPLETION_SEM), inc: 1, flush: true };
             conn.send(&k, Header { cmd: inc, payload: 0, route: Route::multicast(1, reach), src_ch: 0 }, 0)
                 .await?;
         }
+    }
+    // The completion barrier (`shared/fabric.md` §11.2): the reader waits for every source's
+    // final increment on its plane, then closes its connection; the writer closes at once.
+    if let Some(want) = wait {
+        k.wait_until(COMPLETION_SEM, Cond::Ge(want)).await?;
+    }
+    if let Some(conn) = &conn {
         conn.close(&k).await?;
     }
     k.noc_async_write_barrier().await?;

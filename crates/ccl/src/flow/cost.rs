@@ -383,6 +383,21 @@ impl Costs<'_> {
         self.cyc(pages as f64 * (self.p.tile_reduce_cycles as f64))
     }
 
+    /// A worker's closing of its router connection (`shared/fabric.md` §5): its two writes to
+    /// the router, the router's noticing them at its connection check and its increment of the
+    /// worker's teardown word, the worker's noticing that.
+    pub fn close(&self) -> f64 {
+        let way = (self.p.noc_inject_cycles + self.p.noc_eject_cycles) as f64;
+        self.cyc(
+            2.0 * (self.p.noc_issue_cycles as f64)
+                + way
+                + (self.p.fabric_router_notice_cycles as f64)
+                + (self.p.fabric_router_noc_cycles as f64)
+                + way
+                + (self.p.core_poll_cycles as f64),
+        )
+    }
+
     /// A router's noticing a change and a worker's: the fixed latency of a semaphore wait.
     pub fn notice(&self) -> f64 {
         self.cyc((self.p.fabric_router_notice_cycles as f64) + (self.p.core_poll_cycles as f64))

@@ -394,7 +394,10 @@ impl Network<'_, '_> {
         let reach = if closed { n / 2 } else { n - 1 } as f64;
         let setup =
             handshake + costs.inject(0, page, 0) + costs.notice() + reach * costs.hop(0) + costs.notice();
-        let tail = costs.hop(0) + costs.notice();
+        // The last final increment's way; a multicast all-gather's reader then closes its
+        // connection (the completion barrier, `shared/fabric.md` §11.2).
+        let closes = matches!(sched.work, Work::Multicast { .. });
+        let tail = costs.hop(0) + costs.notice() + if closes { costs.close() } else { 0.0 };
         self.phases.push(PhaseState {
             units: Vec::new(),
             setup,

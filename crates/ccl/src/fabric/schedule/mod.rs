@@ -53,9 +53,9 @@ pub(crate) struct Schedule {
 #[derive(Clone, Debug)]
 pub(crate) enum Work {
     /// The multicast all-gather (a broadcast too, from `root`): per rank, plane and direction
-    /// a kernel, and per rank the final increments its semaphore counts (one per source
-    /// reaching it).
-    Multicast { kernels: Vec<Multicaster>, finals: Vec<u32>, root: Option<usize> },
+    /// a kernel, and per plane and rank the final increments the plane's core counts (one per
+    /// source whose kernel on that plane reaches it).
+    Multicast { kernels: Vec<Multicaster>, finals: Vec<Vec<u32>>, root: Option<usize> },
     /// The relay all-gather: per plane and worker a lane of relay kernels; `own`: each rank
     /// copies its own slice into its output (its forward kernel, with stripe 0).
     Relay { lanes: Vec<RelayLane>, own: bool },
@@ -272,10 +272,10 @@ impl Frame<'_> {
         let n = self.plan.n;
         let planes = self.planes;
         let slice_packets = packets(self.pages, self.ppp);
-        let mut finals = vec![0u32; n];
+        let mut finals = vec![vec![0u32; n]; planes];
         let mut kernels = Vec::new();
         for k in 0..n {
-            for plane in 0..planes {
+            for (plane, plane_finals) in finals.iter_mut().enumerate() {
                 let mine: Vec<(u64, u64)> = slice_packets
                     .iter()
                     .copied()
@@ -284,7 +284,7 @@ impl Frame<'_> {
                     .map(|x| x.1)
                     .collect();
                 for dir in [Dir::Forward, Dir::Backward] {
-                    kernels.push(self.multicaster(k, plane, dir, mine.clone(), &mut finals));
+                    kernels.push(self.multicaster(k, plane, dir, mine.clone(), plane_finals));
                 }
             }
         }

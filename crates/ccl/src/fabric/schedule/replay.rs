@@ -70,7 +70,7 @@ fn multicast_writes_every_page_once_and_every_final_increment_is_awaited() {
                     let s = schedule(Algo::Multicast, plan, (pages, planes), root, own);
                     let Work::Multicast { kernels, finals, .. } = &s.work else { panic!("a multicast") };
                     let mut got: Got = vec![vec![vec![0; pages as usize]; n]; n];
-                    let mut incs = vec![0u32; n];
+                    let mut incs = vec![vec![0u32; n]; planes];
                     for w in kernels {
                         let slice = root.map_or(w.rank, |_| 0);
                         for (&packet, &hops) in w.packets.iter().zip(&w.ranges) {
@@ -82,7 +82,9 @@ fn multicast_writes_every_page_once_and_every_final_increment_is_awaited() {
                             }
                         }
                         let reach = w.ranges.iter().copied().max().unwrap_or(0);
-                        route(&s, w.rank, w.dir, reach as usize).into_iter().for_each(|r| incs[r] += 1);
+                        route(&s, w.rank, w.dir, reach as usize)
+                            .into_iter()
+                            .for_each(|r| incs[w.plane][r] += 1);
                     }
                     let case =
                         format!("n {n} {topology} {pages} pages {planes} planes root {root:?} own {own}");

@@ -60,7 +60,7 @@ impl Schedule {
     fn multicast_view(
         &self,
         kernels: &[Multicaster],
-        finals: &[u32],
+        finals: &[Vec<u32>],
         root: Option<usize>,
     ) -> Vec<KernelView> {
         let mut v = Vec::new();
@@ -79,11 +79,14 @@ impl Schedule {
                 });
             }
             kv.copies = if w.local_copy { w.packets.len() as u64 } else { 0 };
+            // The forward kernel (tt-metal's reader) waits, once its data is out, for the final
+            // increments its plane's core counts before it closes (the completion barrier).
+            if w.dir == Dir::Forward {
+                kv.waits = finals[w.plane][w.rank] as u64;
+            }
             v.push(kv);
         }
-        for (k, &f) in finals.iter().enumerate() {
-            v.push(KernelView { waits: f as u64, ..kernel(k, "sync", (0, 0)) });
-        }
+
         v
     }
 
