@@ -479,7 +479,7 @@ impl Kernel {
                     // than the access latency after the request arrived.
                     let first = ready + p.cycles(p.dram_latency_cycles);
                     let done = hw.dram_access(self.chip, bank, Some(self.noc), n, ready);
-                    let flits = p.cycles(1 + n.div_ceil(p.noc_flit_bytes));
+                    let flits = p.cycles(crate::noc::packet_flits(&p, n));
                     ready = first.max(done.saturating_sub(flits));
                 }
                 let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, src_at, self.at, n, ready);

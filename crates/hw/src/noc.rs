@@ -65,6 +65,11 @@ pub struct PortUse {
     pub busy: Time,
 }
 
+/// Flits of a NoC packet carrying `bytes`: a header flit and the payload's.
+pub fn packet_flits(p: &Params, bytes: u64) -> u64 {
+    1 + bytes.div_ceil(p.noc_flit_bytes)
+}
+
 impl Noc {
     /// Idle NoCs on a `grid_x` by `grid_y` grid.
     pub fn new(grid_x: u32, grid_y: u32) -> Noc {
@@ -152,7 +157,7 @@ impl Noc {
         bytes: u64,
         ready: Time,
     ) -> Sent {
-        let flits = 1 + bytes.div_ceil(p.noc_flit_bytes);
+        let flits = packet_flits(p, bytes);
         // One clock conversion per packet (exact: a whole-picosecond period multiplies).
         let period = p.cycle_ps();
         let cyc = |n: u64| period.map_or_else(|| p.cycles(n).0, |ps| n * ps);

@@ -75,9 +75,9 @@ pub fn slot_options_1d(most: u64) -> Vec<(u64, u64)> {
     }
     options
 }
-/// The same for a 2D mesh router: the architecture's first option (`fabric_mesh_slots`:
-/// Wormhole (7, 11), Blackhole (8, 16)), tt-metal's (4, 8), then meshsim's halvings for
-/// payloads too large for those.
+/// The same for a 2D mesh router: the architecture's first option (`fabric_mesh_sender_slots`,
+/// `fabric_mesh_receiver_slots`: Wormhole (7, 11), Blackhole (8, 16)), tt-metal's (4, 8), then
+/// meshsim's halvings for payloads too large for those.
 pub fn slot_options_2d(first: (u64, u64)) -> Vec<(u64, u64)> {
     let mut options = vec![first];
     options.extend([(4, 8), (2, 4), (1, 2), (1, 1)].into_iter().filter(|&(s, r)| s < first.0 && r < first.1));

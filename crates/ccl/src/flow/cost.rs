@@ -389,13 +389,8 @@ impl Costs<'_> {
     pub fn close(&self) -> f64 {
         let way = (self.p.noc_inject_cycles + self.p.noc_eject_cycles) as f64;
         self.cyc(
-            2.0 * (self.p.noc_issue_cycles as f64)
-                + way
-                + (self.p.fabric_router_notice_cycles as f64)
-                + (self.p.fabric_router_noc_cycles as f64)
-                + way
-                + (self.p.core_poll_cycles as f64),
-        )
+            2.0 * (self.p.noc_issue_cycles as f64) + 2.0 * way + (self.p.fabric_router_noc_cycles as f64),
+        ) + self.notice()
     }
 
     /// A router's noticing a change and a worker's: the fixed latency of a semaphore wait.
