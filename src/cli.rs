@@ -113,6 +113,40 @@ pub(crate) struct Output {
     pub(crate) format: Format,
 }
 
+/// `--format` of the commands whose results tt-metal's own tools can read too (`op`, `run`,
+/// `replay`).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub(crate) struct OpOutput {
+    /// Output format: text (an aligned table), csv, json, or tt-ops-report (tt-metal's ops perf
+    /// report CSV: one row per op per chip, meshsim's time in DEVICE KERNEL DURATION [ns]).
+    #[arg(long, value_enum, default_value_t = OpFormat::Text)]
+    pub(crate) format: OpFormat,
+}
+
+/// Output formats of `op`, `run` and `replay`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OpFormat {
+    /// An aligned text table.
+    Text,
+    /// Comma-separated values.
+    Csv,
+    /// JSON.
+    Json,
+    /// tt-metal's ops perf report layout.
+    TtOpsReport,
+}
+
+impl OpFormat {
+    /// The table format the command prints in when it does not write a report.
+    pub(crate) fn table(self) -> Format {
+        match self {
+            OpFormat::Text => Format::Text,
+            OpFormat::Csv | OpFormat::TtOpsReport => Format::Csv,
+            OpFormat::Json => Format::Json,
+        }
+    }
+}
+
 /// meshsim: a cycle-resolution simulator of Ethernet-linked Tenstorrent Wormhole meshes.
 #[derive(Parser)]
 #[command(name = "meshsim", version, about, long_about = None)]
@@ -202,7 +236,7 @@ pub(crate) enum Command {
         /// The workload file (YAML).
         workload: PathBuf,
         #[command(flatten)]
-        output: Output,
+        output: OpOutput,
         /// Also print the bytes and busy fraction of every link direction used, across all ops.
         #[arg(long = "links")]
         link_report: bool,
@@ -261,6 +295,9 @@ pub(crate) enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Replay the CCL ops of a tt-metal ops perf report (ops_perf_results_*.csv) on a machine
+    /// and correlate: per collective what the chips measured, meshsim's prediction and its error.
+    Replay(ReplayArgs),
     /// Describe a cluster: chips, links, PCIe chips, reserved links, shape, diameter, ring.
     Topo {
         /// A cluster description file (tt-umd YAML), a built-in name (n300, t3000, galaxy,
@@ -652,7 +689,7 @@ pub(crate) struct OpArgs {
     #[command(flatten)]
     pub(crate) model: ParamsFile,
     #[command(flatten)]
-    pub(crate) output: Output,
+    pub(crate) output: OpOutput,
     /// Also print the bytes and busy fraction of every link direction used, the bottleneck
     /// link and the critical path's stages.
     #[arg(long = "links")]
@@ -668,6 +705,50 @@ pub(crate) struct OpArgs {
     /// waits for — instead of running it (`--format json` for JSON).
     #[arg(long, conflicts_with_all = ["trace", "check_determinism", "verify", "link_report"])]
     pub(crate) schedule: bool,
+}
+
+/// `meshsim replay`'s arguments.
+#[derive(clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// The ops perf report (tt-metal's device profiler CSV, 2026 or 2025 layout).
+    #[arg(value_name = "REPORT.csv")]
+    pub(crate) report: PathBuf,
+    /// The machine to run on: a built-in name, a generated cluster or a cluster description
+    /// [default: the one the report implies from its DEVICE ARCH and chip count: t3000, galaxy,
+    /// n300, p150, p300, bh_quietbox, bh_loudbox, bh_galaxy].
+    #[arg(long)]
+    pub(crate) cluster: Option<String>,
+    /// The mesh the report's chips sit in, R x C, with --chip-ids: the machine's chips
+    /// row-major; cluster_axis 0 runs on its columns, 1 on its rows [default: the machine's
+    /// own mesh].
+    #[arg(long, value_name = "RxC", requires = "chip_ids")]
+    pub(crate) mesh: Option<String>,
+    /// With --mesh: the machine's chip ids, row-major.
+    #[arg(long, value_delimiter = ',', requires = "mesh")]
+    pub(crate) chip_ids: Option<Vec<u64>>,
+    /// Links per hop for every op, over the report's num_links.
+    #[arg(long = "num-links")]
+    pub(crate) num_links: Option<usize>,
+    /// Ring or line for every op, over the report's topology.
+    #[arg(long)]
+    pub(crate) topology: Option<Topology>,
+    /// Element type for every op, over the report's.
+    #[arg(long)]
+    pub(crate) dtype: Option<DType>,
+    /// Reduce-scatter and all-reduce workers per link, over the report's num_workers_per_link.
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+    /// Also write the replayed ops as a workload file (`meshsim run`'s YAML), in file order.
+    #[arg(long, value_name = "FILE.yaml")]
+    pub(crate) emit_workload: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) knobs: OpKnobs,
+    #[command(flatten)]
+    pub(crate) sim: SimArg,
+    #[command(flatten)]
+    pub(crate) model: ParamsFile,
+    #[command(flatten)]
+    pub(crate) output: OpOutput,
 }
 
 /// `meshsim tune`'s arguments.

@@ -9,9 +9,11 @@ use std::path::Path;
 mod bench_cmd;
 mod cli;
 mod op_cmd;
+mod ops_report;
 mod out;
 mod regress;
 mod regress_cmd;
+mod replay;
 mod run_cmd;
 mod scenario;
 mod spec;
@@ -165,6 +167,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Op(args) => return run_op(args),
         Command::Sweep(args) => return sweep_cmd::run(args),
         Command::Merge { files, output, plot } => return sweep_cmd::merge(&files, output, plot.as_deref()),
+        Command::Replay(a) => return replay::run_replay(a),
         Command::Run { workload, output, link_report, trace, verify, sim, model, select, faults, knobs } => {
             return run_cmd::run_workload(
                 &workload,

@@ -31,16 +31,27 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
         write_trace(path, trace, cluster)?;
     }
     let done = out.op.as_ref().expect("an op scenario runs an op");
+    if a.output.format == crate::cli::OpFormat::TtOpsReport {
+        let op =
+            crate::ops_report::Op { instances: done.ops.iter().collect(), packet_size: a.knobs.packet_size };
+        out!("{}", crate::ops_report::render(cluster, &[op])?)?;
+        return Ok(verified_exit(&done.run));
+    }
     let summary = Summary::of(a.op, cluster, done);
-    match a.output.format {
+    match a.output.format.table() {
         Format::Json => print_json(&a, &summary)?,
         Format::Csv | Format::Text => print_table(&a, &summary)?,
     }
-    if let Some(Err(mismatch)) = &done.run.verified {
+    Ok(verified_exit(&done.run))
+}
+
+/// Exit 1 with the first mismatch if verification failed, else 0.
+fn verified_exit(run: &meshsim_ccl::op::OpRun) -> ExitCode {
+    if let Some(Err(mismatch)) = &run.verified {
         eprintln!("meshsim: verification failed: {mismatch}");
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 /// The scenario `op`'s flags describe.
@@ -66,6 +77,7 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),
         axis: a.axis.map(usize::from),
+        groups: None,
         workload: None,
         pages_per_packet: a.knobs.pages_per_packet,
         buffers: a.knobs.buffers,
@@ -221,20 +233,20 @@ fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         verified: verified.map_or("-".into(), |v| v.to_string()),
         model: done.ops[0].model.as_str(),
     };
-    out!("{}", report::render(&[row], a.output.format.into()))?;
-    if matches!(a.output.format, Format::Text) && a.axis.is_some() {
+    out!("{}", report::render(&[row], a.output.format.table().into()))?;
+    if matches!(a.output.format.table(), Format::Text) && a.axis.is_some() {
         out!("\n{}", report::render(&op_rows(cluster, &done.ops), report::Format::Text))?;
-    } else if matches!(a.output.format, Format::Text) {
+    } else if matches!(a.output.format.table(), Format::Text) {
         out!("\n{}", report::render(per_chip, report::Format::Text))?;
     }
     if a.link_report {
         let rows = link_rows(cluster, &run.links, run.time);
-        out!("\n{}", report::render(&rows, a.output.format.into()))?;
+        out!("\n{}", report::render(&rows, a.output.format.table().into()))?;
         let routers = router_rows(cluster, &run.routers, run.time);
         if !routers.is_empty() {
-            out!("\n{}", report::render(&routers, a.output.format.into()))?;
+            out!("\n{}", report::render(&routers, a.output.format.table().into()))?;
         }
-        if matches!(a.output.format, Format::Text) {
+        if matches!(a.output.format.table(), Format::Text) {
             out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
             out!("{}", resources_text(cluster, &run.resources, run.time))?;
             if let Some((kind, what, busy)) = bound_by(cluster, &run.links, &run.resources, &run.routers) {
@@ -306,7 +318,7 @@ fn print_schedule(a: &OpArgs, sc: &Scenario, model: &scenario::ParamSource) -> a
         ))
         .into());
     };
-    match a.output.format {
+    match a.output.format.table() {
         Format::Json => outln!("{}", serde_json::to_string_pretty(&views)?)?,
         Format::Csv | Format::Text => {
             for v in &views {

@@ -14,7 +14,7 @@ use crate::{BadInput, load_cluster, load_model, write_trace};
 
 pub(crate) fn run_workload(
     path: &Path,
-    format: Format,
+    format: crate::cli::OpFormat,
     link_report: bool,
     trace: Option<&Path>,
     (verify, sim): (bool, meshsim_ccl::op::SimModel),
@@ -43,6 +43,11 @@ pub(crate) fn run_workload(
     if let (Some(path), Some(t)) = (trace, &run.trace) {
         write_trace(path, t, &cluster)?;
     }
+    if format == crate::cli::OpFormat::TtOpsReport {
+        out!("{}", crate::ops_report::render(&cluster, &report_ops(&run.ops, knobs.packet_size))?)?;
+        return Ok(verified_exit(run));
+    }
+    let format = format.table();
     let rows = op_rows(&cluster, &run.ops);
     match format {
         Format::Json => {
@@ -83,11 +88,33 @@ pub(crate) fn run_workload(
             }
         }
     }
+    Ok(verified_exit(run))
+}
+
+/// Exit 1 naming the first op whose verification failed, else 0.
+fn verified_exit(run: &meshsim_ccl::request::SessionRun) -> ExitCode {
     if let Some((o, Err(m))) =
         run.ops.iter().find_map(|o| o.verified.as_ref().map(|v| (o, v))).filter(|(_, v)| v.is_err())
     {
         eprintln!("meshsim: op '{}': verification failed: {m}", o.name);
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
+}
+
+/// A workload's ops as report ops: the instances of one workload op (`name[i]`, one per
+/// communicator) are one op, as tt-metal reports an op on every row or column of a mesh.
+fn report_ops(
+    ops: &[meshsim_ccl::request::OpResult],
+    packet_size: Option<u64>,
+) -> Vec<crate::ops_report::Op<'_>> {
+    let mut out: Vec<(String, crate::ops_report::Op)> = Vec::new();
+    for o in ops {
+        let base = o.name.split('[').next().unwrap_or(&o.name).to_owned();
+        match out.last_mut() {
+            Some((b, op)) if *b == base => op.instances.push(o),
+            _ => out.push((base, crate::ops_report::Op { instances: vec![o], packet_size })),
+        }
+    }
+    out.into_iter().map(|x| x.1).collect()
 }

@@ -117,6 +117,8 @@ pub struct Scenario {
     pub chip_ids: Option<Vec<u64>>,
     /// Op: run on every column (0) or every row (1) of the mesh at once.
     pub axis: Option<usize>,
+    /// Op: run on each of these chip lists at once, one communicator each, in order.
+    pub groups: Option<Vec<Vec<u64>>>,
     /// Workload: the workload file (relative to the suite file).
     pub workload: Option<PathBuf>,
     /// Op: pages per EDM packet.
@@ -322,6 +324,7 @@ impl Scenario {
             ("chips", self.chips.is_some()),
             ("chip_ids", self.chip_ids.is_some()),
             ("axis", self.axis.is_some()),
+            ("groups", self.groups.is_some()),
             ("pages_per_packet", self.pages_per_packet.is_some()),
             ("packet_size", self.packet_size.is_some()),
             ("buffers", self.buffers.is_some()),
@@ -495,6 +498,20 @@ impl Scenario {
     /// The communicators an op runs on: every row or column (`axis`), or one ring or line.
     fn communicators(&self, cluster: &Cluster) -> Result<Vec<Communicator>, RunError> {
         let bad = RunError::Bad;
+        if let Some(groups) = &self.groups {
+            if self.chips.is_some() || self.chip_ids.is_some() || self.axis.is_some() {
+                return Err(bad(
+                    "groups names every communicator's chips; it does not take chips, chip_ids or axis"
+                        .into(),
+                ));
+            }
+            return groups
+                .iter()
+                .map(|g| {
+                    Communicator::choose_default(cluster, self.topology, None, Some(g)).map_err(|e| bad(e.0))
+                })
+                .collect();
+        }
         match self.axis {
             Some(axis) => {
                 if self.chips.is_some() || self.chip_ids.is_some() {

@@ -107,8 +107,16 @@ pub struct OpResult {
     pub name: String,
     /// What it did.
     pub collective: Collective,
+    /// Its tensor, as [`OpRequest::tensor`].
+    pub tensor: TensorSpec,
+    /// The dimension gathered or scattered along.
+    pub dim: usize,
+    /// Where its tensors were interleaved.
+    pub memory: crate::tensor::Memory,
     /// Its chips, in rank order.
     pub chips: Vec<ChipIdx>,
+    /// Whether its chips formed a ring or a line.
+    pub topology: crate::op::Topology,
     /// When the last of its chips started.
     pub start: Time,
     /// When the last of its chips finished.

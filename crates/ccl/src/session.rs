@@ -541,7 +541,11 @@ impl<'c> Session<'c> {
         OpResult {
             name: req.name.clone(),
             collective: req.collective,
+            tensor: req.tensor,
+            dim: req.dim,
+            memory: req.knobs.memory,
             chips: req.comm.chips().to_vec(),
+            topology: req.comm.topology(),
             start,
             end,
             time,
