@@ -151,13 +151,8 @@ fn an_emitted_workload_runs_the_replayed_ops_in_file_order() {
 
 #[test]
 fn bad_reports_are_one_line_and_exit_2() {
-    let cases: [(&str, &[u8], &str); 4] = [
+    let cases: [(&str, &[u8], &str); 3] = [
         ("device-only.csv", b"DEVICE ID,DEVICE KERNEL DURATION [ns]\n0,5\n", "device-only"),
-        (
-            "not-a-number.csv",
-            &report(&[row("X", 1, 0, "wormhole_b0", "{}", 5, (32, 32)).replace(",5,", ",slow,")]),
-            "is not a number",
-        ),
         (
             "no-machine.csv",
             &report(&[
@@ -178,6 +173,62 @@ fn bad_reports_are_one_line_and_exit_2() {
     }
     let (code, _, err) = meshsim(&["replay", "/nonexistent/report.csv"]);
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+}
+
+#[test]
+fn a_blackhole_report_of_two_lines_maps_every_instance_to_the_loudbox_rows() {
+    let line = |extra: &str| {
+        format!(
+            "{{'cluster_axis': '1'; 'dim': '3'; 'num_links': '2'; 'ring_size': '4'; 'topology': 'Topology::Linear'{extra}}}"
+        )
+    };
+    let generic = "{'axis_num_devices': '[2; 4]'; 'axis_num_links': '[1; 2]'; 'axis_topology': '[Topology::Linear; Topology::Linear]'; 'cluster_axis': '1'; 'dim': '-1'}";
+    let a2a = "{'cluster_axis': '1'; 'in_dim': '3'; 'num_devices': '4'; 'num_links': '2'; 'out_dim': '2'; 'topology': 'Topology::Linear'}";
+    let ops: [(&str, String, (u64, u64)); 5] = [
+        ("AllGatherAsyncDeviceOperation", line(""), (1024, 4096)),
+        ("ReduceScatterMinimalAsyncDeviceOperation", line(""), (4096, 1024)),
+        ("AllGatherDeviceOperation", generic.into(), (512, 2048)),
+        ("AllToAllAsyncGenericDeviceOperation", a2a.into(), (4096, 4096)),
+        (
+            "AllGatherAsyncDeviceOperation",
+            line("; 'using_persistent_buffers': 'true'")
+                .replace("'cluster_axis': '1'", "'cluster_axis': '0'"),
+            (1024, 4096),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (i, (op, attrs, shapes)) in ops.iter().enumerate() {
+        for d in 0..8 {
+            rows.push(row(op, i as u64 + 1, d, "blackhole", attrs, 20_000 + 500 * d, *shapes));
+        }
+    }
+    rows[3] = rows[3].replace(",21500,", ",n/a,");
+    let path = file("bh-lines.csv", &report(&rows));
+    let (code, out, err) = meshsim(&["replay", path.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("line 5: DEVICE KERNEL DURATION [ns] 'n/a' is not a number (row left out)"),
+        "{err}"
+    );
+    let v = json(&out);
+    assert_eq!(v["cluster"], "bh_loudbox");
+    let inst = v["instances"].as_array().unwrap();
+    let ops: Vec<&str> = inst.iter().map(|i| i["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["all_gather", "reduce_scatter", "all_gather", "all_to_all", "all_gather"], "{out}");
+    for i in inst {
+        assert_eq!((i["n"].as_u64(), i["topology"].as_str()), (Some(4), Some("line")), "{i}");
+        assert_eq!(i["chip_groups"], serde_json::json!([[0, 1, 3, 2], [4, 5, 7, 6]]), "{i}");
+        assert_eq!(i["links"], "2", "{i}");
+    }
+    assert_eq!(inst[0]["measured"]["chips"], 7, "the unreadable row is left out");
+    assert_eq!(inst[2]["dim"], 3, "dim -1 counts from the end");
+    assert_eq!(inst[3]["dim"], 3, "all-to-all splits along in_dim");
+    let notes = inst[4]["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains("cluster_axis 0 runs on the machine's axis 1")),
+        "{notes:?}"
+    );
+    assert!(notes.iter().any(|n| n.as_str().unwrap().contains("persistent buffers")), "{notes:?}");
 }
 
 /// The synthetic example beside tt-metal's report format (`$MESHSIM_OPS_REPORT`, set by

@@ -79,6 +79,9 @@ pub(crate) struct Replay {
 
 pub(crate) fn run_replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     let report = report::read(&a.report).map_err(BadInput)?;
+    for w in &report.warnings {
+        eprintln!("meshsim: warning: {}: {w}", a.report.display());
+    }
     let instances = ccl::instances(&report);
     let device_rows = report.rows.iter().filter(|r| r.op_type == "tt_dnn_device");
     let arch = device_rows.clone().find_map(|r| r.arch.clone());

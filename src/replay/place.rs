@@ -124,7 +124,7 @@ impl Machine {
     }
 
     /// The chip groups instance `op` ran on, given the chips its rows name. First the lines of
-    /// an axis of the grid that hold exactly those chips (`cluster_axis` first, then the other:
+    /// an axis of the grid that hold those chips and no others (`cluster_axis` first, then the other:
     /// ttnn's mesh may be the transpose of the machine's); else, on another machine or one that
     /// numbers its chips otherwise, as many whole lines of the group size as the report has
     /// groups, by position; else one group in the machine's own ring or line order. Returns the
@@ -143,18 +143,25 @@ impl Machine {
                 .filter(|&a| a != ax)
                 .map(|a| format!("cluster_axis {a} runs on the machine's axis {ax} (lines of {})", op.n))
         };
+        // The lines holding the report's chips: every chip on one, every line holding one (a
+        // chip whose row was left out does not lose its line).
+        let lines_needed = devices.len().div_ceil(op.n.max(1));
         for &ax in &axes {
             let keep: Vec<Vec<u64>> = self
                 .axis_groups(ax)
                 .into_iter()
-                .filter(|g| g.iter().all(|id| devices.contains(id)))
+                .filter(|g| g.iter().any(|id| devices.contains(id)))
                 .collect();
             let covered: BTreeSet<u64> = keep.iter().flatten().copied().collect();
-            if !keep.is_empty() && keep.iter().all(|g| g.len() == op.n) && covered == *devices {
+            if !keep.is_empty()
+                && keep.iter().all(|g| g.len() == op.n)
+                && keep.len() == lines_needed
+                && covered.is_superset(devices)
+            {
                 return Ok((keep, moved(ax)));
             }
         }
-        let wanted = (devices.len() / op.n.max(1)).max(1);
+        let wanted = lines_needed.max(1);
         if wanted > 1 {
             for &ax in &axes {
                 let lines = self.axis_groups(ax);

@@ -39,7 +39,7 @@ pub(crate) struct Tensor {
 }
 
 /// One row of the report: an op on one chip.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Row {
     /// `OP CODE` as written.
     pub op_code: String,
@@ -70,6 +70,8 @@ pub(crate) struct Row {
 pub(crate) struct Report {
     pub layout: Layout,
     pub rows: Vec<Row>,
+    /// Rows left out, each with its line and why.
+    pub warnings: Vec<String>,
 }
 
 /// Reads the report at `path`; a file that is not an ops report, or one that cannot be
@@ -155,66 +157,75 @@ impl Columns {
     }
 }
 
-/// Parses a report's text.
+/// Parses a report's text. A row that cannot be read (a number that is not one, a broken CSV
+/// record) is left out with a warning naming its line: one bad row does not lose the file.
 pub(crate) fn parse(text: &str) -> Result<Report, String> {
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.as_bytes());
     let header = reader.headers().map_err(|e| format!("not a CSV file: {e}"))?.clone();
     let (cols, layout) = Columns::of(&header)?;
     let mut rows = Vec::new();
+    let mut warnings = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let line = i + 2;
-        let r = record.map_err(|e| format!("line {line}: not CSV: {e}"))?;
-        let cell =
-            |c: Option<usize>| c.and_then(|c| r.get(c)).map(str::trim).filter(|s| !s.is_empty() && *s != "-");
-        let number = |c: Option<usize>, what: &str| -> Result<Option<f64>, String> {
-            cell(c)
-                .map(|s| s.parse::<f64>().map_err(|_| format!("line {line}: {what} '{s}' is not a number")))
-                .transpose()
-        };
-        let int = |c: Option<usize>, what: &str| -> Result<Option<u64>, String> {
-            cell(c)
-                .map(|s| {
-                    s.parse::<u64>().map_err(|_| format!("line {line}: {what} '{s}' is not a whole number"))
-                })
-                .transpose()
-        };
-        let op_type = cell(cols.op_type).unwrap_or("tt_dnn_device").to_owned();
-        let device_op = op_type == "tt_dnn_device";
-        let tensors = |blocks: &[[usize; 7]]| -> Result<Vec<Tensor>, String> {
-            let mut v = Vec::new();
-            for b in blocks {
-                let Some(w) = cell(Some(b[0])) else { continue };
-                let mut shape = [0u64; 4];
-                for (d, s) in shape.iter_mut().enumerate() {
-                    let text = if d == 0 { w } else { cell(Some(b[d])).unwrap_or("1") };
-                    *s = padded(text).ok_or_else(|| format!("line {line}: shape '{text}' is not a size"))?;
-                }
-                v.push(Tensor {
-                    shape,
-                    layout: cell(Some(b[4])).unwrap_or("TILE").to_owned(),
-                    dtype: cell(Some(b[5])).unwrap_or("").to_owned(),
-                    memory: cell(Some(b[6])).unwrap_or("").to_owned(),
-                });
-            }
-            Ok(v)
-        };
-        let attrs_text = cell(Some(cols.attrs)).unwrap_or("");
-        rows.push(Row {
-            op_code: cell(Some(cols.op_code)).unwrap_or("").to_owned(),
-            gcc: if device_op { int(cols.gcc, "GLOBAL CALL COUNT")? } else { None },
-            device: if device_op { int(cols.device, "DEVICE ID")? } else { None },
-            arch: cell(cols.arch).map(str::to_owned),
-            attrs: if device_op { attributes(attrs_text) } else { BTreeMap::new() },
-            kernel_ns: if device_op { number(cols.kernel, "DEVICE KERNEL DURATION [ns]")? } else { None },
-            inputs: if device_op { tensors(&cols.inputs)? } else { Vec::new() },
-            outputs: if device_op { tensors(&cols.outputs)? } else { Vec::new() },
-            trace_id: int(cols.trace, "METAL TRACE ID")?,
-            session: int(cols.session, "METAL TRACE REPLAY SESSION ID")?,
-            pm_ideal_ns: number(cols.pm_ideal, "PM IDEAL [ns]")?,
-            op_type,
-        });
+        match record.map_err(|e| format!("line {line}: not CSV: {e}")).and_then(|r| row_of(&cols, &r, line)) {
+            Ok(row) => rows.push(row),
+            Err(e) => warnings.push(format!("{e} (row left out)")),
+        }
     }
-    Ok(Report { layout, rows })
+    Ok(Report { layout, rows, warnings })
+}
+
+/// One record as a row.
+fn row_of(cols: &Columns, r: &csv::StringRecord, line: usize) -> Result<Row, String> {
+    let cell =
+        |c: Option<usize>| c.and_then(|c| r.get(c)).map(str::trim).filter(|s| !s.is_empty() && *s != "-");
+    let number = |c: Option<usize>, what: &str| -> Result<Option<f64>, String> {
+        cell(c)
+            .map(|s| s.parse::<f64>().map_err(|_| format!("line {line}: {what} '{s}' is not a number")))
+            .transpose()
+    };
+    let int = |c: Option<usize>, what: &str| -> Result<Option<u64>, String> {
+        cell(c)
+            .map(|s| s.parse::<u64>().map_err(|_| format!("line {line}: {what} '{s}' is not a whole number")))
+            .transpose()
+    };
+    let op_type = cell(cols.op_type).unwrap_or("tt_dnn_device").to_owned();
+    if op_type != "tt_dnn_device" {
+        let op_code = cell(Some(cols.op_code)).unwrap_or("").to_owned();
+        return Ok(Row { op_code, op_type, ..Row::default() });
+    }
+    let tensors = |blocks: &[[usize; 7]]| -> Result<Vec<Tensor>, String> {
+        let mut v = Vec::new();
+        for b in blocks {
+            let Some(w) = cell(Some(b[0])) else { continue };
+            let mut shape = [0u64; 4];
+            for (d, s) in shape.iter_mut().enumerate() {
+                let text = if d == 0 { w } else { cell(Some(b[d])).unwrap_or("1") };
+                *s = padded(text).ok_or_else(|| format!("line {line}: shape '{text}' is not a size"))?;
+            }
+            v.push(Tensor {
+                shape,
+                layout: cell(Some(b[4])).unwrap_or("TILE").to_owned(),
+                dtype: cell(Some(b[5])).unwrap_or("").to_owned(),
+                memory: cell(Some(b[6])).unwrap_or("").to_owned(),
+            });
+        }
+        Ok(v)
+    };
+    Ok(Row {
+        op_code: cell(Some(cols.op_code)).unwrap_or("").to_owned(),
+        gcc: int(cols.gcc, "GLOBAL CALL COUNT")?,
+        device: int(cols.device, "DEVICE ID")?,
+        arch: cell(cols.arch).map(str::to_owned),
+        attrs: attributes(cell(Some(cols.attrs)).unwrap_or("")),
+        kernel_ns: number(cols.kernel, "DEVICE KERNEL DURATION [ns]")?,
+        inputs: tensors(&cols.inputs)?,
+        outputs: tensors(&cols.outputs)?,
+        trace_id: int(cols.trace, "METAL TRACE ID")?,
+        session: int(cols.session, "METAL TRACE REPLAY SESSION ID")?,
+        pm_ideal_ns: number(cols.pm_ideal, "PM IDEAL [ns]")?,
+        op_type,
+    })
 }
 
 /// A shape cell's padded size: `3200[3200]` (2026) or `3200` (2025).
@@ -296,13 +307,12 @@ mod tests {
     }
 
     #[test]
-    fn a_device_only_report_and_a_bad_number_are_one_line_each() {
+    fn a_device_only_report_is_one_line_and_a_bad_row_a_warning() {
         let e = parse("DEVICE ID,DEVICE KERNEL DURATION [ns]\n0,5\n").unwrap_err();
         assert!(e.contains("device-only"), "{e}");
-        let e = parse(
-            "OP CODE,OP TYPE,DEVICE ID,ATTRIBUTES,DEVICE KERNEL DURATION [ns]\nX,tt_dnn_device,0,{},fast\n",
-        )
-        .unwrap_err();
-        assert_eq!(e, "line 2: DEVICE KERNEL DURATION [ns] 'fast' is not a number");
+        let text = "OP CODE,OP TYPE,DEVICE ID,ATTRIBUTES,DEVICE KERNEL DURATION [ns]\nX,tt_dnn_device,0,{},fast\nX,tt_dnn_device,1,{},7\n";
+        let r = parse(text).unwrap();
+        assert_eq!(r.warnings, ["line 2: DEVICE KERNEL DURATION [ns] 'fast' is not a number (row left out)"]);
+        assert_eq!((r.rows.len(), r.rows[0].device), (1, Some(1)));
     }
 }
