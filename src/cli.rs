@@ -147,6 +147,40 @@ impl OpFormat {
     }
 }
 
+/// `--format` of `regress`: a table, or JUnit XML for CI dashboards.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub(crate) struct GateOutput {
+    /// Output format: text (an aligned table), csv, json, or junit (JUnit XML: a test case per
+    /// scenario, a failure naming what moved and by how much).
+    #[arg(long, value_enum, default_value_t = GateFormat::Text)]
+    pub(crate) format: GateFormat,
+}
+
+/// Output formats of `regress`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum GateFormat {
+    /// An aligned text table.
+    Text,
+    /// Comma-separated values.
+    Csv,
+    /// JSON.
+    Json,
+    /// JUnit XML.
+    Junit,
+}
+
+impl GateFormat {
+    /// The table format, when it is not JUnit.
+    pub(crate) fn table(self) -> Option<Format> {
+        match self {
+            GateFormat::Text => Some(Format::Text),
+            GateFormat::Csv => Some(Format::Csv),
+            GateFormat::Json => Some(Format::Json),
+            GateFormat::Junit => None,
+        }
+    }
+}
+
 /// meshsim: a cycle-resolution simulator of Ethernet-linked Tenstorrent Wormhole meshes.
 #[derive(Parser)]
 #[command(name = "meshsim", version, about, long_about = None)]
@@ -293,7 +327,7 @@ pub(crate) enum Command {
         #[command(flatten)]
         model: ParamsFile,
         #[command(flatten)]
-        output: Output,
+        output: GateOutput,
     },
     /// Replay the CCL ops of a tt-metal ops perf report (ops_perf_results_*.csv) on a machine
     /// and correlate: per collective what the chips measured, meshsim's prediction and its error.

@@ -8,6 +8,7 @@ use std::path::Path;
 
 mod bench_cmd;
 mod cli;
+mod junit;
 mod op_cmd;
 mod ops_report;
 mod out;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use meshsim_bench::report;
 
-use crate::cli::Format;
+use crate::cli::GateFormat;
 use crate::{BadInput, load_model, progress, write_trace};
 use crate::{regress, scenario};
 
@@ -17,7 +17,7 @@ pub(crate) fn run_regress(
     trace: Option<&Path>,
     (check, check_shortcuts): (bool, bool),
     model: crate::cli::ParamsFile,
-    format: Format,
+    format: GateFormat,
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
     let suites = regress::load_suites(suite_path).map_err(BadInput)?;
@@ -46,7 +46,10 @@ pub(crate) fn run_regress(
         0
     };
     let rows = compare_and_update(&suites, &results, &baselines, only, update)?;
-    out!("{}", report::render(&rows, format.into()))?;
+    match format.table() {
+        Some(f) => out!("{}", report::render(&rows, f.into()))?,
+        None => out!("{}", crate::junit::render("meshsim regress", &crate::junit::gate_cases(&rows)))?,
+    }
     let failing = summarise(&rows, update);
     // One scenario again, for determinism and traces.
     let picked =
@@ -98,7 +101,7 @@ pub(crate) fn run_flow_errors(
     suite_path: &Path,
     only: Option<&str>,
     model: crate::cli::ParamsFile,
-    format: Format,
+    format: GateFormat,
 ) -> anyhow::Result<ExitCode> {
     let suites = regress::load_suites(suite_path).map_err(BadInput)?;
     if let Some(name) = only
@@ -112,7 +115,13 @@ pub(crate) fn run_flow_errors(
     let pb = progress(total as u64, "regress --model flow");
     let rows = regress::run_flow(&suites, &baselines, only, params.as_ref(), &|| pb.inc(1));
     pb.finish_and_clear();
-    out!("{}", report::render(&rows, format.into()))?;
+    match format.table() {
+        Some(f) => out!("{}", report::render(&rows, f.into()))?,
+        None => {
+            let cases = crate::junit::flow_cases(&rows);
+            out!("{}", crate::junit::render("meshsim regress --model flow", &cases))?;
+        }
+    }
     let count = |st: &str| rows.iter().filter(|r| r.status == st).count();
     let errors: Vec<f64> = rows.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
     let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;

@@ -296,6 +296,19 @@ scenarios:
             ("moved", "moved", "ok")
         );
         assert!(err.contains("suite/ping, suite/gather"), "{err}");
+        // The same verdicts as JUnit XML, for CI dashboards: a failure per moved scenario
+        // naming how far it moved.
+        let (code, xml, _) =
+            meshsim(&["regress", "--suite", s, "--params", params.to_str().unwrap(), "--format", "junit"]);
+        assert_eq!(code, 1);
+        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites "), "{xml}");
+        assert!(xml.contains("<testsuite name=\"suite\" tests=\"3\" failures=\"2\" errors=\"0\""), "{xml}");
+        let case =
+            |name: &str| xml.lines().find(|l| l.contains(&format!("name=\"{name}\""))).unwrap().to_owned();
+        assert!(case("ping").contains("<failure type=\"moved\" message=\"moved +"), "{xml}");
+        assert!(case("gather").contains("(baseline "), "{xml}");
+        assert!(!case("loose").contains("<failure"), "{xml}");
+        assert_eq!(xml.matches("<testcase ").count(), xml.matches("</testcase>").count());
         // A baseline entry without a scenario is reported, not ignored.
         std::fs::write(
             &suite,
