@@ -30,7 +30,7 @@ pub(crate) fn run_bench(b: Bench) -> anyhow::Result<()> {
         if matches!(b, Bench::Ring { .. }) { "t3000" } else { "n300" }.to_owned()
     });
     let c = load_cluster(&cluster)?;
-    let params = common.model.load()?.on(&c);
+    let params = common.model.load()?.on_checked(&c).map_err(|e| crate::BadInput(e.to_string()))?;
     let mut setup = Setup::new(c, params);
     let format = common.output.format.into();
     let label = cluster;
@@ -232,7 +232,7 @@ fn traced_setup(
 ) -> anyhow::Result<Setup> {
     check_outputs(None, trace)?;
     let c = load_cluster(cluster)?;
-    let params = model.load()?.on(&c);
+    let params = model.load()?.on_checked(&c).map_err(|e| crate::BadInput(e.to_string()))?;
     let mut setup = Setup::new(c, params);
     setup.trace = trace.is_some();
     Ok(setup)

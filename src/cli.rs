@@ -27,11 +27,12 @@ pub(crate) struct SimArg {
 /// `--params FILE` and `--link-gbps`: the model's parameters.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct ParamsFile {
-    /// A parameter file to use instead of the cluster's architecture's built-in one
-    /// (configs/wormhole_b0.yaml, configs/blackhole.yaml), and instead of a workload's or a
-    /// suite scenario's own.
+    /// A parameter file to use instead of its architecture's built-in one
+    /// (configs/wormhole_b0.yaml, configs/blackhole.yaml) on the chips of that architecture (the
+    /// file's `arch`), and instead of a workload's or a suite scenario's own; repeat it for
+    /// several architectures.
     #[arg(long, value_name = "FILE")]
-    pub(crate) params: Option<PathBuf>,
+    pub(crate) params: Vec<PathBuf>,
     /// The Ethernet line rate of every link, Gb/s per direction [default: the machine's:
     /// Wormhole 100; Blackhole 400, a Blackhole Galaxy 200].
     #[arg(long, value_name = "GBPS")]
@@ -42,7 +43,7 @@ impl ParamsFile {
     /// The model as given: the file's parameters (or each cluster's architecture's) and the
     /// link rate.
     pub(crate) fn load(&self) -> anyhow::Result<crate::scenario::ParamSource> {
-        crate::scenario::ParamSource::load(self.params.as_deref(), self.link_gbps)
+        crate::scenario::ParamSource::load(&self.params, self.link_gbps)
             .map_err(|e| crate::BadInput(e.to_string()).into())
     }
 }

@@ -161,9 +161,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rows = meshsim_ccl::peers::peers(&cluster, stack.unwrap_or(Stack::DEFAULT));
             out!("{}", report::render(&rows, output.format.into()))?;
         }
-        Command::Params { cluster, model, output } => {
-            print_params(&model.load()?.on(&load_cluster(&cluster)?), output)?
-        }
+        Command::Params { cluster, model, output } => print_params(
+            &model.load()?.on_checked(&load_cluster(&cluster)?).map_err(|e| BadInput(e.to_string()))?,
+            output,
+        )?,
         Command::Bench(b) => run_bench(b)?,
         Command::Op(args) => return run_op(args),
         Command::Sweep(args) => return sweep_cmd::run(args),
@@ -273,6 +274,12 @@ fn calibrate(
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     use meshsim_bench::ccl_calibration;
+    let arch = if matches!(set, CalibrationSet::Blackhole { .. }) {
+        meshsim_topology::Arch::Blackhole
+    } else {
+        meshsim_topology::Arch::WormholeB0
+    };
+    model.check(&[arch]).map_err(|e| BadInput(e.to_string()))?;
     let microbenchmarks =
         meshsim_ccl::stacks::capabilities(meshsim_ccl::op::Stack::DEFAULT, sim).microbenchmarks;
     if !microbenchmarks && matches!(set, CalibrationSet::Link | CalibrationSet::Fabric) {
@@ -421,8 +428,8 @@ fn one_line_plot(title: String, x_desc: &str, y_desc: &str, label: String, point
     }
 }
 
-fn load_model(path: Option<&Path>, link_gbps: Option<u64>) -> anyhow::Result<scenario::ParamSource> {
-    scenario::ParamSource::load(path, link_gbps).map_err(|e| BadInput(e.to_string()).into())
+fn load_model(paths: &[std::path::PathBuf], link_gbps: Option<u64>) -> anyhow::Result<scenario::ParamSource> {
+    scenario::ParamSource::load(paths, link_gbps).map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn bench_error(e: BenchError) -> anyhow::Error {

@@ -19,6 +19,7 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
     }
     let sc = scenario_of(&a);
     let model = a.model.load()?;
+    model.check(&[crate::load_cluster(&a.cluster)?.arch()]).map_err(|e| BadInput(e.to_string()))?;
     if a.schedule {
         return print_schedule(&a, &sc, &model);
     }

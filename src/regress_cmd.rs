@@ -82,10 +82,25 @@ fn params_and_baselines(
     model: &crate::cli::ParamsFile,
     suites: &[regress::Suite],
 ) -> anyhow::Result<(Option<scenario::ParamSource>, Vec<regress::Baseline>)> {
-    let params = match model.params.is_some() || model.link_gbps.is_some() {
-        true => Some(load_model(model.params.as_deref(), model.link_gbps)?),
+    let params = match !model.params.is_empty() || model.link_gbps.is_some() {
+        true => Some(load_model(&model.params, model.link_gbps)?),
         false => None,
     };
+    // A parameter file applies to its architecture's chips: one no scenario runs on is refused.
+    if let Some(p) = &params {
+        let mut archs = Vec::new();
+        for s in suites {
+            for sc in &s.scenarios {
+                let spec = sc.cluster_spec(s.path.parent().unwrap_or(Path::new(".")));
+                if let Ok(c) = scenario::load_cluster(&spec)
+                    && !archs.contains(&c.arch())
+                {
+                    archs.push(c.arch());
+                }
+            }
+        }
+        p.check(&archs).map_err(|e| BadInput(e.to_string()))?;
+    }
     let baselines = suites
         .iter()
         .map(|s| regress::read_baseline(&s.baseline_path()))

@@ -22,22 +22,13 @@ pub(crate) fn run_workload(
     (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
-    let mut w = Workload::load(path).map_err(BadInput)?;
-    // The command line's op knobs override every op's.
-    w.override_knobs(&knobs.overrides());
-    // The command line's faults join the file's; its random draw replaces the file's.
-    let extra = faults.knobs();
-    w.faults.faults.extend(extra.faults);
-    if extra.random_faults.is_some() || extra.fault_seed.is_some() {
-        w.faults.random_faults = extra.random_faults;
-        w.faults.fault_seed = extra.fault_seed;
-    }
-    if let Some(path) = select.or_else(|| w.select_path()) {
-        w.select = Some(crate::scenario::load_select(&path).map_err(BadInput)?);
-    }
+    let w = load_workload(path, select, (&faults, &knobs))?;
     let cluster = load_cluster(&w.cluster_spec())?;
-    let params =
-        load_model(model.params.or_else(|| w.params_path()).as_deref(), model.link_gbps)?.on(&cluster);
+    let params = {
+        let files =
+            if model.params.is_empty() { w.params_path().into_iter().collect() } else { model.params };
+        load_model(&files, model.link_gbps)?.on_checked(&cluster).map_err(|e| BadInput(e.to_string()))?
+    };
     let done = w.run(&cluster, &params, (verify, sim), trace.is_some())?;
     let run = &done;
     if let (Some(path), Some(t)) = (trace, &run.trace) {
@@ -89,6 +80,27 @@ pub(crate) fn run_workload(
         }
     }
     Ok(verified_exit(run))
+}
+
+/// The workload at `path` with the command line's op knobs over every op's, its faults joined
+/// by the command line's (whose random draw replaces the file's), and its selection tree.
+fn load_workload(
+    path: &Path,
+    select: Option<PathBuf>,
+    (faults, knobs): (&crate::cli::FaultArgs, &crate::cli::OpKnobs),
+) -> anyhow::Result<Workload> {
+    let mut w = Workload::load(path).map_err(BadInput)?;
+    w.override_knobs(&knobs.overrides());
+    let extra = faults.knobs();
+    w.faults.faults.extend(extra.faults);
+    if extra.random_faults.is_some() || extra.fault_seed.is_some() {
+        w.faults.random_faults = extra.random_faults;
+        w.faults.fault_seed = extra.fault_seed;
+    }
+    if let Some(path) = select.or_else(|| w.select_path()) {
+        w.select = Some(crate::scenario::load_select(&path).map_err(BadInput)?);
+    }
+    Ok(w)
 }
 
 /// Exit 1 naming the first op whose verification failed, else 0.

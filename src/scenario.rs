@@ -275,33 +275,70 @@ pub fn load_select(path: &Path) -> Result<meshsim_ccl::select::Select, String> {
     meshsim_ccl::select::Select::parse(&text).map_err(|e| format!("{here}: {e}"))
 }
 
-/// The model's parameters as a command was given them: a parameter file's (`--params`), or
-/// else each cluster's architecture's built-in ones, and a line rate for every link
-/// (`--link-gbps`).
+/// The model's parameters as a command was given them: parameter files (`--params`, one per
+/// architecture, each applying to its architecture's chips), every other architecture on its
+/// built-in parameters, and a line rate for every link (`--link-gbps`).
 #[derive(Clone, Debug, Default)]
 pub struct ParamSource {
-    /// A parameter file's parameters, for every cluster whatever its architecture.
-    pub file: Option<Params>,
+    /// The parameter files given, with their names, at most one per architecture.
+    pub files: Vec<(String, Params)>,
     /// The Ethernet line rate of every link, Gb/s, over the parameters' own.
     pub link_gbps: Option<u64>,
 }
 
 impl ParamSource {
-    /// Reads the parameter file, if any.
-    pub fn load(path: Option<&Path>, link_gbps: Option<u64>) -> Result<ParamSource, RunError> {
-        let file = path.map(|p| Params::load(p).map_err(|e| RunError::Bad(e.to_string()))).transpose()?;
+    /// Reads the parameter files; two of one architecture are refused.
+    pub fn load<P: AsRef<Path>>(paths: &[P], link_gbps: Option<u64>) -> Result<ParamSource, RunError> {
+        let mut files: Vec<(String, Params)> = Vec::new();
+        for path in paths {
+            let path = path.as_ref();
+            let p = Params::load(path).map_err(|e| RunError::Bad(e.to_string()))?;
+            if let Some((other, _)) = files.iter().find(|(_, q)| q.arch == p.arch) {
+                return Err(RunError::Bad(format!(
+                    "{}: a second {} parameter file (after {other}): give one per architecture",
+                    path.display(),
+                    p.arch
+                )));
+            }
+            files.push((path.display().to_string(), p));
+        }
         if link_gbps == Some(0) {
             return Err(RunError::Bad("--link-gbps must be positive".into()));
         }
-        Ok(ParamSource { file, link_gbps })
+        Ok(ParamSource { files, link_gbps })
     }
 
-    /// The parameters on `cluster`: the file's, or its architecture's (`configs/<arch>.yaml`),
-    /// as they apply there (a Galaxy's link rate), then `--link-gbps`.
+    /// Refuses a parameter file whose architecture none of `archs` (the machines' chips) is.
+    pub fn check(&self, archs: &[meshsim_topology::Arch]) -> Result<(), RunError> {
+        match self.files.iter().find(|(_, p)| !archs.contains(&p.arch())) {
+            Some((name, p)) => Err(RunError::Bad(format!(
+                "{name}: a {} parameter file, but no chip the command runs on is {} ({}): it would change nothing",
+                p.arch,
+                p.arch,
+                archs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// [`ParamSource::on`] for a command that runs on `cluster` alone: a parameter file of
+    /// another architecture is refused.
+    pub fn on_checked(&self, cluster: &Cluster) -> Result<Params, RunError> {
+        self.check(&[cluster.arch()])?;
+        Ok(self.on(cluster))
+    }
+
+    /// The parameters on `cluster`: the file of its architecture, or its architecture's built-in
+    /// ones (`configs/<arch>.yaml`), as they apply there (a Galaxy's link rate), then
+    /// `--link-gbps`.
     pub fn on(&self, cluster: &Cluster) -> Params {
-        let p = self.file.clone().unwrap_or_else(|| {
-            Params::of(cluster.arch()).expect("a resolved cluster's architecture is modelled")
-        });
+        let arch = cluster.arch();
+        let p = self
+            .files
+            .iter()
+            .find(|(_, p)| p.arch() == arch)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| Params::of(arch).expect("a resolved cluster's architecture is modelled"));
         let mut p = p.on(cluster);
         if let Some(g) = self.link_gbps {
             p.eth_link_gbps = g;
@@ -371,7 +408,7 @@ impl Scenario {
 
     /// The cluster as `load_cluster` takes it: a built-in name, or a file path resolved
     /// against `base`.
-    fn cluster_spec(&self, base: &Path) -> String {
+    pub fn cluster_spec(&self, base: &Path) -> String {
         if Path::new(&self.cluster).extension().is_some() {
             base.join(&self.cluster).to_string_lossy().into_owned()
         } else {
@@ -393,7 +430,8 @@ impl Scenario {
         let params = match model {
             Some(m) => m.on(&cluster),
             None => {
-                ParamSource::load(self.params.as_ref().map(|p| base.join(p)).as_deref(), None)?.on(&cluster)
+                let own: Vec<PathBuf> = self.params.iter().map(|p| base.join(p)).collect();
+                ParamSource::load(&own, None)?.on_checked(&cluster)?
             }
         };
         if self.op == Kind::Workload {

@@ -290,6 +290,11 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         knobs: a.knobs,
     };
     let p = a.model.load()?;
+    let mut archs = Vec::new();
+    for c in &a.cluster {
+        archs.push(crate::load_cluster(c)?.arch());
+    }
+    p.check(&archs).map_err(|e| crate::BadInput(e.to_string()))?;
     let workers: Vec<Option<usize>> = match a.workers {
         Some(w) => w.into_iter().map(Some).collect(),
         None => vec![None],

@@ -31,7 +31,7 @@ pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let collective = kind.collective(a.redop.unwrap_or(RedOp::Sum), a.root.unwrap_or(0));
     let stack = a.stack.unwrap_or(Stack::DEFAULT);
     let cluster = load_cluster(&a.cluster)?;
-    let params = a.model.load()?.on(&cluster);
+    let params = a.model.load()?.on_checked(&cluster).map_err(|e| crate::BadInput(e.to_string()))?;
     let comm = Communicator::choose_default(&cluster, a.topology, a.chips, a.chip_ids.as_deref())
         .map_err(|e| bad(e.0))?;
     let dtype = a.dtype;

@@ -263,6 +263,56 @@ mod params {
         );
         assert_eq!(err.lines().count(), 1);
     }
+
+    #[test]
+    fn a_parameter_file_applies_to_the_chips_of_its_architecture_only() {
+        let wh = include_str!("../configs/wormhole_b0.yaml");
+        let slow = file(
+            "params_slow_wh.yaml",
+            wh.replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 900").as_bytes(),
+        );
+        let slow = slow.to_str().unwrap();
+        let bh = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/blackhole.yaml");
+        let time = |args: &[&str]| {
+            let (code, out, err) = meshsim(
+                &[&["op", "all-gather", "--shape", "1,1,32,1024", "--format", "json"], args].concat(),
+            );
+            assert_eq!(code, 0, "{err}");
+            json(&out)["time_us"].as_f64().unwrap()
+        };
+        // On a Wormhole machine the Wormhole file applies; beside it, a Blackhole file applies
+        // to a Blackhole machine's chips and leaves nothing else changed.
+        assert!(time(&["--params", slow]) > time(&[]));
+        let bh_alone = time(&["--cluster", "bh_quietbox"]);
+        assert_eq!(time(&["--cluster", "bh_quietbox", "--params", bh]), bh_alone);
+        // A file no chip of the command is of, a second file of one architecture and a file
+        // naming no architecture are refused in one line.
+        let stripped: String =
+            wh.lines().filter(|l| !l.starts_with("arch:")).map(|l| format!("{l}\n")).collect();
+        let none = file("params_no_arch.yaml", stripped.as_bytes());
+        let cases: [(&[&str], &str); 3] = [
+            (
+                &["--params", bh],
+                "a blackhole parameter file, but no chip the command runs on is blackhole (wormhole_b0)",
+            ),
+            (&["--params", slow, "--params", slow], "a second wormhole_b0 parameter file"),
+            (&["--params", none.to_str().unwrap()], "names no architecture"),
+        ];
+        for (args, says) in cases {
+            let (code, _, err) = meshsim(&[&["op", "all-gather", "--shape", "1,1,32,1024"], args].concat());
+            assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+            assert!(err.contains(says), "{err}");
+        }
+        // The regression gate runs every suite with a Wormhole file: the Blackhole scenarios
+        // keep their own parameters.
+        let (code, _, err) = meshsim(&[
+            "regress",
+            "--params",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/configs/wormhole_b0.yaml"),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("0 moved"), "{err}");
+    }
 }
 
 mod bench {

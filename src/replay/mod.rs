@@ -96,6 +96,7 @@ pub(crate) fn run_replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     let machine = Machine::new(&spec, mesh).map_err(BadInput)?;
     let model = a.model.load()?;
+    model.check(&[machine.cluster.arch()]).map_err(|e| BadInput(e.to_string()))?;
     let (done, skipped) = replay_all(&a, &report, instances, &machine, &model);
     let failed = skipped.iter().any(|s| s.failed);
     let replay = Replay {

@@ -13,6 +13,9 @@ use meshsim_topology::Arch;
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The architecture whose chips these parameters describe: `wormhole_b0` or `blackhole`.
+    /// A parameter file applies to the chips of its architecture only.
+    pub arch: String,
     /// Core clock (AICLK) in MHz; cycle counts below are of this clock.
     pub aiclk_mhz: u64,
     /// Ethernet line rate per direction per link, Gb/s.
@@ -242,8 +245,14 @@ impl Params {
     /// Parses parameters from YAML text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Params, ParamsError> {
         let err = |message: String| ParamsError { file: file.to_owned(), message };
-        let p: Params = meshsim_topology::input::from_yaml(text)
-            .map_err(|e| err(meshsim_topology::input::plain_message(&e.to_string())))?;
+        let p: Params = meshsim_topology::input::from_yaml(text).map_err(|e| {
+            let m = meshsim_topology::input::plain_message(&e.to_string());
+            err(if m.contains("missing field `arch`") {
+                "names no architecture: add `arch: wormhole_b0` or `arch: blackhole` (a parameter file applies to the chips of its architecture)".into()
+            } else {
+                m
+            })
+        })?;
         p.validate().map_err(err)?;
         Ok(p)
     }
@@ -256,7 +265,18 @@ impl Params {
         Params::parse(&file, &text)
     }
 
+    /// The architecture the parameters describe.
+    pub fn arch(&self) -> Arch {
+        if self.arch == "blackhole" { Arch::Blackhole } else { Arch::WormholeB0 }
+    }
+
     fn validate(&self) -> Result<(), String> {
+        if !matches!(self.arch.as_str(), "wormhole_b0" | "blackhole") {
+            return Err(format!(
+                "arch '{}' is not a modelled architecture (wormhole_b0, blackhole)",
+                self.arch
+            ));
+        }
         let positive = [
             ("aiclk_mhz", self.aiclk_mhz),
             ("eth_link_gbps", self.eth_link_gbps),
@@ -372,8 +392,14 @@ mod tests {
     fn every_field_has_a_description_and_the_defaults_load() {
         let p = Params::default();
         let fields = serde_yaml::to_value(&p).unwrap();
-        let keys: Vec<String> =
-            fields.as_mapping().unwrap().keys().map(|k| k.as_str().unwrap().to_owned()).collect();
+        // Every number has a description; `arch` names the architecture, not a number.
+        let keys: Vec<String> = fields
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .filter(|k| k != "arch")
+            .collect();
         let described: Vec<String> = DESCRIPTIONS.iter().map(|d| d.0.to_owned()).collect();
         assert_eq!(keys, described);
         assert_eq!(p.table().len(), keys.len());
