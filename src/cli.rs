@@ -713,6 +713,10 @@ pub(crate) struct OpArgs {
     /// Move real bytes and check every chip's output (exit 1 on a mismatch).
     #[arg(long)]
     pub(crate) verify: bool,
+    /// The output buffers persist from an earlier call (ttnn's using_persistent_buffers): the
+    /// all-gather runs no init barrier before its first read (fabric stack).
+    #[arg(long)]
+    pub(crate) persistent_buffers: bool,
     /// The transport: fabric (persistent TT-Fabric routers, what tt-metal runs) or edm (the
     /// ERISC Data Mover launched per op) [default: fabric].
     #[arg(long)]

@@ -83,6 +83,7 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         pages_per_packet: a.knobs.pages_per_packet,
         buffers: a.knobs.buffers,
         memory: Some(a.knobs.memory.unwrap_or(meshsim_ccl::tensor::Memory::Dram)),
+        persistent_buffers: a.persistent_buffers.then_some(true),
         skew_ns: Some(a.knobs.skew_ns),
         faults: a.faults.knobs(),
         verify: Some(a.verify),

@@ -102,6 +102,7 @@ fn attributes(r: &OpResult, packet_size: Option<u64>) -> String {
         ("packet_size", packet_size.map_or("std::nullopt".to_owned(), |p| p.to_string())),
         ("ring_size", r.chips.len().to_string()),
         ("topology", topology.to_owned()),
+        ("using_persistent_buffers", r.persistent_buffers.to_string()),
     ];
     a.sort();
     let body: Vec<String> = a.iter().map(|(k, v)| format!("'{k}': '{v}'")).collect();

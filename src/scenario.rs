@@ -127,6 +127,9 @@ pub struct Scenario {
     pub buffers: Option<u64>,
     /// Op: `dram` or `l1`.
     pub memory: Option<Memory>,
+    /// Op (fabric): the outputs persist from an earlier call, so an all-gather runs no init
+    /// barrier (ttnn's `using_persistent_buffers`).
+    pub persistent_buffers: Option<bool>,
     /// Op or ring: start skew per chip, ns.
     pub skew_ns: Option<u64>,
     /// Op: faults injected (`faults`, `random_faults`, `fault_seed`).
@@ -366,6 +369,7 @@ impl Scenario {
             ("packet_size", self.packet_size.is_some()),
             ("buffers", self.buffers.is_some()),
             ("memory", self.memory.is_some()),
+            ("persistent_buffers", self.persistent_buffers.is_some()),
             ("verify", self.verify.is_some()),
             ("faults", !self.faults.faults.is_empty()),
             ("random_faults", self.faults.random_faults.is_some()),
@@ -528,6 +532,7 @@ impl Scenario {
             pages_per_packet: self.pages_per_packet.is_some(),
             buffers: self.buffers.is_some(),
             packet_size: self.packet_size.is_some(),
+            persistent_buffers: self.persistent_buffers == Some(true),
         };
         meshsim_ccl::stacks::check_given(stack, collective, &given).map_err(bad)?;
         Ok((session, comms, tensor))
@@ -585,6 +590,7 @@ impl Scenario {
             algorithm: None,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory: self.memory.unwrap_or(Memory::Dram),
+            persistent_buffers: self.persistent_buffers.unwrap_or(false),
         })
     }
 

@@ -85,6 +85,7 @@ struct WorkloadOp {
     packet_size: Option<u64>,
     buffers: Option<u64>,
     memory: Option<Memory>,
+    persistent_buffers: Option<bool>,
     #[serde(default)]
     after: Vec<String>,
     /// Its stream: ops on one stream run in file order.
@@ -318,6 +319,7 @@ impl WorkloadOp {
             pages_per_packet: self.pages_per_packet.is_some(),
             buffers: self.buffers.is_some(),
             packet_size: self.packet_size.is_some(),
+            persistent_buffers: self.persistent_buffers == Some(true),
         }
     }
 
@@ -348,6 +350,7 @@ impl WorkloadOp {
             algorithm: None,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory,
+            persistent_buffers: self.persistent_buffers.unwrap_or(false),
         };
         Ok((collective, tensor, self.dim.unwrap_or(3), knobs))
     }

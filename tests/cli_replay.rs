@@ -228,7 +228,10 @@ fn a_blackhole_report_of_two_lines_maps_every_instance_to_the_loudbox_rows() {
         notes.iter().any(|n| n.as_str().unwrap().contains("cluster_axis 0 runs on the machine's axis 1")),
         "{notes:?}"
     );
-    assert!(notes.iter().any(|n| n.as_str().unwrap().contains("persistent buffers")), "{notes:?}");
+    assert_eq!(
+        (inst[4]["persistent_buffers"].as_bool(), inst[0]["persistent_buffers"].as_bool()),
+        (Some(true), Some(false))
+    );
 }
 
 /// The synthetic example beside tt-metal's report format (`$MESHSIM_OPS_REPORT`, set by

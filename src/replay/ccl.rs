@@ -53,6 +53,8 @@ pub(crate) struct CclOp {
     pub root_coord: Option<(u64, u64)>,
     /// A rooted op's root rank in its group, once placed.
     pub root: Option<usize>,
+    /// The outputs persist from an earlier call (an all-gather then runs no init barrier).
+    pub persistent_buffers: bool,
     /// What the mapping had to assume.
     pub notes: Vec<String>,
 }
@@ -186,9 +188,7 @@ fn map(row: &Row, f: Family, devices: usize) -> Result<CclOp, String> {
     if input.layout.contains("ROW_MAJOR") {
         notes.push("row-major tensor modelled in tiles".into());
     }
-    if attr(a, "using_persistent_buffers") == Some("true") && f == Family::AllGather {
-        notes.push("persistent buffers: meshsim still runs the init barrier".into());
-    }
+    let persistent_buffers = attr(a, "using_persistent_buffers") == Some("true");
     let memory = if input.memory.contains("_L1") { Memory::L1 } else { Memory::Dram };
     let (shape, dim) = shape_and_dim(a, f, n, input, result)?;
     let workers = int_attr(a, "num_workers_per_link")
@@ -209,6 +209,7 @@ fn map(row: &Row, f: Family, devices: usize) -> Result<CclOp, String> {
         workers,
         root_coord,
         root: None,
+        persistent_buffers,
         notes,
     })
 }

@@ -48,6 +48,9 @@ pub(crate) fn text(r: &Replay) -> String {
             if let Some(w) = op.workers {
                 let _ = writeln!(out, "    workers: {w}");
             }
+            if op.persistent_buffers {
+                let _ = writeln!(out, "    persistent_buffers: true");
+            }
             if let Some(p) = op.packet_size {
                 let _ = writeln!(out, "    packet_size: {p}");
             }

@@ -281,6 +281,7 @@ fn scenario(cluster: &str, a: &ReplayArgs, op: &CclOp, groups: &[Vec<u64>]) -> S
         pages_per_packet: None,
         buffers: None,
         memory: Some(op.memory),
+        persistent_buffers: op.persistent_buffers.then_some(true),
         skew_ns: None,
         faults: Default::default(),
         verify: None,

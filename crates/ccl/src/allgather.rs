@@ -86,6 +86,7 @@ impl AllGatherSpec {
             algorithm: None,
             buffers_per_channel: self.buffers_per_channel,
             memory: self.memory,
+            persistent_buffers: false,
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct Given {
     pub buffers: bool,
     /// `packet_size`.
     pub packet_size: bool,
+    /// `persistent_buffers`.
+    pub persistent_buffers: bool,
 }
 
 impl Given {
@@ -65,6 +67,7 @@ impl Given {
             pages_per_packet: knobs.pages_per_packet.is_some(),
             buffers: knobs.buffers_per_channel != Knobs::default().buffers_per_channel,
             packet_size: knobs.packet_bytes.is_some(),
+            persistent_buffers: knobs.persistent_buffers,
         }
     }
 }
@@ -406,6 +409,10 @@ pub struct Knobs {
     pub buffers_per_channel: u64,
     /// Where the op's tensors are interleaved: DRAM banks or worker L1 (default DRAM).
     pub memory: Memory,
+    /// The output buffers persist from an earlier call (ttnn's `using_persistent_buffers`):
+    /// the multicast all-gather then runs no init barrier before its first read
+    /// (`shared/fabric.md` §11.2). Fabric stack; default off.
+    pub persistent_buffers: bool,
 }
 
 impl Knobs {
@@ -428,6 +435,7 @@ impl Default for Knobs {
             algorithm: None,
             buffers_per_channel: 2,
             memory: Memory::Dram,
+            persistent_buffers: false,
         }
     }
 }

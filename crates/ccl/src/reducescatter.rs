@@ -90,6 +90,7 @@ fn request(cluster: &Cluster, spec: &ReduceScatterSpec) -> Result<OpRequest, OpE
         algorithm: None,
         buffers_per_channel: spec.buffers_per_channel,
         memory: spec.memory,
+        persistent_buffers: false,
     };
     Ok(req)
 }

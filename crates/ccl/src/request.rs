@@ -113,6 +113,8 @@ pub struct OpResult {
     pub dim: usize,
     /// Where its tensors were interleaved.
     pub memory: crate::tensor::Memory,
+    /// Whether its outputs persisted from an earlier call ([`Knobs::persistent_buffers`]).
+    pub persistent_buffers: bool,
     /// Its chips, in rank order.
     pub chips: Vec<ChipIdx>,
     /// Whether its chips formed a ring or a line.

@@ -544,6 +544,7 @@ impl<'c> Session<'c> {
             tensor: req.tensor,
             dim: req.dim,
             memory: req.knobs.memory,
+            persistent_buffers: req.knobs.persistent_buffers,
             chips: req.comm.chips().to_vec(),
             topology: req.comm.topology(),
             start,

@@ -213,3 +213,45 @@ fn tensors_interleaved_in_worker_l1_gather_faster_than_from_dram() {
     let n300 = builtin::cluster("n300").unwrap();
     run_ok(&n300, &spec(n300.lines()[0].chips.clone(), [1, 1, 64, 64], 2, DType::Bf16, Topology::Line));
 }
+
+/// On persistent buffers (ttnn's `using_persistent_buffers`) the multicast all-gather runs no
+/// init barrier (`shared/fabric.md` §11.2): its kernels read at once instead of first waiting
+/// for an increment from every other chip (half-way round the ring). The data still verify, and
+/// on both models the op is faster by at least the barrier's few hops.
+#[test]
+fn an_all_gather_on_persistent_buffers_skips_its_init_barrier() {
+    let t3000 = builtin::cluster("t3000").unwrap();
+    let ring = meshsim_ccl::comm::Communicator::world(&t3000, meshsim_ccl::op::Topology::Ring, None).unwrap();
+    let run = |persistent: bool, model: meshsim_ccl::op::SimModel| {
+        let mut s = meshsim_ccl::session::Session::new(&t3000, &Params::default());
+        s.set_stack(meshsim_ccl::op::Stack::Fabric);
+        s.set_model(model);
+        s.set_verify(model == meshsim_ccl::op::SimModel::Packet);
+        let t = TensorSpec::new([1, 1, 32, 8 * 64], DType::Bf16, Layout::Tile).unwrap();
+        let mut req = meshsim_ccl::session::OpRequest::new(
+            "ag",
+            ring.clone(),
+            meshsim_ccl::op::Collective::AllGather,
+            t,
+            3,
+        );
+        req.knobs.persistent_buffers = persistent;
+        s.submit(req).unwrap();
+        s.run().unwrap()
+    };
+    for model in [meshsim_ccl::op::SimModel::Packet, meshsim_ccl::op::SimModel::Flow] {
+        let (with, without) = (run(false, model), run(true, model));
+        if model == meshsim_ccl::op::SimModel::Packet {
+            assert_eq!(without.ops[0].verified, Some(Ok(())));
+            let passed = |r: &meshsim_ccl::session::SessionRun| {
+                r.marks.iter().filter(|m| m.label == meshsim_ccl::fabric::ENTRY_BARRIER).count()
+            };
+            assert_eq!((passed(&with), passed(&without)), (16, 0));
+        }
+        let (a, b) = (with.ops[0].time, without.ops[0].time);
+        assert!(
+            a > b + meshsim_engine::Time::from_ns(1_000),
+            "{model}: {a:?} with the barrier, {b:?} without"
+        );
+    }
+}

@@ -45,6 +45,12 @@ impl Transport for EdmTransport {
 
     /// The fabric's knob: its packet size.
     fn refuses(&self, _collective: Collective, given: &Given) -> Option<String> {
+        if given.persistent_buffers {
+            return Some(
+                "persistent_buffers applies to the fabric stack (the edm's ops run no init barrier)"
+                    .to_owned(),
+            );
+        }
         given
             .packet_size
             .then(|| "packet_size applies to the fabric stack (the edm's is pages_per_packet)".to_owned())

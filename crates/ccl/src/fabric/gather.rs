@@ -87,6 +87,7 @@ pub(super) fn all_gather(
             slice: (if root.is_some() { 0 } else { k as u64 }, t.slice, t.dim, t.n),
             in_place: t.in_place,
             ranks: n,
+            barrier: sched.entry_barrier,
             base: STAGING + 0x100 + d as u64 * (CONNECTION_L1_BYTES + 2 * max),
             max,
             completion: (noc_of(s.cluster, core), (d == 0).then_some(finals[plane][k])),
@@ -173,8 +174,9 @@ struct SendCtx {
     t_out: Placement,
     /// (rank, slice spec, dim, ranks): where slice pages sit in the gathered output.
     slice: (u64, crate::tensor::TensorSpec, usize, u64),
-    /// Ranks of the op (the entry barrier waits for all others).
+    /// Ranks of the op (the entry barrier waits for all others), and whether the barrier runs.
     ranks: usize,
+    barrier: bool,
     /// The slice sits in the output already (an in-place all-gather): read it there.
     in_place: bool,
     /// Worker L1: connection words, then two packet buffers.
@@ -206,7 +208,9 @@ async fn send_slice(k: Kernel, c: Rc<SendCtx>) -> meshsim_engine::TaskResult {
         Some(r) => Some(c.ports.open(&k, c.fabric.clone(), (c.phase, r, 0), c.base).await?),
         None => None,
     };
-    entry_barrier(&k, conn.as_ref(), c.dir.work.barrier, c.ranks).await?;
+    if c.barrier {
+        entry_barrier(&k, conn.as_ref(), c.dir.work.barrier, c.ranks).await?;
+    }
     let (rank, slice, dim, n) = c.slice;
     let page = slice.page_bytes();
     let active = conn.is_some() || c.dir.work.local_copy;

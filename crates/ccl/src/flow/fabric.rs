@@ -392,8 +392,10 @@ impl Network<'_, '_> {
         // The session's first phases wait for the routers' handshake.
         let handshake = if p.deps.is_empty() { 2.0 * costs.hop(16) } else { 0.0 };
         let reach = if closed { n / 2 } else { n - 1 } as f64;
-        let setup =
-            handshake + costs.inject(0, page, 0) + costs.notice() + reach * costs.hop(0) + costs.notice();
+        // The entry barrier: an increment multicast as far as it reaches, then its notice (none on
+        // a persistent-buffer all-gather).
+        let barrier = costs.inject(0, page, 0) + costs.notice() + reach * costs.hop(0) + costs.notice();
+        let setup = handshake + if sched.entry_barrier { barrier } else { 0.0 };
         // The last final increment's way; a multicast all-gather's reader then closes its
         // connection (the completion barrier, `shared/fabric.md` §11.2).
         let closes = matches!(sched.work, Work::Multicast { .. });

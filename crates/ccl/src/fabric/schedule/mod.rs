@@ -47,6 +47,9 @@ pub(crate) struct Schedule {
     pub workers: usize,
     /// What the kernels do.
     pub work: Work,
+    /// Whether the kernels run the entry barrier before their first read: all but a
+    /// multicast all-gather on persistent buffers (`shared/fabric.md` §11.2).
+    pub entry_barrier: bool,
 }
 
 /// What a phase's kernels do, by algorithm family.
@@ -180,7 +183,10 @@ impl Schedule {
         }
         let topology = if closed { Topology::Ring } else { Topology::Line };
         let slice = p.tensors.slice;
-        Ok(Schedule::build(Input {
+        let persistent = req.knobs.persistent_buffers
+            && algo == Algo::Multicast
+            && req.collective == crate::op::Collective::AllGather;
+        let mut sched = Schedule::build(Input {
             algo,
             plan: algo.plan(req, p, topology),
             page,
@@ -192,7 +198,9 @@ impl Schedule {
             workers: req.knobs.workers,
             root: req.collective.root(),
             own: !(req.exclude_myself || req.in_place),
-        }))
+        });
+        sched.entry_barrier = !persistent;
+        Ok(sched)
     }
 
     /// The schedule of `x`.
@@ -234,6 +242,7 @@ impl Schedule {
             planes,
             workers,
             work,
+            entry_barrier: true,
         }
     }
 
