@@ -7,8 +7,8 @@ use meshsim_bench::plot::{self, Plot};
 use meshsim_bench::{BenchError, Measured, Setup, bandwidth, dram, fabric, latency, report, ring};
 
 use crate::cli::{
-    Bench, BenchArgs, DramArgs, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyTopologyArg,
-    NocSendArg,
+    Bench, BenchArgs, DramArgs, FabricArgs, FabricLatencyArgs, FabricTestArg, Format, LatencyNocSendArg,
+    LatencyTopologyArg, NocSendArg,
 };
 use crate::{BadInput, bench_error, check_outputs, load_cluster, one_line_plot, write_trace};
 
@@ -191,13 +191,8 @@ fn run_fabric_latency(a: &FabricLatencyArgs) -> anyhow::Result<()> {
         LatencyTopologyArg::Mesh => fabric::LatencyTopology::Mesh,
     };
     let noc_send = match a.noc_send {
-        NocSendArg::Write => fabric::NocSend::Write,
-        NocSendArg::FusedAtomicInc => fabric::NocSend::FusedAtomicInc,
-        NocSendArg::ScatterWrite => {
-            return Err(
-                BadInput("--noc-send for the latency test is write or fused-atomic-inc".into()).into()
-            );
-        }
+        LatencyNocSendArg::Write => fabric::NocSend::Write,
+        LatencyNocSendArg::FusedAtomicInc => fabric::NocSend::FusedAtomicInc,
     };
     let setup = traced_setup(&a.cluster, &a.model, a.trace.as_deref())?;
     let spec = fabric::FabricLatencySpec { topology, noc_send, payload_bytes: a.payload, samples: a.samples };

@@ -454,8 +454,8 @@ pub(crate) struct FabricLatencyArgs {
     #[arg(long, value_enum, default_value_t = LatencyTopologyArg::Line)]
     pub(crate) topology: LatencyTopologyArg,
     /// How the receiving router writes each ping: write, or write then a semaphore increment.
-    #[arg(long, value_enum, default_value_t = NocSendArg::Write)]
-    pub(crate) noc_send: NocSendArg,
+    #[arg(long, value_enum, default_value_t = LatencyNocSendArg::Write)]
+    pub(crate) noc_send: LatencyNocSendArg,
     /// Payload bytes of a ping (K suffix: 1024).
     #[arg(long, value_parser = parse_size, value_name = "B", default_value = "16")]
     pub(crate) payload: u64,
@@ -551,6 +551,15 @@ pub(crate) enum NocSendArg {
     FusedAtomicInc,
     /// The payload in two chunks to adjacent addresses.
     ScatterWrite,
+}
+
+/// `bench fabric-latency --noc-send`: tt-metal's latency test sends no scatter writes.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum LatencyNocSendArg {
+    /// The payload to one address.
+    Write,
+    /// The write, then a semaphore increment on the same core.
+    FusedAtomicInc,
 }
 
 /// Arguments of `meshsim sweep`.
@@ -676,8 +685,8 @@ pub(crate) struct OpArgs {
     /// [default: the embedded configs/select/default.yaml].
     #[arg(long, value_name = "FILE")]
     pub(crate) select: Option<PathBuf>,
-    /// The dimension gathered or scattered along (0..3).
-    #[arg(long, default_value_t = 3)]
+    /// The dimension gathered or scattered along: 0..3, or -4..-1 from the end as ttnn counts.
+    #[arg(long, default_value = "3", value_parser = crate::spec::parse_dim, allow_negative_numbers = true)]
     pub(crate) dim: usize,
     /// Element type: bf16, bfp8, fp32, uint32.
     #[arg(long, default_value = "bf16")]
@@ -918,7 +927,8 @@ pub(crate) enum TopoFormat {
 pub(crate) struct FaultArgs {
     /// Inject a fault (repeatable): link-down:CHIP:CHAN@TIME_US,
     /// link-degrade:CHIP:CHAN:RATE_FACTOR[:EXTRA_LATENCY_NS], link-flap:CHIP:CHAN@TIME_US:DOWN_US,
-    /// straggler:CHIP:DELAY_US (CHIP as in the cluster description; times from the run's start).
+    /// straggler:CHIP:DELAY_US, erisc-stall:CHIP:CHAN@TIME_US:STALL_US (CHIP as in the cluster
+    /// description; times from the run's start).
     #[arg(long = "fault", value_name = "SPEC")]
     pub(crate) faults: Vec<String>,
     /// Also inject K faults drawn deterministically from --fault-seed.

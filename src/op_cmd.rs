@@ -14,6 +14,9 @@ use crate::{BadInput, ids, write_trace};
 
 pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, a.trace.as_deref())?;
+    if a.link_report && a.sim.sim_model == meshsim_ccl::op::SimModel::Flow {
+        return Err(BadInput(crate::FLOW_LINKS.into()).into());
+    }
     if a.shape.len() != 4 {
         return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
     }

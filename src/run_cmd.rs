@@ -22,6 +22,9 @@ pub(crate) fn run_workload(
     (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
+    if link_report && sim == meshsim_ccl::op::SimModel::Flow {
+        return Err(BadInput(crate::FLOW_LINKS.into()).into());
+    }
     let w = load_workload(path, select, (&faults, &knobs))?;
     let cluster = load_cluster(&w.cluster_spec())?;
     let params = {

@@ -88,7 +88,8 @@ pub struct Scenario {
     pub tolerance_pct: f64,
     /// Op: the tensor's shape `[w, z, y, x]` (the gathered output; the reduced input).
     pub shape: Option<Vec<u64>>,
-    /// Op: the dimension gathered or scattered along.
+    /// Op: the dimension gathered or scattered along (negative counts from the end).
+    #[serde(default, deserialize_with = "crate::spec::deserialize_dim")]
     pub dim: Option<usize>,
     /// Op: element type.
     pub dtype: Option<DType>,

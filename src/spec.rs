@@ -12,14 +12,18 @@ use serde::Deserialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OpKind {
     /// All-gather: every chip ends with the concatenation of all chips' slices along --dim.
+    #[value(alias = "all_gather")]
     AllGather,
     /// Reduce-scatter: every chip ends with its slice of the reduction of all chips' tensors.
+    #[value(alias = "reduce_scatter")]
     ReduceScatter,
     /// All-reduce: every chip ends with the reduction of all chips' tensors (reduce-scatter,
     /// then all-gather).
+    #[value(alias = "all_reduce")]
     AllReduce,
     /// All-to-all: every rank sends chunk j of its tensor (split along --dim) to rank j, which
     /// keeps it as chunk i of its output (i the sender); fabric stack only.
+    #[value(alias = "all_to_all")]
     AllToAll,
     /// Broadcast: every chip ends with the --root's tensor.
     Broadcast,
@@ -30,12 +34,14 @@ pub enum OpKind {
     /// Scatter: chip j ends with slice j (along --dim) of the --root's tensor.
     Scatter,
     /// Send/receive: the first of --chip-ids A,B sends its tensor to the second (a linked pair).
+    #[value(alias = "send_recv")]
     SendRecv,
     /// Combine (LPF's name): the --root ends with the element-wise --redop of all chips'
     /// tensors; runs as reduce.
     Combine,
     /// All-combine (LPF's name): every chip ends with the element-wise --redop of all chips'
     /// tensors; runs as all-reduce.
+    #[value(alias = "all_combine")]
     AllCombine,
 }
 
@@ -102,6 +108,29 @@ impl OpKind {
     pub fn names() -> String {
         <OpKind as clap::ValueEnum>::value_variants().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// A tensor dimension as ttnn counts it: 0 to 3, or -4 to -1 from the end (`--dim -1` is the
+/// last, 3).
+pub fn parse_dim(s: &str) -> Result<usize, String> {
+    let d: i64 =
+        s.trim().parse().map_err(|_| format!("'{s}' is not a dimension (0..3, or -4..-1 from the end)"))?;
+    dim_of(d)
+}
+
+/// [`parse_dim`]'s rule on a number.
+fn dim_of(d: i64) -> Result<usize, String> {
+    match d {
+        0..=3 => Ok(d as usize),
+        -4..=-1 => Ok((d + 4) as usize),
+        _ => Err(format!("dim {d} is not a dimension of a 4-D tensor (0..3, or -4..-1 from the end)")),
+    }
+}
+
+/// Reads an optional `dim:` of a suite or workload as [`parse_dim`] does.
+pub fn deserialize_dim<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let v: Option<i64> = Option::deserialize(d)?;
+    v.map(dim_of).transpose().map_err(serde::de::Error::custom)
 }
 
 impl<'de> Deserialize<'de> for OpKind {

@@ -72,6 +72,7 @@ struct WorkloadOp {
     op: OpKind,
     comm: CommSpec,
     shape: Vec<u64>,
+    #[serde(default, deserialize_with = "crate::spec::deserialize_dim")]
     dim: Option<usize>,
     dtype: Option<DType>,
     redop: Option<RedOp>,

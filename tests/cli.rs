@@ -315,6 +315,59 @@ mod params {
     }
 }
 
+mod small_errors {
+    use super::*;
+
+    fn time(args: &[&str]) -> f64 {
+        let (code, out, err) = meshsim(&[args, &["--format", "json"]].concat());
+        assert_eq!(code, 0, "{err}");
+        json(&out)["time_us"].as_f64().unwrap()
+    }
+
+    #[test]
+    fn ttnn_s_spellings_run_as_meshsim_s() {
+        // The op as the tool prints it, ttnn's dtype name and its negative dim.
+        let ours = time(&["op", "all-gather", "--shape", "1,1,32,1024", "--dim", "3", "--dtype", "bfp8"]);
+        let ttnn =
+            time(&["op", "all_gather", "--shape", "1,1,32,1024", "--dim", "-1", "--dtype", "bfloat8_b"]);
+        assert_eq!(ours, ttnn);
+        let w = file("ttnn_spellings.yaml", b"cluster: t3000\nops:\n  - {name: a, op: all_gather, comm: {all: true}, shape: [1, 1, 32, 1024], dim: -1, dtype: DataType::BFLOAT8_B}\n");
+        let (code, out, err) = meshsim(&["run", w.to_str().unwrap(), "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(json(&out)["makespan_us"].as_f64().unwrap(), ours);
+    }
+
+    #[test]
+    fn refusals_name_the_flag_and_the_way_out_in_one_line() {
+        let cases: [(&[&str], &str); 5] = [
+            (
+                &["op", "all-gather", "--shape", "1,1,32,1024", "--dim", "-5"],
+                "dim -5 is not a dimension of a 4-D tensor",
+            ),
+            (
+                &["op", "all-gather", "--shape", "1,1,32,1024", "--chips", "9"],
+                "9 chips asked for (--chips, count): cluster 't3000' has 8",
+            ),
+            (
+                &["op", "all-gather", "--shape", "1,1,32,1024", "--packet-size", "8192"],
+                "packet size 8192 B (--packet-size, packet_size)",
+            ),
+            (
+                &["op", "all-reduce", "--shape", "1,1,32,4096", "--model", "flow", "--links"],
+                "run without --model flow",
+            ),
+            (&["bench", "fabric-latency", "--noc-send", "scatter-write"], "invalid value 'scatter-write'"),
+        ];
+        for (args, says) in cases {
+            let (code, out, err) = meshsim(args);
+            assert_eq!((code, err.lines().count()), (2, 1), "{args:?}: {out}{err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+        let (_, help, _) = meshsim(&["op", "--help"]);
+        assert!(help.contains("erisc-stall:CHIP:CHAN@TIME_US:STALL_US"), "--fault's help lists every kind");
+    }
+}
+
 mod bench {
     use super::*;
 
@@ -586,7 +639,7 @@ mod op {
         let base = ["op", "all-gather", "--cluster", "t3000"];
         let cases: [(&[&str], &str); 8] = [
             (&["--shape", "1,1,32,96"], "does not divide into 8 slices"),
-            (&["--shape", "1,1,32,256", "--dim", "4"], "dim 4 is outside"),
+            (&["--shape", "1,1,32,256", "--dim", "4"], "dim 4 is not a dimension of a 4-D tensor"),
             (&["--shape", "1,1,32,256", "--num-links", "3"], "3 links requested"),
             (&["--shape", "1,1,32,256", "--dtype", "fp8"], "unknown dtype 'fp8'"),
             (&["--shape", "1,1,32,256", "--chips", "3", "--topology", "ring"], "no ring of 3 chips"),

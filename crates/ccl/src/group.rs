@@ -36,7 +36,7 @@ pub fn select(
     }
     if want < 2 || want > n {
         return Err(OpError(format!(
-            "cannot pick {want} chips from the {n} of cluster '{}'",
+            "{want} chips asked for (--chips, count): cluster '{}' has {n}, and a communicator takes 2 to {n}",
             cluster.origin()
         )));
     }

@@ -46,12 +46,16 @@ impl DType {
 impl FromStr for DType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
+        // meshsim's names, and ttnn's (`ttnn.bfloat8_b`, `DataType::BFLOAT8_B`).
+        let name = s.rsplit(['.', ':']).next().unwrap_or(s).to_ascii_lowercase();
+        match name.as_str() {
             "bf16" | "bfloat16" => Ok(DType::Bf16),
-            "bfp8" | "bfp8_b" => Ok(DType::Bfp8),
+            "bfp8" | "bfp8_b" | "bfloat8_b" => Ok(DType::Bfp8),
             "fp32" | "float32" => Ok(DType::Fp32),
             "uint32" | "u32" => Ok(DType::Uint32),
-            _ => Err(format!("unknown dtype '{s}' (bf16, bfp8, fp32, uint32)")),
+            _ => Err(format!(
+                "unknown dtype '{s}' (bf16, bfp8, fp32, uint32; or ttnn's bfloat16, bfloat8_b, float32, uint32)"
+            )),
         }
     }
 }

@@ -183,7 +183,9 @@ impl FabricConfig {
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum FabricError {
     /// A packet payload the router cannot carry.
-    #[error("fabric max payload {asked} B: must be a positive multiple of 16 up to {max} B")]
+    #[error(
+        "packet size {asked} B (--packet-size, packet_size): the fabric routers' payload must be a positive multiple of 16 up to {max} B on this architecture"
+    )]
     Payload {
         /// The payload asked for.
         asked: u64,
