@@ -41,10 +41,11 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
         out!("{}", crate::ops_report::render(cluster, &[op])?)?;
         return Ok(verified_exit(&done.run));
     }
+    let ran = Ran::of(&a, cluster, &model.on(cluster), done);
     let summary = Summary::of(a.op, cluster, done);
     match a.output.format.table() {
-        Format::Json => print_json(&a, &summary)?,
-        Format::Csv | Format::Text => print_table(&a, &summary)?,
+        Format::Json => print_json(&a, &summary, &ran)?,
+        Format::Csv | Format::Text => print_table(&a, &summary, &ran)?,
     }
     Ok(verified_exit(&done.run))
 }
@@ -112,6 +113,64 @@ struct Chip {
     end_us: f64,
 }
 
+/// What ran, beyond the op's own row: the machine's architecture and link rate, the packet size
+/// and the rule that chose the algorithm (docs/cli.md, "what ran").
+struct Ran {
+    arch: String,
+    link_gbps: u64,
+    /// The fabric routers' packet payload (the knob or the architecture's default); on the EDM
+    /// stack its packets' bytes.
+    packet_bytes: u64,
+    /// What chose the algorithm and the knobs left unset.
+    selected_by: String,
+}
+
+impl Ran {
+    fn of(a: &OpArgs, cluster: &Cluster, params: &meshsim_hw::Params, done: &scenario::OpDone) -> Ran {
+        let o = &done.ops[0];
+        let fabric = o.transport == meshsim_ccl::op::Stack::Fabric.as_str();
+        let packet_bytes = if fabric {
+            a.knobs.packet_size.unwrap_or(params.fabric_default_payload_bytes)
+        } else {
+            o.pages_per_packet * done.tensor.page_bytes()
+        };
+        let selected_by = match &a.select {
+            Some(p) => format!("the selection tree {}", p.display()),
+            None => "meshsim's default selection tree and tt-metal's factory rules".into(),
+        };
+        Ran { arch: cluster.arch().to_string(), link_gbps: params.eth_link_gbps, packet_bytes, selected_by }
+    }
+
+    /// The text header: the machine, the communicator, and every knob as it ran.
+    fn text(&self, cluster: &Cluster, done: &scenario::OpDone, dim: usize) -> String {
+        let o = &done.ops[0];
+        let ids: Vec<String> = crate::ids(cluster, &done.chips).iter().map(u64::to_string).collect();
+        let t = &done.tensor;
+        let topology = format!("{:?}", done.topology).to_lowercase();
+        let groups =
+            if done.ops.len() > 1 { format!(" (one of {} at once)", done.ops.len()) } else { String::new() };
+        format!(
+            "machine   {} ({}, {} Gb/s links), {} stack, {} model\nran on    {}-chip {topology} {}{groups}\ntensor    {} {:?} dim {dim}\nknobs     {} link(s) per hop, {} worker(s) per link, packets of up to {} B ({} page(s) of {} B)\nalgorithm {} (chosen by {})\n\n",
+            cluster.origin(),
+            self.arch,
+            self.link_gbps,
+            o.transport,
+            o.model,
+            done.chips.len(),
+            ids.join(" "),
+            t.dtype,
+            t.shape,
+            o.links,
+            o.workers,
+            self.packet_bytes,
+            o.pages_per_packet,
+            t.page_bytes(),
+            o.algorithm,
+            self.selected_by,
+        )
+    }
+}
+
 /// What `op` prints of a run, whatever the format.
 struct Summary<'a> {
     kind: OpKind,
@@ -151,12 +210,14 @@ impl<'a> Summary<'a> {
 }
 
 /// `op --format json`: one object, with the link report's parts under `--links`.
-fn print_json(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
+fn print_json(a: &OpArgs, s: &Summary, ran: &Ran) -> anyhow::Result<()> {
     let Summary { kind, cluster, done, run, size, algbw, busbw, ref per_chip, verified, ref critical } = *s;
     let name = kind.json_name();
     let mut json = serde_json::json!({
         "op": name,
         "cluster": cluster.origin(),
+        "arch": ran.arch,
+        "link_gbps": ran.link_gbps,
         "chips": done.chips.len(),
         "chip_ids": ids(cluster, &done.chips),
         "topology": format!("{:?}", done.topology).to_lowercase(),
@@ -173,6 +234,8 @@ fn print_json(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         "links": done.ops[0].links,
         "workers": done.ops[0].workers,
         "pages_per_packet": done.ops[0].pages_per_packet,
+        "packet_size": ran.packet_bytes,
+        "selected_by": ran.selected_by,
         "shape": done.tensor.shape,
         "dim": a.dim,
         "dtype": done.tensor.dtype.to_string(),
@@ -197,11 +260,17 @@ fn print_json(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         json["bound_by"] = bound_by(cluster, &run.links, &run.resources, &run.routers).map_or(
             serde_json::Value::Null,
             |(kind, what, busy)| {
+                let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
+                let stage = longest_stage(critical.as_ref()).map(
+                    |s| serde_json::json!({"stage": s.name, "duration_us": (s.end - s.start).as_us_f64()}),
+                );
                 serde_json::json!({
+                    "bound": if pct >= SATURATED_PCT { "bandwidth" } else { "latency" },
                     "kind": kind,
                     "what": what,
                     "busy_us": busy.as_us_f64(),
-                    "busy_pct": 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9),
+                    "busy_pct": pct,
+                    "longest_stage": stage,
                 })
             },
         );
@@ -212,9 +281,12 @@ fn print_json(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
 
 /// `op --format text|csv`: the summary row, the per-chip or per-op table, and under `--links`
 /// the link, router and critical-path reports.
-fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
+fn print_table(a: &OpArgs, s: &Summary, ran: &Ran) -> anyhow::Result<()> {
     let Summary { cluster, done, run, size, algbw, busbw, ref per_chip, verified, ref critical, .. } = *s;
     let name = s.kind.json_name();
+    if matches!(a.output.format.table(), Format::Text) {
+        out!("{}", ran.text(cluster, done, a.dim))?;
+    }
     #[derive(serde::Serialize)]
     struct Row {
         op: String,
@@ -226,6 +298,12 @@ fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         busbw_gbps: f64,
         verified: String,
         model: &'static str,
+        topology: String,
+        links: usize,
+        workers: usize,
+        packet_size: u64,
+        pages_per_packet: u64,
+        dtype: String,
     }
     let row = Row {
         op: name,
@@ -237,6 +315,12 @@ fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         busbw_gbps: busbw,
         verified: verified.map_or("-".into(), |v| v.to_string()),
         model: done.ops[0].model.as_str(),
+        topology: format!("{:?}", done.topology).to_lowercase(),
+        links: done.ops[0].links,
+        workers: done.ops[0].workers,
+        packet_size: ran.packet_bytes,
+        pages_per_packet: done.ops[0].pages_per_packet,
+        dtype: done.tensor.dtype.to_string(),
     };
     out!("{}", report::render(&[row], a.output.format.table().into()))?;
     if matches!(a.output.format.table(), Format::Text) && a.axis.is_some() {
@@ -254,9 +338,9 @@ fn print_table(a: &OpArgs, s: &Summary) -> anyhow::Result<()> {
         if matches!(a.output.format.table(), Format::Text) {
             out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
             out!("{}", resources_text(cluster, &run.resources, run.time))?;
-            if let Some((kind, what, busy)) = bound_by(cluster, &run.links, &run.resources, &run.routers) {
-                let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
-                outln!("bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the op)", busy.as_us_f64())?;
+            let busiest = bound_by(cluster, &run.links, &run.resources, &run.routers);
+            if let Some(line) = verdict_text(busiest, longest_stage(critical.as_ref()), run.time, "op") {
+                outln!("{line}")?;
             }
         }
     }
@@ -465,6 +549,44 @@ pub(crate) fn bound_by(
         .into_iter()
         .filter_map(|(kind, x)| x.map(|(name, busy)| (kind, name, busy)))
         .max_by_key(|&(_, _, busy)| busy)
+}
+
+/// The busy share of the op's time at which a resource binds it: below it, no resource is
+/// saturated and the op is bound by latency (docs/cli.md, "bound by").
+pub(crate) const SATURATED_PCT: f64 = 80.0;
+
+/// The verdict's line: bandwidth-bound by the busiest resource when it is busy at least
+/// [`SATURATED_PCT`] of `time`; otherwise latency-bound, with the critical path's longest stage
+/// (when known) and the busiest resource beside it. `of` names the span (`op`, `makespan`).
+pub(crate) fn verdict_text(
+    busiest: Option<(&'static str, String, meshsim_engine::Time)>,
+    stage: Option<&meshsim_ccl::critical::Stage>,
+    time: meshsim_engine::Time,
+    of: &str,
+) -> Option<String> {
+    let (kind, what, busy) = busiest?;
+    let pct = 100.0 * busy.as_ns_f64() / time.as_ns_f64().max(1e-9);
+    let resource = format!("{kind}, {what} ({:.3} us busy, {pct:.1} % of the {of})", busy.as_us_f64());
+    if pct >= SATURATED_PCT {
+        return Some(format!("bound by: {resource}"));
+    }
+    let longest = stage.map_or(String::new(), |s| {
+        format!(
+            " the longest stage of the critical path is {} ({:.3} us);",
+            s.name,
+            (s.end - s.start).as_us_f64()
+        )
+    });
+    Some(format!(
+        "bound by: latency (no resource busy {SATURATED_PCT:.0} % of the {of}):{longest} busiest {resource}"
+    ))
+}
+
+/// The critical path's longest stage.
+pub(crate) fn longest_stage(
+    cp: Option<&meshsim_ccl::critical::CriticalPath>,
+) -> Option<&meshsim_ccl::critical::Stage> {
+    cp?.stages.iter().max_by_key(|s| s.end - s.start)
 }
 
 fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {

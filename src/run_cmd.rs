@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use meshsim_bench::report;
 
 use crate::cli::Format;
-use crate::op_cmd::{bound_by, link_rows, op_json, op_rows, router_rows};
+use crate::op_cmd::{bound_by, link_rows, op_json, op_rows, router_rows, verdict_text};
 use crate::workload::Workload;
 use crate::{BadInput, load_cluster, load_model, write_trace};
 
@@ -69,15 +69,11 @@ pub(crate) fn run_workload(
                 if !routers.is_empty() {
                     out!("\n{}", report::render(&routers, format.into()))?;
                 }
+                let busiest = bound_by(&cluster, &run.links, &run.resources, &run.routers);
                 if matches!(format, Format::Text)
-                    && let Some((kind, what, busy)) =
-                        bound_by(&cluster, &run.links, &run.resources, &run.routers)
+                    && let Some(line) = verdict_text(busiest, None, run.makespan, "makespan")
                 {
-                    let pct = 100.0 * busy.as_ns_f64() / run.makespan.as_ns_f64().max(1e-9);
-                    outln!(
-                        "bound by: {kind}, {what} ({:.3} us busy, {pct:.1} % of the makespan)",
-                        busy.as_us_f64()
-                    )?;
+                    outln!("{line}")?;
                 }
             }
         }

@@ -22,6 +22,8 @@ pub(crate) fn topo_json(c: &Cluster) -> serde_json::Value {
     let board_rings: Vec<_> = c.board_rings().iter().map(|r| ids(c, &r.chips)).collect();
     serde_json::json!({
         "cluster": c.origin(),
+        "arch": c.arch().to_string(),
+        "link_gbps": link_gbps(c),
         "chips": c.chips().len(),
         "links": c.links().len(),
         "remote_links": c.remote_links().len(),
@@ -37,10 +39,17 @@ pub(crate) fn topo_json(c: &Cluster) -> serde_json::Value {
     })
 }
 
+/// The line rate of the cluster's links, Gb/s per direction: its architecture's built-in
+/// parameters as they apply on it (a Blackhole Galaxy's 200).
+fn link_gbps(c: &Cluster) -> u64 {
+    meshsim_hw::Params::of(c.arch()).map_or(0, |p| p.on(c).eth_link_gbps)
+}
+
 pub(crate) fn topo_text(c: &Cluster) -> String {
     let mut s = String::new();
     let chip_list = |v: Vec<u64>| v.iter().map(u64::to_string).collect::<Vec<_>>().join(" ");
     let _ = writeln!(s, "cluster   {}", c.origin());
+    let _ = writeln!(s, "arch      {}, links at {} Gb/s per direction", c.arch(), link_gbps(c));
     let _ = writeln!(s, "chips     {}", c.chips().len());
     let _ = writeln!(
         s,

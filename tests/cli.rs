@@ -315,6 +315,58 @@ mod params {
     }
 }
 
+mod what_ran {
+    use super::*;
+
+    #[test]
+    fn op_and_topo_say_what_ran_and_bound_by_means_bound() {
+        let (code, out, err) =
+            meshsim(&["op", "all-reduce", "--cluster", "t3000", "--shape", "1,1,32,8192", "--links"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.starts_with("machine   t3000 (wormhole_b0, 100 Gb/s links), fabric stack, packet model\n"),
+            "{out}"
+        );
+        assert!(out.contains("ran on    8-chip ring 0 2 6 7 3 1 5 4\n"), "{out}");
+        assert!(out.contains("packets of up to 4352 B (2 page(s) of 2048 B)"), "{out}");
+        assert!(
+            out.contains("algorithm ring + multicast (chosen by meshsim's default selection tree"),
+            "{out}"
+        );
+        let verdict = out.lines().last().unwrap();
+        let (code, js, _) = meshsim(&[
+            "op",
+            "all-reduce",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,32,8192",
+            "--links",
+            "--packet-size",
+            "2048",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0);
+        let v = json(&js);
+        assert_eq!(
+            (v["arch"].as_str(), v["link_gbps"].as_u64(), v["packet_size"].as_u64()),
+            (Some("wormhole_b0"), Some(100), Some(2048))
+        );
+        // Below 80 % busy nothing is saturated: the verdict says latency and names the stage.
+        let b = &v["bound_by"];
+        let saturated = b["busy_pct"].as_f64().unwrap() >= 80.0;
+        assert_eq!(b["bound"], if saturated { "bandwidth" } else { "latency" }, "{b}");
+        assert!(b["longest_stage"]["stage"].is_string(), "{b}");
+        assert!(
+            verdict.starts_with("bound by: latency (no resource busy 80 % of the op): the longest stage"),
+            "{verdict}"
+        );
+        let (_, topo, _) = meshsim(&["topo", "bh_galaxy"]);
+        assert!(topo.contains("arch      blackhole, links at 200 Gb/s per direction"), "{topo}");
+    }
+}
+
 mod small_errors {
     use super::*;
 
