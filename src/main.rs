@@ -195,10 +195,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             model,
             output,
         } => {
-            let suite = match suite {
-                Some(s) => s,
-                None => regress::default_suites().map_err(BadInput)?,
-            };
+            let suite = regress_cmd::suite_path(suite, update)?;
             if sim.sim_model == meshsim_ccl::op::SimModel::Flow {
                 if update || check_determinism || check_shortcuts || trace.is_some() {
                     return Err(BadInput(

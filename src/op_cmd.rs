@@ -582,6 +582,21 @@ pub(crate) fn verdict_text(
     ))
 }
 
+/// A run's verdict in a few words, as a baseline keeps it beside its time: `bandwidth: <the
+/// saturated resource> <share>`, or `latency: <longest stage> <duration>; busiest <resource>
+/// <share>`; `None` for a run that crossed no link.
+pub(crate) fn verdict_short(cluster: &Cluster, run: &meshsim_ccl::op::OpRun) -> Option<String> {
+    let (kind, what, busy) = bound_by(cluster, &run.links, &run.resources, &run.routers)?;
+    let pct = 100.0 * busy.as_ns_f64() / run.time.as_ns_f64().max(1e-9);
+    if pct >= SATURATED_PCT {
+        return Some(format!("bandwidth: {kind} {what} {pct:.1} %"));
+    }
+    let cp = meshsim_ccl::critical::critical_path(run);
+    let stage = longest_stage(cp.as_ref())
+        .map_or(String::new(), |s| format!("{} {:.3} us; ", s.name, (s.end - s.start).as_us_f64()));
+    Some(format!("latency: {stage}busiest {kind} {what} {pct:.1} %"))
+}
+
 /// The critical path's longest stage.
 pub(crate) fn longest_stage(
     cp: Option<&meshsim_ccl::critical::CriticalPath>,

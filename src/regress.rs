@@ -153,16 +153,47 @@ pub fn read_baseline(path: &Path) -> Result<Baseline, String> {
 }
 
 /// The text of a baseline file: a header, then one aligned line per scenario.
-pub fn render_baseline(suite: &str, entries: &[(String, Time)]) -> String {
+pub fn render_baseline(
+    suite: &str,
+    entries: &[(String, Time)],
+    notes: &BTreeMap<String, String>,
+    provenance: &str,
+) -> String {
     let mut s = format!(
-        "# meshsim regression baseline for {suite}.yaml: scenario, simulated time in ps (# and µs).\n\
-         # Written by `meshsim regress --update`; review changes to it like code.\n"
+        "# meshsim regression baseline for {suite}.yaml: scenario, simulated time in ps (# and µs, and\n\
+         # what bound it). Written by `meshsim regress --update`; review changes to it like code.\n\
+         # {PROVENANCE}{provenance}\n"
     );
     // A fixed column, not the longest name: adding a scenario must not realign every line.
     for (name, t) in entries {
-        let _ = writeln!(s, "{name:<40}  {:>16}  # {:.6} us", t.0, t.as_us_f64());
+        let note = notes.get(name).map_or(String::new(), |n| format!("; {n}"));
+        let _ = writeln!(s, "{name:<40}  {:>16}  # {:.6} us{note}", t.0, t.as_us_f64());
     }
     s
+}
+
+/// The comment that says which meshsim and which parameters wrote a baseline.
+pub const PROVENANCE: &str = "written by ";
+
+/// A baseline's provenance line (which meshsim and parameters wrote it) and each entry's note
+/// (what bound the scenario then), from its comments; a missing file has neither.
+pub fn read_notes(path: &Path) -> (Option<String>, BTreeMap<String, String>) {
+    let Ok(text) = std::fs::read_to_string(path) else { return (None, BTreeMap::new()) };
+    let mut provenance = None;
+    let mut notes = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(p) = line.strip_prefix("# ").and_then(|l| l.strip_prefix(PROVENANCE)) {
+            provenance = Some(p.trim().to_owned());
+            continue;
+        }
+        let Some((body, comment)) = line.split_once('#') else { continue };
+        let (Some(name), Some((_, note))) = (body.split_whitespace().next(), comment.split_once(" us; "))
+        else {
+            continue;
+        };
+        notes.insert(name.to_owned(), note.trim().to_owned());
+    }
+    (provenance, notes)
 }
 
 /// How a scenario compares with its baseline.
@@ -222,6 +253,8 @@ pub struct Ran {
     pub stats: Stats,
     /// What it measured, in full ([`crate::scenario::Outcome::fingerprint`]).
     pub fingerprint: String,
+    /// What bound it, in a few words ([`crate::op_cmd::verdict_short`]); ops only.
+    pub summary: Option<String>,
 }
 
 /// Runs the scenarios of `suites` (all of them, or those named `only`) in parallel. Bad input
@@ -243,6 +276,7 @@ pub fn run_all(
             let r = sc.run(suite.base_dir(), params, false).map(|o| Ran {
                 time: o.time,
                 fingerprint: o.fingerprint(),
+                summary: o.op.as_ref().and_then(|d| crate::op_cmd::verdict_short(&o.cluster, &d.run)),
                 stats: o.stats,
             });
             tick();
@@ -370,7 +404,7 @@ mod tests {
     #[test]
     fn baselines_round_trip_through_their_text() {
         let entries = vec![("a".to_owned(), Time(123_456_789)), ("long-name".to_owned(), Time(7))];
-        let text = render_baseline("ccl", &entries);
+        let text = render_baseline("ccl", &entries, &BTreeMap::new(), "meshsim 0.1.0");
         let path = std::env::temp_dir().join(format!("meshsim-baseline-{}.baseline", std::process::id()));
         std::fs::write(&path, &text).unwrap();
         assert_eq!(read_baseline(&path).unwrap(), entries);
@@ -387,7 +421,14 @@ mod tests {
             name: "s".into(),
             scenarios: vec![scenario("exact", 0.0), scenario("loose", 1.0), scenario("fresh", 0.0)],
         };
-        let ran = |ps| Some(Ok(Ran { time: Time(ps), stats: Stats::default(), fingerprint: String::new() }));
+        let ran = |ps| {
+            Some(Ok(Ran {
+                time: Time(ps),
+                stats: Stats::default(),
+                fingerprint: String::new(),
+                summary: None,
+            }))
+        };
         let results = vec![ran(1_000_001), ran(1_009_000), ran(5)];
         let baseline = vec![
             ("exact".to_owned(), Time(1_000_000)),

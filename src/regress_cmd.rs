@@ -45,12 +45,15 @@ pub(crate) fn run_regress(
     } else {
         0
     };
-    let rows = compare_and_update(&suites, &results, &baselines, only, update)?;
+    let rows = compare_and_update(&suites, &results, &baselines, only, (update, &provenance(&model)?))?;
     match format.table() {
         Some(f) => out!("{}", report::render(&rows, f.into()))?,
         None => out!("{}", crate::junit::render("meshsim regress", &crate::junit::gate_cases(&rows)))?,
     }
     let failing = summarise(&rows, update);
+    if !update {
+        explain_moves(suite_path, &suites, &results, &rows, &model);
+    }
     // One scenario again, for determinism and traces.
     let picked =
         only.and_then(find).or_else(|| suites.iter().find_map(|s| s.scenarios.first().map(|sc| (s, sc))));
@@ -162,25 +165,127 @@ fn compare_and_update(
     results: &[Vec<Option<Result<regress::Ran, String>>>],
     baselines: &[regress::Baseline],
     only: Option<&str>,
-    update: bool,
+    (update, provenance): (bool, &str),
 ) -> anyhow::Result<Vec<regress::Row>> {
     let mut rows = Vec::new();
     for ((suite, res), base) in suites.iter().zip(results).zip(baselines) {
         let (mut r, new_base) = regress::compare(suite, res, base, update);
+        let (written_by, mut notes) = regress::read_notes(&suite.baseline_path());
+        if let Some(w) = written_by.filter(|w| w != provenance && !update) {
+            eprintln!(
+                "meshsim: {}: the baseline was written by {w}; this is {provenance}: a move may be meshsim's or the parameters', not your change",
+                suite.name
+            );
+        }
         if only.is_some() {
             // A single scenario says nothing about the others: no missing entries.
             r.retain(|row| {
                 res.iter().zip(&suite.scenarios).any(|(x, sc)| x.is_some() && sc.name == row.scenario)
             });
         }
-        if update && (new_base != *base || !suite.baseline_path().exists()) {
-            let path = suite.baseline_path();
-            std::fs::write(&path, regress::render_baseline(&suite.name, &new_base))
+        for (sc, x) in suite.scenarios.iter().zip(res) {
+            if let Some(Ok(ran)) = x {
+                match &ran.summary {
+                    Some(s) => notes.insert(sc.name.clone(), s.clone()),
+                    None => notes.remove(&sc.name),
+                };
+            }
+        }
+        let path = suite.baseline_path();
+        let text = regress::render_baseline(&suite.name, &new_base, &notes, provenance);
+        if update && std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, text)
                 .map_err(|e| BadInput(format!("{}: cannot write the baseline: {e}", path.display())))?;
+            eprintln!("meshsim: wrote {}", path.display());
         }
         rows.extend(r);
     }
     Ok(rows)
+}
+
+/// The suites `regress` runs: `--suite`'s, else the default ones ([`regress::default_suites`]);
+/// `--update` rewrites files, so without `--suite` only suites under the working directory.
+pub(crate) fn suite_path(
+    suite: Option<std::path::PathBuf>,
+    update: bool,
+) -> anyhow::Result<std::path::PathBuf> {
+    if let Some(s) = suite {
+        return Ok(s);
+    }
+    let found = regress::default_suites().map_err(BadInput)?;
+    let cwd = std::env::current_dir().unwrap_or_default();
+    if update && !found.starts_with(&cwd) {
+        return Err(BadInput(format!(
+            "--update would rewrite the baselines of {}, outside the working directory: name them with --suite to do that",
+            found.display()
+        ))
+        .into());
+    }
+    Ok(found)
+}
+
+/// Which meshsim and parameters a run is: its version and a digest of each architecture's
+/// parameters in effect (`--params` files, else the built-in ones), as a baseline records it.
+fn provenance(model: &crate::cli::ParamsFile) -> anyhow::Result<String> {
+    let source = load_model(&model.params, model.link_gbps)?;
+    let digest = |arch: meshsim_topology::Arch| {
+        let p = source
+            .files
+            .iter()
+            .find(|(_, p)| p.arch() == arch)
+            .map(|(_, p)| p.clone())
+            .or_else(|| meshsim_hw::Params::of(arch));
+        let text = p.map(|p| serde_yaml::to_string(&p).unwrap_or_default()).unwrap_or_default()
+            + &source.link_gbps.map_or(String::new(), |g| format!("link_gbps {g}"));
+        // FNV-1a, 64 bits: a fingerprint of the text, stable across builds and platforms.
+        let h =
+            text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        format!("{arch} {h:016x}")
+    };
+    Ok(format!(
+        "meshsim {} with parameters {}, {}",
+        env!("CARGO_PKG_VERSION"),
+        digest(meshsim_topology::Arch::WormholeB0),
+        digest(meshsim_topology::Arch::Blackhole)
+    ))
+}
+
+/// For every scenario that moved: what bound it when its baseline was written and what binds it
+/// now, and the command that reproduces it (with a trace to look at).
+fn explain_moves(
+    suite_path: &Path,
+    suites: &[regress::Suite],
+    results: &[Vec<Option<Result<regress::Ran, String>>>],
+    rows: &[regress::Row],
+    model: &crate::cli::ParamsFile,
+) {
+    let params: String = model.params.iter().map(|p| format!(" --params {}", p.display())).collect();
+    for row in rows.iter().filter(|r| r.status == regress::Status::Moved) {
+        let Some((i, suite)) = suites.iter().enumerate().find(|(_, s)| s.name == row.suite) else { continue };
+        let (_, notes) = regress::read_notes(&suite.baseline_path());
+        let now = suite
+            .scenarios
+            .iter()
+            .position(|sc| sc.name == row.scenario)
+            .and_then(|j| results[i][j].as_ref())
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| r.summary.clone());
+        let was = notes.get(&row.scenario).cloned();
+        eprintln!(
+            "meshsim: {}/{} moved {:+.3} %: was {}; now {}",
+            row.suite,
+            row.scenario,
+            row.change_pct.unwrap_or(0.0),
+            was.as_deref().unwrap_or("(no note in the baseline)"),
+            now.as_deref().unwrap_or("(no link crossed)")
+        );
+        eprintln!(
+            "meshsim:   reproduce: meshsim regress --suite {} --scenario {}{params} --trace {}.json",
+            suite_path.display(),
+            row.scenario,
+            row.scenario
+        );
+    }
 }
 
 /// Prints the gate's one-line count and each failed run; returns how many rows fail it.

@@ -266,9 +266,10 @@ scenarios:
         let (code, out, _) = meshsim(&["regress", "--suite", s]);
         assert_eq!(code, 1);
         assert_eq!(out.matches(" new").count(), 3, "{out}");
-        // --update writes it; then the gate passes.
+        // --update writes it, and says so; then the gate passes.
         let (code, _, err) = meshsim(&["regress", "--suite", s, "--update"]);
         assert_eq!(code, 0, "{err}");
+        assert!(err.contains(&format!("wrote {}", baseline.display())), "{err}");
         let text = std::fs::read_to_string(&baseline).unwrap();
         assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 3, "{text}");
         let (code, out, err) = meshsim(&["regress", "--suite", s, "--check-determinism"]);
@@ -296,6 +297,39 @@ scenarios:
             ("moved", "moved", "ok")
         );
         assert!(err.contains("suite/ping, suite/gather"), "{err}");
+        // Each move says what bound the op when the baseline was written and now, and how to
+        // reproduce it.
+        assert!(err.contains("meshsim: suite/gather moved +"), "{err}");
+        assert!(err.contains("was latency: ") || err.contains("was bandwidth: "), "{err}");
+        assert!(
+            err.contains(&format!("reproduce: meshsim regress --suite {s} --scenario gather --params ")),
+            "{err}"
+        );
+        // A baseline written by another meshsim or other parameters says so.
+        let text = std::fs::read_to_string(&baseline).unwrap();
+        assert!(text.contains("# written by meshsim "), "{text}");
+        let old: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("# written by") {
+                    "# written by meshsim 0.0.1 with parameters x".to_owned()
+                } else {
+                    l.to_owned()
+                }
+            })
+            .map(|l| l + "\n")
+            .collect();
+        std::fs::write(&baseline, old).unwrap();
+        let (_, _, err) = meshsim(&["regress", "--suite", s]);
+        assert!(
+            err.contains("the baseline was written by meshsim 0.0.1 with parameters x; this is meshsim "),
+            "{err}"
+        );
+        std::fs::write(&baseline, text).unwrap();
+        // --update from a directory without suites would rewrite meshsim's own: refused.
+        let (code, _, err) = meshsim(&["regress", "--update"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("outside the working directory: name them with --suite"), "{err}");
         // The same verdicts as JUnit XML, for CI dashboards: a failure per moved scenario
         // naming how far it moved.
         let (code, xml, _) =
