@@ -136,7 +136,13 @@ fn one_line(text: &str) -> String {
     let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
     let what = first.join(" ");
     let what = what.strip_prefix("error: ").unwrap_or(&what);
-    format!("{what} (see `{path} --help`)")
+    // clap's "did you mean" for a misspelt flag or value, kept on the one line.
+    let tip = text
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("tip: "))
+        .map_or(String::new(), |t| format!("; {t}"));
+    format!("{what}{tip} (see `{path} --help`)")
 }
 
 /// The (sub)command the command line names: `meshsim op all-gather`.

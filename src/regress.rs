@@ -96,7 +96,7 @@ pub fn load_suites(path: &Path) -> Result<Vec<Suite>, String> {
                 format!(
                     "{}: {}",
                     f.display(),
-                    one_line(&meshsim_topology::input::plain_message(&e.to_string()))
+                    suggest_key(&one_line(&meshsim_topology::input::plain_message(&e.to_string())))
                 )
             })?;
             if file.scenarios.is_empty() {
@@ -112,10 +112,78 @@ pub fn load_suites(path: &Path) -> Result<Vec<Suite>, String> {
                     return Err(format!("{}: scenario '{}' is listed twice", f.display(), s.name));
                 }
             }
+            for s in file.scenarios.iter().filter(|s| s.links.is_some()) {
+                eprintln!(
+                    "meshsim: warning: {}: scenario '{}': `links` is now `num_links` (tt-metal's name, as in workloads and on the command line)",
+                    f.display(),
+                    s.name
+                );
+            }
             let name = f.file_stem().map_or("suite".into(), |s| s.to_string_lossy().into_owned());
             Ok(Suite { path: f, name, scenarios: file.scenarios })
         })
         .collect()
+}
+
+/// A scenario's keys, for "did you mean" (serde cannot list them past the flattened fault keys).
+const SCENARIO_KEYS: [&str; 39] = [
+    "name",
+    "op",
+    "cluster",
+    "params",
+    "tolerance_pct",
+    "shape",
+    "dim",
+    "dtype",
+    "topology",
+    "num_links",
+    "links",
+    "workers",
+    "bidir",
+    "redop",
+    "root",
+    "exclude_myself",
+    "in_place",
+    "select",
+    "chips",
+    "chip_ids",
+    "axis",
+    "groups",
+    "workload",
+    "pages_per_packet",
+    "buffers",
+    "memory",
+    "persistent_buffers",
+    "skew_ns",
+    "faults",
+    "random_faults",
+    "fault_seed",
+    "verify",
+    "stack",
+    "model",
+    "packet_size",
+    "size",
+    "slots",
+    "samples",
+    "packets",
+];
+
+/// A suite error naming an unknown key, with the key it most likely meant.
+fn suggest_key(message: &str) -> String {
+    let Some(at) = message.find("unknown field `") else { return message.to_owned() };
+    let rest = &message[at + "unknown field `".len()..];
+    let (Some(end), false) = (rest.find('`'), message.contains("did you mean")) else {
+        return message.to_owned();
+    };
+    let extra = ["to_worker", "hops", "unmerged"];
+    match meshsim_topology::input::did_you_mean(&rest[..end], SCENARIO_KEYS.iter().chain(&extra).copied()) {
+        Some(m) => message.replacen(
+            &format!("`{}`", &rest[..end]),
+            &format!("`{}` (did you mean `{m}`?)", &rest[..end]),
+            1,
+        ),
+        None => message.to_owned(),
+    }
 }
 
 fn one_line(s: &str) -> String {

@@ -95,7 +95,9 @@ pub struct Scenario {
     pub dtype: Option<DType>,
     /// Op: `ring` or `line`.
     pub topology: Option<Topology>,
-    /// Op: links per hop.
+    /// Op: links per hop (tt-metal's `num_links`).
+    pub num_links: Option<usize>,
+    /// Op: `num_links`' old name, read with a warning.
     pub links: Option<usize>,
     /// Op: worker pairs per link.
     pub workers: Option<usize>,
@@ -361,6 +363,7 @@ impl Scenario {
             ("dtype", self.dtype.is_some()),
             ("topology", self.topology.is_some()),
             ("links", self.links.is_some()),
+            ("num_links", self.num_links.is_some()),
             ("workers", self.workers.is_some()),
             ("chips", self.chips.is_some()),
             ("chip_ids", self.chip_ids.is_some()),
@@ -574,6 +577,11 @@ impl Scenario {
 
     /// The op's knobs; those left out take the library's defaults (`Knobs::default`).
     fn knobs(&self) -> Result<Knobs, RunError> {
+        if self.links.is_some() && self.num_links.is_some() {
+            return Err(RunError::Bad(
+                "num_links and links (its old name) are both given: keep num_links".into(),
+            ));
+        }
         let bidir: Option<Bidir> = match &self.bidir {
             None => None,
             Some(BidirValue::Mode(m)) => Some(*m),
@@ -583,7 +591,7 @@ impl Scenario {
         };
         let d = Knobs::default();
         Ok(Knobs {
-            links: self.links.or(d.links),
+            links: self.num_links.or(self.links).or(d.links),
             workers: self.workers.or(d.workers),
             bidir,
             pages_per_packet: self.pages_per_packet,

@@ -136,8 +136,12 @@ pub fn deserialize_dim<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<
 impl<'de> Deserialize<'de> for OpKind {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        OpKind::named(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown op '{s}' ({})", OpKind::names())))
+        OpKind::named(&s).ok_or_else(|| {
+            let names = OpKind::names();
+            let hint = meshsim_topology::input::did_you_mean(&s, names.split(", "))
+                .map_or(String::new(), |m| format!(": did you mean `{m}`?"));
+            serde::de::Error::custom(format!("unknown op '{s}' ({names}){hint}"))
+        })
     }
 }
 
@@ -195,8 +199,12 @@ impl<'de> Deserialize<'de> for Kind {
         }
         Kind::OTHERS.iter().find(|(_, n)| *n == s).map(|(k, _)| *k).ok_or_else(|| {
             let others: Vec<&str> = Kind::OTHERS.iter().map(|(_, n)| *n).collect();
+            let names = OpKind::names();
+            let all = names.split(", ").chain(others.iter().copied());
+            let hint = meshsim_topology::input::did_you_mean(&s, all)
+                .map_or(String::new(), |m| format!(": did you mean `{m}`?"));
             serde::de::Error::custom(format!(
-                "unknown variant `{s}` ({}, {})",
+                "unknown variant `{s}`{hint} ({}, {})",
                 OpKind::names(),
                 others.join(", ")
             ))

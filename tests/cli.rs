@@ -417,6 +417,26 @@ mod small_errors {
         }
         let (_, help, _) = meshsim(&["op", "--help"]);
         assert!(help.contains("erisc-stall:CHIP:CHAN@TIME_US:STALL_US"), "--fault's help lists every kind");
+        // A misspelt flag, op or key names the one meant; the old `links` of suites still runs.
+        let (_, _, err) = meshsim(&["op", "all-gather", "--shape", "1,1,32,1024", "--topolgy", "ring"]);
+        assert!(err.contains("a similar argument exists: '--topology'"), "{err}");
+        let w = file("misspelt.yaml", b"cluster: t3000\nops:\n  - {name: a, op: all-gather, comm: {all: true}, shape: [1, 1, 32, 1024], num_linkz: 1}\n");
+        let (code, _, err) = meshsim(&["run", w.to_str().unwrap()]);
+        assert_eq!(code, 2);
+        assert!(err.contains("unknown field `num_linkz` (did you mean `num_links`?)"), "{err}");
+        let suite = file(
+            "old-links.yaml",
+            b"scenarios:\n  - {name: a, op: all-gather, cluster: t3000, shape: [1, 1, 32, 1024], links: 1}\n",
+        );
+        let (_, _, err) = meshsim(&["regress", "--suite", suite.to_str().unwrap()]);
+        assert!(err.contains("`links` is now `num_links`"), "{err}");
+        let suite = file(
+            "misspelt-op.yaml",
+            b"scenarios:\n  - {name: a, op: all-gater, cluster: t3000, shape: [1, 1, 32, 1024]}\n",
+        );
+        let (code, _, err) = meshsim(&["regress", "--suite", suite.to_str().unwrap()]);
+        assert_eq!((code, err.lines().count()), (2, 1));
+        assert!(err.contains("did you mean `all-gather`?"), "{err}");
     }
 }
 

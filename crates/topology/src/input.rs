@@ -114,6 +114,7 @@ pub fn from_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_
 /// A YAML parser's message in the words of the file, not of the Rust types it is read into:
 /// `expected u64` becomes `expected a whole number from 0 to 18446744073709551615`, and so on.
 pub fn plain_message(message: &str) -> String {
+    let message = &suggest_known(message);
     const TYPES: [(&str, &str); 10] = [
         ("u8", "a whole number from 0 to 255"),
         ("u16", "a whole number from 0 to 65535"),
@@ -146,8 +147,75 @@ pub fn plain_message(message: &str) -> String {
     out
 }
 
+/// The candidate closest to `word` if it is a likely misspelling of it (an edit distance of at
+/// most a third of its length, at least 1; or one holding the other with `_`/`-` swapped).
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let w = norm(word);
+    let most = (w.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&w, &norm(c)), c))
+        .filter(|&(d, _)| d <= most)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance between two strings, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" (and its `variant` twin) with the list
+/// replaced by the one it most likely meant, when one is close.
+fn suggest_known(message: &str) -> String {
+    for kind in ["unknown field `", "unknown variant `"] {
+        let Some(at) = message.find(kind) else { continue };
+        let rest = &message[at + kind.len()..];
+        let Some(end) = rest.find('`') else { continue };
+        let word = &rest[..end];
+        let after = &rest[end + 1..];
+        let Some(list) =
+            after.strip_prefix(", expected one of ").or_else(|| after.strip_prefix(", expected "))
+        else {
+            continue;
+        };
+        // The list ends where the location (" at line") or the message does.
+        let list_end = list.find(" at line").unwrap_or(list.len());
+        let names: Vec<&str> = list[..list_end].split('`').skip(1).step_by(2).collect();
+        if let Some(m) = did_you_mean(word, names.iter().copied()) {
+            return format!("{}{kind}{word}` (did you mean `{m}`?){}", &message[..at], &list[list_end..]);
+        }
+    }
+    message.to_owned()
+}
+
 #[cfg(test)]
 mod message_tests {
+    #[test]
+    fn misspelt_keys_and_values_name_what_was_meant() {
+        assert_eq!(super::did_you_mean("num_linkz", ["name", "num_links", "workers"]), Some("num_links"));
+        assert_eq!(super::did_you_mean("all_gater", ["all-gather", "reduce-scatter"]), Some("all-gather"));
+        assert_eq!(super::did_you_mean("frobnicate", ["name", "num_links"]), None);
+        assert_eq!(
+            super::plain_message(
+                "ops[0]: unknown field `num_linkz`, expected one of `name`, `num_links` at line 3 column 7"
+            ),
+            "ops[0]: unknown field `num_linkz` (did you mean `num_links`?) at line 3 column 7"
+        );
+        let far = "unknown field `zzz`, expected `a` or `b`";
+        assert_eq!(super::plain_message(far), far);
+    }
+
     #[test]
     fn deep_flow_nesting_is_refused_in_linear_time_naming_the_place() {
         // 200,000 levels (400 KB) took minutes in the parser; the scan refuses it at once.
