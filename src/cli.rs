@@ -192,6 +192,10 @@ pub(crate) struct Cli {
     /// counter update): slower, and the same results — the shortcuts' check.
     #[arg(long, global = true)]
     pub(crate) exact: bool,
+    /// When a simulation deadlocks, print every stalled kernel and what it waits for, not the
+    /// one-line summary.
+    #[arg(long, global = true)]
+    pub(crate) full_report: bool,
 }
 
 #[derive(Subcommand)]

@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(&e),
     };
+    let full_report = cli.full_report;
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -71,10 +72,54 @@ fn main() -> ExitCode {
                 eprintln!("meshsim: {o}");
                 return ExitCode::FAILURE;
             }
-            eprintln!("meshsim: {e}");
+            match e.downcast_ref::<meshsim_ccl::op::CclError>().and_then(deadlock_summary) {
+                Some(summary) if !full_report => eprintln!("meshsim: {summary}"),
+                _ => eprintln!("meshsim: {e}"),
+            }
             exit_code(&e)
         }
     }
+}
+
+/// A deadlock's report in one line: how many kernels stalled on which chips (the ERISC ones —
+/// routers, EDMs — and the workers'), which kernels, the first stalled one and what it waits
+/// for, the faults in force; `--full-report` prints every stalled kernel instead.
+fn deadlock_summary(e: &meshsim_ccl::op::CclError) -> Option<String> {
+    use meshsim_engine::SimError;
+    let meshsim_ccl::op::CclError::Simulation { error: SimError::Deadlock { at, stalled }, faults } = e
+    else {
+        return None;
+    };
+    let first = stalled.first()?;
+    let part = |t: &str, i: usize| t.split('/').nth(i).unwrap_or("").to_owned();
+    let mut chips: Vec<String> = stalled.iter().map(|s| part(&s.task, 0)).collect();
+    chips.dedup();
+    chips.sort();
+    chips.dedup();
+    let erisc = stalled.iter().filter(|s| part(&s.task, 1).starts_with("eth")).count();
+    let mut kernels: Vec<String> = stalled
+        .iter()
+        .map(|s| {
+            s.task.splitn(3, '/').nth(2).unwrap_or(&s.task).split(" plane").next().unwrap_or("").to_owned()
+        })
+        .collect();
+    kernels.sort();
+    kernels.dedup();
+    let shown = kernels.iter().take(6).cloned().collect::<Vec<_>>().join(", ");
+    let more = if kernels.len() > 6 { format!(" and {} more", kernels.len() - 6) } else { String::new() };
+    let waits = match &first.waits_for {
+        meshsim_engine::Stall::AnyOf(words) => format!("any of {} words", words.len()),
+        other => other.to_string(),
+    };
+    let faults =
+        if faults.is_empty() { String::new() } else { format!("; faults injected: {}", faults.join(", ")) };
+    Some(format!(
+        "simulation failed: deadlock at {at}: {} kernels stalled on {} ({erisc} on Ethernet cores, {} on workers): {shown}{more}; first '{}' waits for {waits}{faults} (every kernel and word: --full-report)",
+        stalled.len(),
+        chips.join(", "),
+        stalled.len() - erisc,
+        first.task,
+    ))
 }
 
 /// The exit code an error's type says: 2 for bad input (the user's, or a request the library

@@ -745,8 +745,31 @@ mod faults {
             assert_eq!(code, 1, "{stack}: {err}");
             assert!(out.is_empty());
             assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(err.contains("deadlock") && err.contains("stalled: 'chip"), "{stack}: {err}");
-            assert!(err.ends_with("faults injected: link-down:0:6@20\n"), "{stack}: {err}");
+            // The summary: how many stalled where, which kernels, the first's wait, the fault.
+            assert!(err.contains("deadlock") && err.contains("kernels stalled on chip0"), "{stack}: {err}");
+            assert!(err.contains("; first 'chip"), "{stack}: {err}");
+            assert!(
+                err.contains("faults injected: link-down:0:6@20 (every kernel and word: --full-report)"),
+                "{stack}: {err}"
+            );
+            assert!(err.len() < 600, "{stack}: {err}");
+            // The full report names every stalled kernel and word.
+            let (code, _, full) = meshsim(&[
+                "op",
+                "all-gather",
+                "--shape",
+                "1,1,256,4096",
+                "--stack",
+                stack,
+                "--fault",
+                "link-down:0:6@20",
+                "--full-report",
+            ]);
+            assert_eq!((code, full.lines().count()), (1, 1));
+            assert!(
+                full.contains("stalled: 'chip") && full.ends_with("faults injected: link-down:0:6@20\n"),
+                "{stack}: {full}"
+            );
         }
     }
 

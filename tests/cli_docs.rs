@@ -28,9 +28,10 @@ const COMMANDS: [&str; 17] = [
     "bench dram",
 ];
 
-/// Flags documented once for every command that takes them: `--exact` (global, "Exact
-/// shortcuts") and `--link-gbps` (beside `--params`, "Clusters"); and clap's own.
-const SHARED: [&str; 4] = ["--exact", "--link-gbps", "--help", "--version"];
+/// Flags documented once for every command that takes them: `--exact` and `--full-report`
+/// (global: "Exact shortcuts", "Exit codes") and `--link-gbps` (beside `--params`, "Clusters");
+/// and clap's own.
+const SHARED: [&str; 5] = ["--exact", "--full-report", "--link-gbps", "--help", "--version"];
 
 /// docs/cli.md's sections by command: the text under each `## `meshsim CMD ...`` (and
 /// `### `meshsim bench SUB ...``) heading up to the next heading of that level or above; a
