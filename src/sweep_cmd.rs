@@ -103,6 +103,9 @@ pub(crate) struct PointRecord {
     row: SweepRow,
     op: String,
     layout: String,
+    /// The first communicator's chips, in rank order (points written before it had none).
+    #[serde(default)]
+    chip_ids: Vec<u64>,
     series_index: usize,
     min_bytes: u64,
     max_bytes: u64,
@@ -180,6 +183,7 @@ pub(crate) fn series_of(
             cluster: p.cluster.clone(),
             chips: p.chips,
             layout: p.layout.clone(),
+            chip_ids: p.chip_ids.clone(),
             dtype: p.row.dtype.clone(),
             num_links: p.num_links,
             workers: p.workers,
@@ -241,6 +245,8 @@ pub(crate) struct SweepSeries {
     chips: usize,
     /// `ring`, `line`, or with --axis `4 rows x line`.
     layout: String,
+    /// The (first) communicator's chip ids, in rank order.
+    chip_ids: Vec<u64>,
     dtype: String,
     num_links: usize,
     /// Workers per link and direction; `None`: tt-metal's default.
@@ -256,6 +262,9 @@ struct SeriesRow<'a> {
     /// The model that simulated it (`packet`, `flow`).
     model: &'static str,
     chips: usize,
+    /// `ring`, `line`, or with --axis `4 rows x line`; and the (first) communicator's chips.
+    topology: &'a str,
+    chip_ids: String,
     num_links: usize,
     workers: Option<usize>,
     #[serde(flatten)]
@@ -426,6 +435,7 @@ pub(crate) fn run_sweep(
             row: row.clone(),
             op: header.op.clone(),
             layout: layout.clone(),
+            chip_ids: crate::ids(&c, spec.comms[0].chips()),
             series_index: j,
             min_bytes: header.min,
             max_bytes: header.max,
@@ -448,6 +458,7 @@ pub(crate) fn run_sweep(
             cluster: name,
             chips: spec.ranks(),
             layout,
+            chip_ids: crate::ids(&c, spec.comms[0].chips()),
             dtype: spec.dtype.to_string(),
             num_links,
             workers: spec.workers,
@@ -612,6 +623,31 @@ fn nccl_time(us: f64) -> String {
     }
 }
 
+/// A series' text header: the op, machine, communicator and knobs, then nccl-tests' sizes line.
+fn series_header(k: &SweepHeader, se: &SweepSeries) -> String {
+    let chips = if se.chip_ids.is_empty() {
+        "not recorded".to_owned()
+    } else {
+        se.chip_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(" ")
+    };
+    format!(
+        "# meshsim {} on {} ({} chips, {}), {}, num_links {}, workers {}\n\
+         # chips {chips}\n\
+         # minBytes {} maxBytes {} step: {}(factor) simulated: 1 run per size, {} model, timing mode, no data check\n#\n",
+        k.op,
+        se.cluster,
+        se.chips,
+        se.layout,
+        se.dtype,
+        se.num_links,
+        se.workers.map_or("default (by size)".into(), |w| w.to_string()),
+        k.min,
+        k.max,
+        k.factor,
+        k.model
+    )
+}
+
 /// Renders a sweep: nccl-tests' table per series as text; one flat table with series columns
 /// as CSV or JSON.
 pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Format) -> String {
@@ -624,6 +660,8 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
                     cluster: &s.cluster,
                     model: k.model.as_str(),
                     chips: s.chips,
+                    topology: &s.layout,
+                    chip_ids: s.chip_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(" "),
                     num_links: s.num_links,
                     workers: s.workers,
                     row,
@@ -634,22 +672,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
     }
     let mut s = String::new();
     for se in series {
-        let _ = writeln!(
-            s,
-            "# meshsim {} on {} ({} chips, {}), {}, num_links {}, workers {}\n\
-             # minBytes {} maxBytes {} step: {}(factor) simulated: 1 run per size, {} model, timing mode, no data check\n#",
-            k.op,
-            se.cluster,
-            se.chips,
-            se.layout,
-            se.dtype,
-            se.num_links,
-            se.workers.map_or("default".into(), |w| w.to_string()),
-            k.min,
-            k.max,
-            k.factor,
-            k.model
-        );
+        s.push_str(&series_header(k, se));
         s.push_str(&rounding_note(k, se));
         s.push_str("#                                                              out-of-place                       in-place          
 ");
@@ -797,6 +820,7 @@ mod tests {
             cluster: "t3000".into(),
             chips: 8,
             layout: "ring".into(),
+            chip_ids: vec![0, 2, 6, 7, 3, 1, 5, 4],
             dtype: "bfp8".into(),
             num_links: 1,
             workers: Some(1),

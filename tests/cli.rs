@@ -797,11 +797,11 @@ mod collective {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             lines[0],
-            "series,cluster,model,chips,num_links,workers,size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps"
+            "series,cluster,model,chips,topology,chip_ids,num_links,workers,size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps"
         );
         assert_eq!(lines.len(), 4, "{out}");
         let sizes: Vec<u64> =
-            lines[1..].iter().map(|l| l.split(',').nth(6).unwrap().parse().unwrap()).collect();
+            lines[1..].iter().map(|l| l.split(',').nth(8).unwrap().parse().unwrap()).collect();
         assert!(sizes.windows(2).all(|w| w[0] < w[1]) && sizes[0] >= 65536, "{sizes:?}");
         let path = std::env::temp_dir().join(format!("meshsim-cli-{}-sweep.svg", std::process::id()));
         let (code, _, err) = meshsim(&[
