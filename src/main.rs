@@ -93,7 +93,6 @@ fn deadlock_summary(e: &meshsim_ccl::op::CclError) -> Option<String> {
     let first = stalled.first()?;
     let part = |t: &str, i: usize| t.split('/').nth(i).unwrap_or("").to_owned();
     let mut chips: Vec<String> = stalled.iter().map(|s| part(&s.task, 0)).collect();
-    chips.dedup();
     chips.sort();
     chips.dedup();
     let erisc = stalled.iter().filter(|s| part(&s.task, 1).starts_with("eth")).count();

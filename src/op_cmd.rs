@@ -9,7 +9,7 @@ use meshsim_bench::report;
 use meshsim_topology::Cluster;
 
 use crate::cli::{Format, OpArgs};
-use crate::scenario::{self, BidirValue, Kind, OpKind, RunError, Scenario};
+use crate::scenario::{self, BidirValue, OpKind, RunError, Scenario};
 use crate::{BadInput, ids, write_trace};
 
 pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
@@ -41,7 +41,7 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
         out!("{}", crate::ops_report::render(cluster, &[op])?)?;
         return Ok(verified_exit(&done.run));
     }
-    let ran = Ran::of(&a, cluster, &model.on(cluster), done);
+    let ran = WhatRan::of(&a, cluster, &model.on(cluster), done);
     let summary = Summary::of(a.op, cluster, done);
     match a.output.format.table() {
         Format::Json => print_json(&a, &summary, &ran)?,
@@ -62,17 +62,11 @@ fn verified_exit(run: &meshsim_ccl::op::OpRun) -> ExitCode {
 /// The scenario `op`'s flags describe.
 fn scenario_of(a: &OpArgs) -> Scenario {
     Scenario {
-        name: a.op.name().into(),
-        op: Kind::Op(a.op),
-        cluster: a.cluster.clone(),
-        params: None,
-        tolerance_pct: 0.0,
         shape: Some(a.shape.clone()),
         dim: Some(a.dim),
         dtype: Some(a.dtype),
         topology: a.topology,
         num_links: a.num_links,
-        links: None,
         workers: a.workers,
         bidir: a.bidir.map(BidirValue::Mode),
         redop: a.redop,
@@ -83,8 +77,6 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         chips: a.chips,
         chip_ids: a.chip_ids.clone(),
         axis: a.axis.map(usize::from),
-        groups: None,
-        workload: None,
         pages_per_packet: a.knobs.pages_per_packet,
         buffers: a.knobs.buffers,
         memory: Some(a.knobs.memory.unwrap_or(meshsim_ccl::tensor::Memory::Dram)),
@@ -95,13 +87,7 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         stack: a.stack,
         model: Some(a.sim.sim_model),
         packet_size: a.knobs.packet_size.map(crate::scenario::Size::Bytes),
-        size: None,
-        slots: None,
-        samples: None,
-        packets: None,
-        to_worker: None,
-        hops: None,
-        unmerged: None,
+        ..Scenario::op(a.op, &a.cluster)
     }
 }
 
@@ -116,7 +102,7 @@ struct Chip {
 
 /// What ran, beyond the op's own row: the machine's architecture and link rate, the packet size
 /// and the rule that chose the algorithm (docs/cli.md, "what ran").
-struct Ran {
+struct WhatRan {
     arch: String,
     link_gbps: u64,
     /// The fabric routers' packet payload (the knob or the architecture's default); on the EDM
@@ -126,8 +112,8 @@ struct Ran {
     selected_by: String,
 }
 
-impl Ran {
-    fn of(a: &OpArgs, cluster: &Cluster, params: &meshsim_hw::Params, done: &scenario::OpDone) -> Ran {
+impl WhatRan {
+    fn of(a: &OpArgs, cluster: &Cluster, params: &meshsim_hw::Params, done: &scenario::OpDone) -> WhatRan {
         let o = &done.ops[0];
         let fabric = o.transport == meshsim_ccl::op::Stack::Fabric.as_str();
         let packet_bytes = if fabric {
@@ -139,7 +125,12 @@ impl Ran {
             Some(p) => format!("the selection tree {}", p.display()),
             None => "meshsim's default selection tree and tt-metal's factory rules".into(),
         };
-        Ran { arch: cluster.arch().to_string(), link_gbps: params.eth_link_gbps, packet_bytes, selected_by }
+        WhatRan {
+            arch: cluster.arch().to_string(),
+            link_gbps: params.eth_link_gbps,
+            packet_bytes,
+            selected_by,
+        }
     }
 
     /// The text header: the machine, the communicator, and every knob as it ran.
@@ -211,7 +202,7 @@ impl<'a> Summary<'a> {
 }
 
 /// `op --format json`: one object, with the link report's parts under `--links`.
-fn print_json(a: &OpArgs, s: &Summary, ran: &Ran) -> anyhow::Result<()> {
+fn print_json(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
     let Summary { kind, cluster, done, run, size, algbw, busbw, ref per_chip, verified, ref critical } = *s;
     let name = kind.json_name();
     let mut json = serde_json::json!({
@@ -282,7 +273,7 @@ fn print_json(a: &OpArgs, s: &Summary, ran: &Ran) -> anyhow::Result<()> {
 
 /// `op --format text|csv`: the summary row, the per-chip or per-op table, and under `--links`
 /// the link, router and critical-path reports.
-fn print_table(a: &OpArgs, s: &Summary, ran: &Ran) -> anyhow::Result<()> {
+fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
     let Summary { cluster, done, run, size, algbw, busbw, ref per_chip, verified, ref critical, .. } = *s;
     let name = s.kind.json_name();
     if matches!(a.output.format.table(), Format::Text) {

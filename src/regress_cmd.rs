@@ -45,7 +45,8 @@ pub(crate) fn run_regress(
     } else {
         0
     };
-    let rows = compare_and_update(&suites, &results, &baselines, only, (update, &provenance(&model)?))?;
+    let rows =
+        compare_and_update(&suites, &results, &baselines, only, (update, &provenance(params.as_ref())))?;
     match format.table() {
         Some(f) => out!("{}", report::render(&rows, f.into()))?,
         None => out!("{}", crate::junit::render("meshsim regress", &crate::junit::gate_cases(&rows)))?,
@@ -226,8 +227,9 @@ pub(crate) fn suite_path(
 
 /// Which meshsim and parameters a run is: its version and a digest of each architecture's
 /// parameters in effect (`--params` files, else the built-in ones), as a baseline records it.
-fn provenance(model: &crate::cli::ParamsFile) -> anyhow::Result<String> {
-    let source = load_model(&model.params, model.link_gbps)?;
+fn provenance(source: Option<&scenario::ParamSource>) -> String {
+    let builtin = scenario::ParamSource::default();
+    let source = source.unwrap_or(&builtin);
     let digest = |arch: meshsim_topology::Arch| {
         let p = source
             .files
@@ -237,17 +239,16 @@ fn provenance(model: &crate::cli::ParamsFile) -> anyhow::Result<String> {
             .or_else(|| meshsim_hw::Params::of(arch));
         let text = p.map(|p| serde_yaml::to_string(&p).unwrap_or_default()).unwrap_or_default()
             + &source.link_gbps.map_or(String::new(), |g| format!("link_gbps {g}"));
-        // FNV-1a, 64 bits: a fingerprint of the text, stable across builds and platforms.
-        let h =
-            text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        // The event log's hash: a fingerprint stable across builds and platforms.
+        let h = meshsim_engine::fnv1a(text.as_bytes());
         format!("{arch} {h:016x}")
     };
-    Ok(format!(
+    format!(
         "meshsim {} with parameters {}, {}",
         env!("CARGO_PKG_VERSION"),
         digest(meshsim_topology::Arch::WormholeB0),
         digest(meshsim_topology::Arch::Blackhole)
-    ))
+    )
 }
 
 /// For every scenario that moved: what bound it when its baseline was written and what binds it

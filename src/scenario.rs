@@ -354,6 +354,53 @@ impl ParamSource {
 }
 
 impl Scenario {
+    /// An op scenario named after `op` on `cluster` with every other key left out (each takes
+    /// its default): what `meshsim op` and `meshsim replay` fill in.
+    pub fn op(op: OpKind, cluster: &str) -> Scenario {
+        Scenario {
+            name: op.name().into(),
+            op: Kind::Op(op),
+            cluster: cluster.to_owned(),
+            params: None,
+            tolerance_pct: 0.0,
+            shape: None,
+            dim: None,
+            dtype: None,
+            topology: None,
+            num_links: None,
+            links: None,
+            workers: None,
+            bidir: None,
+            redop: None,
+            root: None,
+            exclude_myself: None,
+            in_place: None,
+            select: None,
+            chips: None,
+            chip_ids: None,
+            axis: None,
+            groups: None,
+            workload: None,
+            pages_per_packet: None,
+            buffers: None,
+            memory: None,
+            persistent_buffers: None,
+            skew_ns: None,
+            faults: FaultKnobs::default(),
+            verify: None,
+            stack: None,
+            model: None,
+            packet_size: None,
+            size: None,
+            slots: None,
+            samples: None,
+            packets: None,
+            to_worker: None,
+            hops: None,
+            unmerged: None,
+        }
+    }
+
     /// Fields set that `op` does not take, by name.
     fn stray_fields(&self) -> Vec<&'static str> {
         let op = self.op.op();

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::BadInput;
 use crate::cli::ReplayArgs;
-use crate::scenario::{Kind, RunError, Scenario, Size};
+use crate::scenario::{RunError, Scenario, Size};
 use ccl::{CclOp, Instance};
 use place::{Machine, Mesh};
 use report::Report;
@@ -256,46 +256,22 @@ fn resolve(
 /// The scenario that runs `op` on `groups` of `cluster`.
 fn scenario(cluster: &str, a: &ReplayArgs, op: &CclOp, groups: &[Vec<u64>]) -> Scenario {
     Scenario {
-        name: op.kind.name().into(),
-        op: Kind::Op(op.kind),
-        cluster: cluster.to_owned(),
-        params: None,
-        tolerance_pct: 0.0,
         shape: Some(op.shape.to_vec()),
         dim: Some(op.dim),
         dtype: Some(op.dtype),
         topology: op.topology,
         num_links: op.links,
-        links: None,
         workers: op.workers,
-        bidir: None,
-        redop: None,
         root: op.root,
-        exclude_myself: None,
-        in_place: None,
-        select: None,
-        chips: None,
-        chip_ids: None,
-        axis: None,
         groups: Some(groups.to_vec()),
-        workload: None,
         pages_per_packet: a.knobs.pages_per_packet,
         buffers: a.knobs.buffers,
         memory: Some(op.memory),
         persistent_buffers: op.persistent_buffers.then_some(true),
         skew_ns: Some(a.knobs.skew_ns).filter(|&s| s > 0),
-        faults: Default::default(),
-        verify: None,
-        stack: None,
         model: Some(a.sim.sim_model),
         packet_size: op.packet_size.map(Size::Bytes),
-        size: None,
-        slots: None,
-        samples: None,
-        packets: None,
-        to_worker: None,
-        hops: None,
-        unmerged: None,
+        ..Scenario::op(op.kind, cluster)
     }
 }
 

@@ -39,6 +39,6 @@ pub use memory::{Cond, MemError, MemSpace, Memory};
 pub use queue::EventQueue;
 pub use sim::{
     Ctx, Delay, NoWorld, Scheduler, SignalId, Sim, SimError, Stall, Stalled, Stats, TaskError, TaskEvent,
-    TaskEventKind, TaskId, TaskResult, WaitAny, WaitSignal, WaitWord, World, set_shortcuts_by_default,
+    TaskEventKind, TaskId, TaskResult, WaitAny, WaitSignal, WaitWord, World, fnv1a, set_shortcuts_by_default,
 };
 pub use time::{ClockDomain, Cycles, Time};

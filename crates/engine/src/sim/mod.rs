@@ -185,6 +185,17 @@ impl Stats {
     }
 }
 
+/// The 64-bit FNV-1a hash of `bytes`, as the event log is hashed: stable across runs,
+/// platforms and Rust versions (a fingerprint, not a cryptographic hash).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h = Fnv(FNV_OFFSET);
+    h.write(bytes);
+    h.0
+}
+
+/// FNV-1a's offset basis.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// A 64-bit FNV-1a hasher: stable across runs, platforms and Rust versions.
 #[derive(Clone, Copy)]
 struct Fnv(u64);
@@ -244,7 +255,7 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
             current: None,
             live_tasks: 0,
             poll_latency: Time::ZERO,
-            stats: Stats { log_hash: Fnv(0xcbf2_9ce4_8422_2325).0, ..Stats::default() },
+            stats: Stats { log_hash: Fnv(FNV_OFFSET).0, ..Stats::default() },
             trace: None,
             cur_seq: 0,
             deferred: Deferred::default(),
