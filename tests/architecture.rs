@@ -28,11 +28,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "run",
         "the Tensix mux's service loop; every packet of a muxed worker passes it",
     ),
-    (
-        "crates/ccl/src/fabric/reduce.rs",
-        "side",
-        "a reduce-scatter direction kernel's wave loop, which every reduced packet passes",
-    ),
 ];
 
 const MAX_FILE_LINES: usize = 1000;

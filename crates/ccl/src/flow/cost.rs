@@ -266,24 +266,6 @@ impl Costs<'_> {
         self.cyc((p * issue).max(issue + (self.p.noc_inject_cycles as f64) + p * self.flits(page)))
     }
 
-    /// Per packet, a reduce-scatter owner (`fabric/reduce.rs`, `owner`): one core that, once a
-    /// packet's reads are in, issues the next packet's `operands` x `pages` page reads, sums
-    /// the packet's `sides` partials into its own pages and writes them out, waiting for the
-    /// writes to leave before the next reads reuse their buffer; the reads run in the
-    /// background of all that, so they bind only when they take longer.
-    pub fn owner(
-        &self,
-        operands: u64,
-        sides: u64,
-        pages: u64,
-        page: u64,
-        round_hops: f64,
-        dram: bool,
-    ) -> f64 {
-        let work = self.read_issues(operands * pages) + self.reduce(pages * sides) + self.writes(pages, page);
-        work.max(self.reads(operands * pages, page, round_hops, dram))
-    }
-
     /// A worker that reads a window of packets ahead while it sends (the relay all-gather's
     /// and the reduce-scatter's): per packet its issues — `reads` page reads, `local` local
     /// writes, the three commands of a send — and `reduced` pages summed on its Tensix.
@@ -367,11 +349,6 @@ impl Costs<'_> {
         self.cyc(n as f64 * (self.p.noc_issue_cycles as f64))
     }
 
-    /// `n` NoC reads a worker issues.
-    pub fn read_issues(&self, n: u64) -> f64 {
-        self.cyc(n as f64 * (self.p.noc_read_issue_cycles as f64))
-    }
-
     /// A Tensix mux's work per packet it forwards: the send into the router slot, the blocking
     /// flush of its writes, and the credit it returns to its client.
     pub fn mux(&self, pages: u64, page: u64) -> f64 {
@@ -444,25 +421,6 @@ mod tests {
         assert!(large > small + 100_000.0, "{large} vs {small}");
         let line = Costs { ring: false, ..c };
         assert_eq!(line.send(4096), line.send(0));
-    }
-
-    /// A reduce-scatter owner is its one core's whole loop: where its sums bind, each tile
-    /// more to sum costs the owner that tile's time, one for one; where they are cheap, its
-    /// reads, which run a packet ahead, bind instead.
-    #[test]
-    fn an_owner_pays_its_sums_one_for_one_or_waits_for_its_reads() {
-        let c = wormhole();
-        let (page, hops) = (2048, 22.0);
-        let with = |cycles: u64| Costs {
-            p: Box::leak(Box::new(Params { tile_reduce_cycles: cycles, ..c.p.clone() })),
-            ..c
-        };
-        let (dear, dearer) = (with(256), with(512));
-        let step = dearer.owner(3, 2, 2, page, hops, true) - dear.owner(3, 2, 2, page, hops, true);
-        assert!((step - (dearer.reduce(4) - dear.reduce(4))).abs() < 1e-6, "{step}");
-        assert!(dear.owner(3, 2, 2, page, hops, true) > dear.reads(3 * 2, page, hops, true));
-        let idle = with(0);
-        assert_eq!(idle.owner(3, 2, 2, page, hops, true), idle.reads(3 * 2, page, hops, true));
     }
 
     /// The receiver's DMA of a packet's last MTU piece is paid when that piece is full too

@@ -24,13 +24,15 @@ use meshsim_engine::Time;
 use meshsim_hw::noc::Noc;
 use meshsim_topology::ChipIdx;
 
+mod rs;
+
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
 use crate::fabric::algo::Algo;
 use crate::fabric::lines::{fabric_lines, runs_closed, session_payload};
 use crate::fabric::schedule::{
-    A2A_WINDOW, ChunkSender, DIRECT_REDUCERS, Multicaster, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_WINDOW,
-    RelayLane, RsLane, Schedule, Work, packets, side_lengths,
+    A2A_WINDOW, ChunkSender, DIRECT_REDUCERS, Multicaster, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RelayLane,
+    Schedule, Work, packets,
 };
 use crate::fabric::{Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Topology};
@@ -453,7 +455,7 @@ impl Network<'_, '_> {
             for tr in &w.sends {
                 let share = match tr.part {
                     Part::All if shares == 1.0 => count,
-                    Part::All | Part::Alternate(_) | Part::Half(_) => count / 2.0,
+                    Part::All | Part::Alternate(_) | Part::Half(_) | Part::Parity(_) => count / 2.0,
                 };
                 let (mut uses, mut reached) =
                     self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, pages, true);
@@ -535,145 +537,6 @@ impl Network<'_, '_> {
                 };
                 last.insert((k, d), end);
             }
-        }
-    }
-
-    /// Reduce-scatter along the line or ring: per rank, plane, worker and direction a kernel
-    /// relays, slice by slice, the partials of the slices whose sides pass it, adding its own
-    /// pages; each owner sums both sides' partials into its output as they land.
-    fn reduce_scatter(
-        &mut self,
-        pi: usize,
-        p: &Phase,
-        costs: &Costs,
-        (sched, lanes): (&Schedule, &[RsLane]),
-    ) {
-        let req = &self.s.ops[p.op];
-        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
-        let (page, workers) = (sched.page, sched.workers);
-        // Each slice's side lengths, forward and backward.
-        let lengths: Vec<[usize; 2]> = (0..n).map(|j| side_lengths(&sched.plan, j).into()).collect();
-        for lane in lanes {
-            let (plane, w) = (lane.plane, lane.worker);
-            let count = lane.packets.len();
-            if count == 0 {
-                continue;
-            }
-            let pages = lane.packets.iter().map(|x| x.1).sum::<u64>().div_ceil(count as u64);
-            let head_n = (lane.per_sync as f64).min(count as f64);
-            // Every hop of every side: (position, farthest owner first, rank, direction, slice).
-            let mut hops: Vec<(usize, std::cmp::Reverse<usize>, usize, usize, usize, usize)> = Vec::new();
-            for (k, sides) in lane.sides.iter().enumerate() {
-                for (d, side) in sides.iter().enumerate() {
-                    for &(j, h) in &side.slices {
-                        let len = lengths[j][d];
-                        hops.push((h, std::cmp::Reverse(len), k, d, j, len));
-                    }
-                }
-            }
-            hops.sort();
-            let mut heads: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
-            let mut tails: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
-            let mut last: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-            let mut arriving: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
-            for (h, _, k, d, j, len) in hops {
-                let reads = if h == 0 { pages } else { 2 * pages };
-                let worker_ps = self.side_packet(costs, (h, d), (pages, page), workers == 1);
-                let (uses, reached) =
-                    self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
-                let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
-                let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
-                if h > 0
-                    && let Some(&x) = heads.get(&(up, d, j))
-                {
-                    after.push(x);
-                }
-                let wave = (RS_WINDOW as u64).min(head_n as u64) * reads;
-                let upstream = (h > 0).then_some(Memory::Dram);
-                let latency = self.head_latency(
-                    costs,
-                    upstream,
-                    (wave, page, Memory::Dram, d),
-                    worker_ps,
-                    pages * page,
-                );
-                let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
-                let tail = if count as f64 > head_n {
-                    self.unit(pi, count as f64 - head_n, uses, 0.0, &[head], reached)
-                } else {
-                    head
-                };
-                heads.insert((k, d, j), head);
-                tails.insert((k, d, j), tail);
-                last.insert((k, d), tail);
-                if h + 1 == len {
-                    arriving.entry(j).or_default().push((head, tail));
-                }
-            }
-            self.owners(costs, (pi, &chips), (plane, w), (pages, page), (count, head_n), &arriving);
-        }
-    }
-
-    /// A reduce-scatter side kernel's cost per packet at position `h` going `d`: its wave of
-    /// reads (its own pages, and past the first hop the partial that landed), sums and sends,
-    /// or — when `credited` (one worker on its router channel) — its waves against that
-    /// channel's credits where those are slower (a mux's are not modelled).
-    fn side_packet(
-        &mut self,
-        costs: &Costs,
-        (h, d): (usize, usize),
-        (pages, page): (u64, u64),
-        credited: bool,
-    ) -> f64 {
-        let reads = if h == 0 { pages } else { 2 * pages };
-        let sums = if h > 0 { costs.reduce(pages) } else { 0.0 };
-        let hops_rt = self.round_hops(Memory::Dram, d);
-        let out = pages * page + costs.header;
-        let worker_ps =
-            costs.wave(RS_WINDOW as u64, reads, page, (hops_rt, true), sums + costs.send_issues(), out);
-        if !credited {
-            return worker_ps;
-        }
-        let window = RS_WINDOW as u64;
-        let read = costs.reads(window * reads, page, hops_rt, true) + costs.noc_flush(out);
-        let rtt = costs.slot_rtt(pages * page, pages, page, hops_rt, true);
-        let link = costs.link_forward(pages * page);
-        let write = sums + costs.send_issues();
-        worker_ps.max(costs.credit_period(window, self.slots.0, read, write, link, rtt))
-    }
-
-    /// Each reduce-scatter owner of phase `pi` (`chips` by rank) on `plane` and worker `w`
-    /// adds the sides' partials (`arriving`: each slice's sides' head and tail units) to its
-    /// own pages as they land: `count` packets of `pages` pages, the first `head_n` of them
-    /// once the sides' heads have landed.
-    #[allow(clippy::type_complexity)]
-    fn owners(
-        &mut self,
-        costs: &Costs,
-        (pi, chips): (usize, &[ChipIdx]),
-        (plane, w): (usize, usize),
-        (pages, page): (u64, u64),
-        (count, head_n): (usize, f64),
-        arriving: &BTreeMap<usize, Vec<(usize, usize)>>,
-    ) {
-        for (j, &chip) in chips.iter().enumerate() {
-            let sides = arriving.get(&j).cloned().unwrap_or_default();
-            let ops = 1 + sides.len() as u64;
-            // Its reads run a packet ahead of its sums and writes.
-            let hops_rt = self.round_hops(Memory::Dram, 0);
-            let owner_ps = costs.owner(ops, sides.len() as u64, pages, page, hops_rt, true);
-            let worker = self.resource(Key::Worker(pi, j, plane, w, 2));
-            let uses = vec![(worker, owner_ps)];
-            let heads: Vec<usize> = sides.iter().map(|x| x.0).collect();
-            let body = count as f64 - head_n;
-            let first = if body > 0.0 {
-                Some(self.unit(pi, body, uses.clone(), owner_ps, &heads, vec![chip]))
-            } else {
-                None
-            };
-            let mut after: Vec<usize> = sides.iter().map(|x| x.1).collect();
-            after.extend(first);
-            self.unit(pi, head_n, uses, owner_ps, &after, vec![chip]);
         }
     }
 

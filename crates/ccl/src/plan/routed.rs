@@ -45,6 +45,9 @@ pub enum Part {
     Alternate(u8),
     /// The first half of the packets (0) or the rest (1).
     Half(u8),
+    /// Every other reduce-scatter chunk (tt-metal's 8 pages; see the schedule's
+    /// `RS_CHUNK_PAGES`): the even-numbered (0) or the odd-numbered (1).
+    Parity(u8),
 }
 
 impl Part {
@@ -53,7 +56,7 @@ impl Part {
     pub fn halves(self) -> u8 {
         match self {
             Part::All => 0b11,
-            Part::Alternate(x) | Part::Half(x) => 1 << x,
+            Part::Alternate(x) | Part::Half(x) | Part::Parity(x) => 1 << x,
         }
     }
 }
@@ -406,42 +409,54 @@ pub fn direct_reduce(n: usize, topology: Topology, root: usize) -> Routed {
 
 /// The two sides of slice `j` on `n` ranks: how many ranks precede its owner going forward
 /// and going backward — on a line the ranks before and after it, round a ring half each
-/// (since tt-metal's PR #41522 each full slice travels half the ring).
+/// (since tt-metal's PR #41522 each full slice travels half the ring: on an even ring both
+/// sides start at the antipode, which they share by chunk parity).
 pub fn sides(n: usize, j: usize, topology: Topology) -> (usize, usize) {
     match topology {
-        Topology::Ring => (n / 2, n - 1 - n / 2),
+        Topology::Ring if n % 2 == 0 => (n / 2, n / 2),
+        Topology::Ring => ((n - 1) / 2, (n - 1) / 2),
         Topology::Line => (j, n - 1 - j),
     }
 }
 
-/// Reduce-scatter along the line or ring (`reduce_scatter_minimal_async`): slice j is reduced
-/// on its way to its owner from both sides at once, each side a relay that starts at its
-/// farthest rank, every next rank adding its own pages, into the owner's partial buffer for
-/// that direction (scratch); the owner reduces both partials with its own into its output.
-/// Every rank takes a direction's slices in the order their chains reach it.
+/// Reduce-scatter along the line or ring (`reduce_scatter_minimal_async`, `shared/fabric.md`
+/// §11.3): slice j is reduced on its way to its owner from both sides at once, each side a
+/// relay that starts at its farthest rank, every next rank adding its own pages, into the
+/// owner's partial buffer for that direction (scratch); the owner's chunks are summed with its
+/// own pages into its output. On an even ring both sides start at the antipode, the forward
+/// one with its even chunks and the backward one with its odd (the other parity of each side
+/// starts a rank nearer), so every rank adds each chunk once. Every rank takes a direction's
+/// slices in the order their chains reach it.
 pub fn reduce_scatter_sides(n: usize, topology: Topology) -> Routed {
     let mut chains = Vec::new();
+    let chain = |from, dir, hops, part| Transfer {
+        from,
+        dir,
+        hops,
+        mech: Mechanism::Relay,
+        part,
+        src: Place::new(Loc::InputWhole, 0),
+        to: Place::new(Loc::Scratch, 0),
+        reduce: true,
+    };
     for j in 0..n {
         let (f, b) = sides(n, j, topology);
-        for (dir, len) in [(Dir::Forward, f), (Dir::Backward, b)] {
-            if len == 0 {
-                continue;
+        let at = |place: Place| Place { slot: j, ..place };
+        let mut push = |t: Transfer| {
+            if t.hops > 0 {
+                chains.push(Transfer { src: at(t.src), to: at(t.to), ..t });
             }
-            let from = match dir {
-                Dir::Forward => (j + n - len) % n,
-                Dir::Backward => (j + len) % n,
-            };
-            chains.push(Transfer {
-                from,
-                dir,
-                hops: len,
-                mech: Mechanism::Relay,
-                part: Part::All,
-                src: Place::new(Loc::InputWhole, j),
-                to: Place::new(Loc::Scratch, j),
-                reduce: true,
-            });
+        };
+        if topology == Topology::Ring && n % 2 == 0 {
+            let a = (j + n / 2) % n;
+            push(chain(a, Dir::Forward, f, Part::Parity(0)));
+            push(chain((a + 1) % n, Dir::Forward, f - 1, Part::Parity(1)));
+            push(chain(a, Dir::Backward, b, Part::Parity(1)));
+            push(chain((a + n - 1) % n, Dir::Backward, b - 1, Part::Parity(0)));
+            continue;
         }
+        push(chain((j + n - f) % n, Dir::Forward, f, Part::All));
+        push(chain((j + b) % n, Dir::Backward, b, Part::All));
     }
     chains.sort_by_key(|t| (t.from, t.dir != Dir::Forward, std::cmp::Reverse(t.hops)));
     let copies =

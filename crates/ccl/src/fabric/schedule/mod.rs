@@ -9,18 +9,21 @@
 pub(crate) mod numbers;
 #[cfg(test)]
 mod replay;
+mod rs;
 mod view;
 
 pub use numbers::DIRECT_REDUCERS;
 pub(crate) use numbers::{
-    A2A_WINDOW, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, RS_WINDOW, barrier_reach,
-    packets, plane_packets, relay_stripes, relay_workers, rs_workers,
+    A2A_WINDOW, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, barrier_reach, packets,
+    plane_packets, relay_stripes, relay_workers, rs_workers,
 };
+
+pub(crate) use rs::{RS_CB_CHUNKS, RS_CHUNK_PAGES, RsBuf, RsItem, RsLane, RsStep};
 
 use super::algo::{Algo, choose};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
-use crate::plan::routed::{self, Part, Routed, Transfer};
+use crate::plan::routed::{Part, Routed, Transfer};
 use crate::plan::{Copy, Dir};
 use crate::transport::LowerCx;
 
@@ -62,7 +65,7 @@ pub(crate) enum Work {
     /// The relay all-gather: per plane and worker a lane of relay kernels; `own`: each rank
     /// copies its own slice into its output (its forward kernel, with stripe 0).
     Relay { lanes: Vec<RelayLane>, own: bool },
-    /// The reduce-scatter's sides and owners, per plane and worker.
+    /// The reduce-scatter's workers, per plane and worker index.
     ReduceScatter { lanes: Vec<RsLane> },
     /// Point-to-point chunk senders on plane 0; per rank the chunks its semaphore counts;
     /// the reducer cores per owner of a direct reduction (0 for the others).
@@ -102,34 +105,6 @@ pub(crate) struct RelayLane {
     pub stripes: Vec<[Vec<(usize, usize, usize)>; 2]>,
     /// Per rank and direction, the packets its upstream neighbour that way relays to it.
     pub received: Vec<[u64; 2]>,
-}
-
-/// A reduce-scatter lane: every rank's two side kernels and its owner on one plane and worker,
-/// which carry every `planes x workers`-th packet of each slice.
-#[derive(Clone, Debug)]
-pub(crate) struct RsLane {
-    pub plane: usize,
-    pub worker: usize,
-    /// This lane's index among all of them, and their count.
-    pub on: (usize, usize),
-    /// The packets of a slice this lane carries: (first page, pages).
-    pub packets: Vec<(u64, u64)>,
-    /// Packets between a side's increments of its next rank's semaphore.
-    pub per_sync: u64,
-    /// Per rank and direction, its side kernel.
-    pub sides: Vec<[Side; 2]>,
-    /// Per rank, its owner's partials: per side that has ranks, its direction (0 forward) and
-    /// the packets that side delivers before this rank's slice.
-    pub owners: Vec<Vec<(usize, u64)>>,
-}
-
-/// A reduce-scatter side kernel: the slices it relays, in order.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Side {
-    /// `(slice, position)`: position 0 starts the slice's side with the rank's own pages.
-    pub slices: Vec<(usize, usize)>,
-    /// Per slice, the packets of partials it has received before that slice's.
-    pub received_before: Vec<u64>,
 }
 
 /// A point-to-point direction kernel: rank `rank`'s going `dir`, on plane 0.
@@ -350,48 +325,16 @@ impl Frame<'_> {
     }
 
     fn reduce_scatter(&self) -> Work {
-        let (n, ring) = (self.plan.n, self.ring);
-        let order = rs_order(self.plan);
+        let steps = rs::steps(self.plan);
         let lanes = self
             .lanes()
             .map(|(plane, worker, on)| {
                 let packets = plane_packets(self.pages, self.ppp, on);
                 let count = packets.len() as u64;
-                let cap = if ring { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 };
+                let cap = if self.ring { RS_CHUNKS_PER_SYNC.0 } else { RS_CHUNKS_PER_SYNC.1 };
                 let per_sync = cap.min((count / 2).max(1));
-                // Packets of partials rank k has received going d before slice j's: its
-                // upstream sends them in its own order.
-                let before = |k: usize, d: usize, j: usize| -> u64 {
-                    let u = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
-                    let i = order[u][d]
-                        .iter()
-                        .position(|&(x, _)| x == j)
-                        .expect("the upstream carries the slice");
-                    i as u64 * count
-                };
-                let sides = (0..n)
-                    .map(|k| {
-                        [0, 1].map(|d| {
-                            let slices = order[k][d].clone();
-                            let received_before = slices
-                                .iter()
-                                .map(|&(j, pos)| if pos > 0 { before(k, d, j) } else { 0 })
-                                .collect();
-                            Side { slices, received_before }
-                        })
-                    })
-                    .collect();
-                let owners = (0..n)
-                    .map(|k| {
-                        let (f, b) = side_lengths(self.plan, k);
-                        [(f, 0), (b, 1)]
-                            .into_iter()
-                            .filter(|&(len, _)| len > 0)
-                            .map(|(_, d)| (d, before(k, d, k)))
-                            .collect()
-                    })
-                    .collect();
-                RsLane { plane, worker, on, packets, per_sync, sides, owners }
+                let per_chunk = (RS_CHUNK_PAGES / self.ppp).max(1);
+                RsLane { plane, worker, packets, per_chunk, per_sync, steps: steps.clone() }
             })
             .collect();
         Work::ReduceScatter { lanes }
@@ -436,7 +379,7 @@ fn walk(sends: &[Transfer], mine: &[(u64, u64)], local_copy: bool) -> (Vec<(u64,
             Part::Alternate(x) => {
                 mine.iter().copied().enumerate().filter(|(j, _)| j % 2 == x as usize).map(|p| p.1).collect()
             }
-            Part::All | Part::Half(_) => mine.to_vec(),
+            Part::All | Part::Half(_) | Part::Parity(_) => mine.to_vec(),
         },
         _ => mine.to_vec(),
     };
@@ -451,40 +394,4 @@ fn walk(sends: &[Transfer], mine: &[(u64, u64)], local_copy: bool) -> (Vec<(u64,
         })
         .collect();
     (packets, ranges)
-}
-
-/// Rank `k`'s place on slice `j`'s side going `dir` in a reduce-scatter's routed plan: its
-/// position from the side's start (0 = the rank that starts the relay), or `None` if it does
-/// not send on that side (the owner only receives).
-pub(crate) fn rs_position(plan: &Routed, k: usize, j: usize, dir: Dir) -> Option<usize> {
-    let chain = plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir)?;
-    routed::relay_position(chain, plan.n, plan.topology, k)
-}
-
-/// How many ranks precede owner `j` on each side in a reduce-scatter's plan: forward and
-/// backward.
-pub(crate) fn side_lengths(plan: &Routed, j: usize) -> (usize, usize) {
-    let len = |dir| plan.transfers.iter().find(|t| t.to.slot == j && t.dir == dir).map_or(0, |t| t.hops);
-    (len(Dir::Forward), len(Dir::Backward))
-}
-
-/// Every rank's slices per direction in a reduce-scatter, in the order it takes them: by
-/// position on the side, and among slices at the same position the farthest owner first. Every
-/// rank on a side then takes its slices in its upstream neighbour's order, so a partial it
-/// needs next is the one its upstream sends next: a line's ranks pipeline rather than wait out
-/// each other's nearer slices (on a ring every side is as long, and position alone gives the
-/// same order).
-fn rs_order(plan: &Routed) -> Vec<[Vec<(usize, usize)>; 2]> {
-    let n = plan.n;
-    (0..n)
-        .map(|k| {
-            [Dir::Forward, Dir::Backward].map(|dir| {
-                let mut v: Vec<(usize, usize)> =
-                    (0..n).filter_map(|j| rs_position(plan, k, j, dir).map(|pos| (j, pos))).collect();
-                let away = |j: usize| if dir == Dir::Forward { (j + n - k) % n } else { (k + n - j) % n };
-                v.sort_by_key(|&(j, pos)| (pos, std::cmp::Reverse(away(j))));
-                v
-            })
-        })
-        .collect()
 }

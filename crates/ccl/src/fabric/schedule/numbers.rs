@@ -96,9 +96,6 @@ pub(crate) fn rs_workers(bytes: u64, ring: bool) -> usize {
 /// a slice's packets).
 pub(crate) const RS_CHUNKS_PER_SYNC: (u64, u64) = (80, 20);
 
-/// Packets a reduce-scatter direction kernel reads at once (its buffer holds them and their partials).
-pub(crate) const RS_WINDOW: usize = 8;
-
 /// Packets an all-to-all kernel reads at once.
 pub(crate) const A2A_WINDOW: usize = 8;
 

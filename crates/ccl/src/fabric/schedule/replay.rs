@@ -159,14 +159,17 @@ fn relays_forward_only_what_reached_them_and_deliver_every_slice_once() {
     }
 }
 
-/// Every slice's two reduce-scatter sides cover every other rank exactly once, positions run
-/// 0.. up to the owner, each rank takes a slice after its upstream neighbour has sent it on,
-/// and what each side kernel and owner waits for is what its upstream sends before.
+/// Every reduce-scatter worker's packets run symbolically, each as soon as the counts its
+/// reader waits for have been signalled: nothing is read before it has landed, no worker
+/// waits for what never comes, no rank's pages are added twice, and every rank's output ends
+/// as the sum of every rank's pages of its slice.
 #[test]
-fn reduce_scatter_sides_add_every_rank_once_and_wait_for_what_upstream_sent() {
+fn reduce_scatter_workers_add_every_rank_once_and_read_only_what_landed() {
+    use super::{RsBuf, RsItem};
+    use std::collections::HashMap;
     for n in 2..=9 {
         for topology in topologies(n) {
-            for (pages, planes) in [(1, 1), (33, 1), (300, 2)] {
+            for (pages, planes) in [(1, 1), (33, 1), (64, 1), (300, 2)] {
                 let plan = routed::reduce_scatter_sides(n, topology);
                 let s = schedule(Algo::ReduceScatter, plan, (pages, planes), None, true);
                 let Work::ReduceScatter { lanes } = &s.work else { panic!("a reduce-scatter") };
@@ -175,37 +178,63 @@ fn reduce_scatter_sides_add_every_rank_once_and_wait_for_what_upstream_sent() {
                 let lane_pages: u64 = lanes.iter().flat_map(|l| &l.packets).map(|p| p.1).sum();
                 assert_eq!(lane_pages, pages, "{case}: the lanes share the slice's pages");
                 for lane in lanes {
-                    let count = lane.packets.len() as u64;
-                    // Per slice, the ranks that add into it, and what reaches its owner per side.
-                    let mut adds = vec![vec![0u32; n]; n];
-                    let mut arrives = vec![[false; 2]; n];
-                    for (k, sides) in lane.sides.iter().enumerate() {
-                        for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
-                            let side = &sides[d];
-                            let up_dir = if d == 0 { Dir::Backward } else { Dir::Forward };
-                            for (i, &(j, pos)) in side.slices.iter().enumerate() {
-                                adds[j][k] += 1;
-                                if pos > 0 {
-                                    let up = route(&s, k, up_dir, 1)[0];
-                                    let at = lane.sides[up][d].slices.iter().position(|x| *x == (j, pos - 1));
-                                    let at = at.unwrap_or_else(|| {
-                                        panic!("{case}: rank {k} gets slice {j} from nowhere")
-                                    });
-                                    assert_eq!(side.received_before[i], at as u64 * count, "{case}");
-                                }
-                                let next = route(&s, k, dir, 1)[0];
-                                if next == j {
-                                    arrives[j][d] = true;
+                    let items: Vec<[Vec<RsItem>; 2]> =
+                        (0..n).map(|k| [0, 1].map(|d| lane.items(n, s.ring(), k, d))).collect();
+                    // What each (rank, buffer, slice, packet) holds: one bit per rank added.
+                    let mut held: HashMap<(usize, RsBuf, usize, usize), u32> = HashMap::new();
+                    let mut finals: HashMap<(usize, usize), u32> = HashMap::new();
+                    let mut sems = vec![[0u64; 3]; n];
+                    let mut at = vec![[0usize; 2]; n];
+                    let mut moved = true;
+                    while moved {
+                        moved = false;
+                        for k in 0..n {
+                            for d in 0..2 {
+                                while let Some(x) = items[k][d].get(at[k][d]) {
+                                    if (0..3).any(|i| sems[k][i] < x.need[i]) {
+                                        break;
+                                    }
+                                    let mut v = 0u32;
+                                    for b in x.part.reads.into_iter().flatten() {
+                                        let got = match b {
+                                            RsBuf::Input => 1 << k,
+                                            _ => *held.get(&(k, b, x.slice, x.packet)).unwrap_or_else(|| {
+                                                panic!(
+                                                    "{case}: rank {k} reads {b:?} of {x:?} before it landed"
+                                                )
+                                            }),
+                                        };
+                                        assert_eq!(v & got, 0, "{case}: rank {k} adds a rank twice in {x:?}");
+                                        v |= got;
+                                    }
+                                    if let Some(b) = x.part.send {
+                                        let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
+                                        let next = route(&s, k, dir, 1)[0];
+                                        let was = held.insert((next, b, x.slice, x.packet), v);
+                                        assert!(was.is_none(), "{case}: rank {k} overwrites {b:?} of {x:?}");
+                                        sems[next][d] += u64::from(x.sync_after.unwrap_or(0));
+                                    } else {
+                                        assert_eq!(x.slice, k, "{case}: rank {k} writes another's output");
+                                        held.insert((k, RsBuf::Output, k, x.packet), v);
+                                        finals.insert((k, x.packet), v);
+                                        sems[k][2] += u64::from(x.signal);
+                                    }
+                                    at[k][d] += 1;
+                                    moved = true;
                                 }
                             }
                         }
                     }
+                    for (k, ends) in at.iter().enumerate() {
+                        for d in 0..2 {
+                            assert_eq!(ends[d], items[k][d].len(), "{case}: rank {k} worker {d} stalls");
+                        }
+                    }
+                    let all = (1u32 << n) - 1;
                     for j in 0..n {
-                        let want: Vec<u32> = (0..n).map(|k| u32::from(k != j)).collect();
-                        assert_eq!(adds[j], want, "{case}: slice {j}");
-                        let sides: Vec<usize> = lane.owners[j].iter().map(|x| x.0).collect();
-                        let reached: Vec<usize> = (0..2).filter(|&d| arrives[j][d]).collect();
-                        assert_eq!(sides, reached, "{case}: owner {j} waits for the sides that reach it");
+                        for i in 0..lane.packets.len() {
+                            assert_eq!(finals.get(&(j, i)), Some(&all), "{case}: rank {j} packet {i}");
+                        }
                     }
                 }
             }
@@ -261,35 +290,6 @@ fn chunk_senders_deliver_every_chunk_once_and_copy_what_ranks_keep() {
                     assert_eq!(c, u32::from(!direct && keeps.contains(&k)), "{case}: rank {k}'s own copy");
                 }
                 assert_eq!(*reducers > 0, direct, "{case}: reducers");
-            }
-        }
-    }
-}
-
-/// Every slice's two sides cover every other rank exactly once, and a side's positions run
-/// 0.. up to the owner.
-#[test]
-fn the_sides_of_every_slice_cover_every_other_rank_once() {
-    for closed in [false, true] {
-        for n in 2..=9 {
-            let topology = if closed { Topology::Ring } else { Topology::Line };
-            let plan = routed::reduce_scatter_sides(n, topology);
-            for j in 0..n {
-                let mut seen = vec![0; n];
-                for dir in [Dir::Forward, Dir::Backward] {
-                    let mut pos: Vec<usize> =
-                        (0..n).filter_map(|k| super::rs_position(&plan, k, j, dir)).collect();
-                    for (k, seen) in seen.iter_mut().enumerate() {
-                        if super::rs_position(&plan, k, j, dir).is_some() {
-                            *seen += 1;
-                        }
-                    }
-                    pos.sort();
-                    assert_eq!(pos, (0..pos.len()).collect::<Vec<_>>(), "n {n} j {j} {dir:?} ring {closed}");
-                }
-                for (k, &seen) in seen.iter().enumerate() {
-                    assert_eq!(seen, usize::from(k != j), "n {n} j {j} k {k} ring {closed}");
-                }
             }
         }
     }

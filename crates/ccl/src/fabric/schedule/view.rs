@@ -117,25 +117,37 @@ impl Schedule {
         v
     }
 
-    /// Per lane and rank its two side kernels and its owner.
+    /// Per lane, rank and direction its worker: what it sends on, step by step, and the final
+    /// add it writes into its own output (as copies).
     fn rs_view(&self, lanes: &[RsLane]) -> Vec<KernelView> {
         let mut v = Vec::new();
         for lane in lanes {
             let at = (lane.plane, lane.worker);
-            let count = lane.packets.len() as u64;
             for k in 0..self.ranks() {
                 for (d, dir) in [Dir::Forward, Dir::Backward].into_iter().enumerate() {
-                    let side = &lane.sides[k][d];
                     let mut kv =
-                        sender(k, "side", at, dir, barrier_reach(self.ranks(), k, d == 0, self.ring()));
-                    for &(slice, pos) in &side.slices {
-                        let to = self.ranks_from(k, dir, 1);
-                        kv.sends.push(SendView { slice, packets: count, how: "relay", to, adds: pos > 0 });
+                        sender(k, "worker", at, dir, barrier_reach(self.ranks(), k, d == 0, self.ring()));
+                    let items = lane.items(self.ranks(), self.ring(), k, d);
+                    for step in &lane.steps[k][d] {
+                        let mine = items.iter().filter(|x| x.slice == step.slice);
+                        let sent = mine.clone().filter(|x| x.part.send.is_some()).count() as u64;
+                        let adds = mine.clone().any(|x| x.part.adds() > 0);
+                        if sent > 0 {
+                            let to = self.ranks_from(k, dir, 1);
+                            kv.sends.push(SendView {
+                                slice: step.slice,
+                                packets: sent,
+                                how: "relay",
+                                to,
+                                adds,
+                            });
+                        } else {
+                            kv.copies += mine.count() as u64;
+                        }
                     }
-                    kv.waits = count * side.slices.iter().filter(|s| s.1 > 0).count() as u64;
+                    kv.waits = items.iter().filter(|x| x.need.iter().any(|&c| c > 0)).count() as u64;
                     v.push(kv);
                 }
-                v.push(KernelView { waits: count * lane.owners[k].len() as u64, ..kernel(k, "owner", at) });
             }
         }
         v
