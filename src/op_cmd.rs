@@ -352,8 +352,30 @@ pub(crate) struct OpRow {
     busbw_gbps: f64,
     verified: String,
     model: &'static str,
+    /// What ran: the chips' ring or line, links per hop, workers per link and direction,
+    /// pages per packet and the dtype.
+    topology: String,
+    links: usize,
+    workers: usize,
+    pages_per_packet: u64,
+    dtype: String,
     #[serde(skip_serializing)]
     chip_ids: Vec<u64>,
+}
+
+/// What an op ran, in a few words: `ring; 8-chip ring; 1 link; 4 workers; 2 pages/packet; bf16`.
+pub(crate) fn ran_short(o: &meshsim_ccl::session::OpResult) -> String {
+    let plural = |n: usize, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
+    format!(
+        "{}; {}-chip {}; {}; {}; {} pages/packet; {}",
+        o.algorithm,
+        o.chips.len(),
+        o.topology,
+        plural(o.links, "link"),
+        plural(o.workers, "worker"),
+        o.pages_per_packet,
+        o.tensor.dtype
+    )
 }
 
 /// A row per op instance.
@@ -370,6 +392,11 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
             busbw_gbps: o.busbw_gbps,
             verified: o.verified.as_ref().map_or("-".into(), |v| v.is_ok().to_string()),
             model: o.model.as_str(),
+            topology: o.topology.to_string(),
+            links: o.links,
+            workers: o.workers,
+            pages_per_packet: o.pages_per_packet,
+            dtype: o.tensor.dtype.to_string(),
             chip_ids: ids(cluster, &o.chips),
         })
         .collect()
@@ -380,7 +407,8 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
     serde_json::json!({
         "name": r.name, "op": r.op, "algorithm": r.algorithm, "chips": r.chips, "chip_ids": r.chip_ids,
         "start_us": r.start_us, "end_us": r.end_us, "time_us": r.time_us,
-        "busbw_gbps": r.busbw_gbps, "model": r.model,
+        "busbw_gbps": r.busbw_gbps, "model": r.model, "topology": r.topology, "links": r.links,
+        "workers": r.workers, "pages_per_packet": r.pages_per_packet, "dtype": r.dtype,
         "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },
     })
 }

@@ -308,6 +308,9 @@ pub struct Row {
     pub tolerance_pct: f64,
     /// The verdict.
     pub status: Status,
+    /// What ran, for an op: algorithm, topology, links, workers, packing and dtype (empty for
+    /// a microbenchmark, or when it did not run).
+    pub ran: String,
     /// Why, when the simulation failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -323,6 +326,8 @@ pub struct Ran {
     pub fingerprint: String,
     /// What bound it, in a few words ([`crate::op_cmd::verdict_short`]); ops only.
     pub summary: Option<String>,
+    /// What ran ([`crate::op_cmd::ran_short`]); ops only.
+    pub what: Option<String>,
 }
 
 /// Runs the scenarios of `suites` (all of them, or those named `only`) in parallel. Bad input
@@ -345,6 +350,7 @@ pub fn run_all(
                 time: o.time,
                 fingerprint: o.fingerprint(),
                 summary: o.op.as_ref().and_then(|d| crate::op_cmd::verdict_short(&o.cluster, &d.run)),
+                what: o.op.as_ref().and_then(|d| d.ops.first()).map(crate::op_cmd::ran_short),
                 stats: o.stats,
             });
             tick();
@@ -408,6 +414,7 @@ pub fn compare(
             change_pct: None,
             tolerance_pct: sc.tolerance_pct,
             status: Status::Ok,
+            ran: String::new(),
             error: None,
         };
         match r {
@@ -420,6 +427,7 @@ pub fn compare(
             }
             Ok(ran) => {
                 row.now_us = Some(ran.time.as_us_f64());
+                row.ran = ran.what.clone().unwrap_or_default();
                 new_baseline.push((sc.name.clone(), ran.time));
                 row.status = match was {
                     None => Status::New,
@@ -442,22 +450,29 @@ pub fn compare(
         }
         rows.push(row);
     }
-    for (name, t) in baseline {
-        if !suite.scenarios.iter().any(|s| &s.name == name) {
-            rows.push(Row {
-                suite: suite.name.clone(),
-                scenario: name.clone(),
-                baseline_us: Some(t.as_us_f64()),
-                now_us: None,
-                delta_ps: None,
-                change_pct: None,
-                tolerance_pct: 0.0,
-                status: if update { Status::Updated } else { Status::Missing },
-                error: None,
-            });
-        }
-    }
+    rows.extend(missing(suite, baseline, update));
     (rows, new_baseline)
+}
+
+/// The rows of baseline entries with no scenario: `missing`, or `updated` (dropped) under
+/// `--update`.
+fn missing(suite: &Suite, baseline: &Baseline, update: bool) -> Vec<Row> {
+    baseline
+        .iter()
+        .filter(|(name, _)| !suite.scenarios.iter().any(|s| &s.name == name))
+        .map(|(name, t)| Row {
+            suite: suite.name.clone(),
+            scenario: name.clone(),
+            baseline_us: Some(t.as_us_f64()),
+            now_us: None,
+            delta_ps: None,
+            change_pct: None,
+            tolerance_pct: 0.0,
+            status: if update { Status::Updated } else { Status::Missing },
+            ran: String::new(),
+            error: None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -495,6 +510,7 @@ mod tests {
                 stats: Stats::default(),
                 fingerprint: String::new(),
                 summary: None,
+                what: None,
             }))
         };
         let results = vec![ran(1_000_001), ran(1_009_000), ran(5)];

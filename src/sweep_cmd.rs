@@ -98,7 +98,10 @@ pub(crate) struct PointRecord {
     cluster: String,
     chips: usize,
     num_links: usize,
-    workers: Option<usize>,
+    /// The series' workers knob (`None`: tt-metal's default by size; what ran is the row's
+    /// `workers`).
+    #[serde(default)]
+    series_workers: Option<usize>,
     #[serde(flatten)]
     row: SweepRow,
     op: String,
@@ -186,7 +189,7 @@ pub(crate) fn series_of(
             chip_ids: p.chip_ids.clone(),
             dtype: p.row.dtype.clone(),
             num_links: p.num_links,
-            workers: p.workers,
+            workers: p.series_workers,
             rows: Vec::new(),
         });
         if se.label != p.series {
@@ -266,7 +269,7 @@ struct SeriesRow<'a> {
     topology: &'a str,
     chip_ids: String,
     num_links: usize,
-    workers: Option<usize>,
+    /// The row's own columns, the workers and packet size that ran among them.
     #[serde(flatten)]
     row: &'a meshsim_ccl::sweep::SweepRow,
 }
@@ -431,7 +434,7 @@ pub(crate) fn run_sweep(
             cluster: name.clone(),
             chips: spec.ranks(),
             num_links,
-            workers: spec.workers,
+            series_workers: spec.workers,
             row: row.clone(),
             op: header.op.clone(),
             layout: layout.clone(),
@@ -663,7 +666,6 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
                     topology: &s.layout,
                     chip_ids: s.chip_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(" "),
                     num_links: s.num_links,
-                    workers: s.workers,
                     row,
                 })
             })
@@ -706,6 +708,7 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
                 "N/A",
             );
         }
+        s.push_str(&what_ran(se));
         let ok: Vec<f64> = se.rows.iter().filter(|r| r.error.is_none()).map(|r| r.busbw_gbps).collect();
         let avg = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
         let _ = writeln!(
@@ -715,6 +718,34 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
         );
     }
     s
+}
+
+/// What ran at each size of a series, as comment lines under its table: the sizes each
+/// algorithm, worker count and packet ran at, in runs of equal ones.
+fn what_ran(se: &SweepSeries) -> String {
+    // Rows merged from files written before meshsim recorded what ran say nothing.
+    let ran: Vec<&meshsim_ccl::sweep::SweepRow> =
+        se.rows.iter().filter(|r| r.error.is_none() && !r.algorithm.is_empty()).collect();
+    let mut runs: Vec<(String, u64, u64)> = Vec::new();
+    for r in &ran {
+        let what = format!(
+            "{}, {} worker(s), packets of up to {} B ({} page(s))",
+            r.algorithm,
+            r.workers.unwrap_or_default(),
+            r.packet_size,
+            r.pages_per_packet
+        );
+        match runs.last_mut() {
+            Some(last) if last.0 == what => last.2 = r.size_bytes,
+            _ => runs.push((what, r.size_bytes, r.size_bytes)),
+        }
+    }
+    runs.iter()
+        .map(|(what, lo, hi)| {
+            let sizes = if lo == hi { format!("{lo} B") } else { format!("{lo}-{hi} B") };
+            format!("# ran {sizes}: {what}\n")
+        })
+        .collect()
 }
 
 /// The first failed point of a sweep, as one line: how many failed and why the first did.
@@ -811,6 +842,10 @@ mod tests {
                 time_us: 12.5 * (i + 1) as f64,
                 algbw_gbps: b * 8.0 / 7.0,
                 busbw_gbps: b,
+                algorithm: "ring".into(),
+                workers: Some(1),
+                packet_size: 4352,
+                pages_per_packet: 2,
                 error: None,
                 in_place: None,
             })

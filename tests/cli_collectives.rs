@@ -283,6 +283,16 @@ ops:
         let pair = ops.iter().find(|o| o["name"] == "ar_pair").unwrap();
         assert_eq!(pair["start_us"], 0.0);
         assert_eq!(pair["chip_ids"], serde_json::json!([0, 1]));
+        // Every op says what ran: its line or ring, links, workers, packing and dtype.
+        assert_eq!(pair["topology"], "line", "{pair}");
+        assert_eq!(pair["dtype"], "bf16", "{pair}");
+        let rows = ops.iter().find(|o| o["name"] == "ag_rows[0]").unwrap();
+        assert_eq!(rows["dtype"], "bfp8", "{rows}");
+        for o in ops {
+            for key in ["links", "workers", "pages_per_packet"] {
+                assert!(o[key].as_u64().is_some_and(|v| v >= 1), "{key} in {o}");
+            }
+        }
         assert_eq!(v["makespan_us"].as_f64().unwrap(), end_of(""));
         let (code, out, _) = meshsim(&["run", path.to_str().unwrap()]);
         assert_eq!(code, 0);

@@ -272,6 +272,13 @@ scenarios:
         assert!(err.contains(&format!("wrote {}", baseline.display())), "{err}");
         let text = std::fs::read_to_string(&baseline).unwrap();
         assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 3, "{text}");
+        // Each op scenario's row says what ran; a microbenchmark's says nothing.
+        let (code, out, err) = meshsim(&["regress", "--suite", s, "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let rows = json(&out);
+        let ran: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["ran"].as_str().unwrap()).collect();
+        assert_eq!(ran[0], "", "{out}");
+        assert_eq!(ran[1], "multicast; 8-chip ring; 1 link; 1 worker; 4 pages/packet; bfp8", "{out}");
         let (code, out, err) = meshsim(&["regress", "--suite", s, "--check-determinism"]);
         assert_eq!(code, 0, "{out}{err}");
         assert!(err.contains("deterministic"), "{err}");
@@ -288,7 +295,7 @@ scenarios:
                 .find(|l| l.split_whitespace().nth(1) == Some(name))
                 .unwrap()
                 .split_whitespace()
-                .last()
+                .nth(7)
                 .unwrap()
                 .to_owned()
         };

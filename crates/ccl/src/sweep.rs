@@ -55,6 +55,20 @@ pub struct SweepRow {
     pub algbw_gbps: f64,
     /// algbw × nccl-tests' bus factor, GB/s.
     pub busbw_gbps: f64,
+    /// The algorithm of each phase that ran, joined by " + " (the first communicator's op's,
+    /// as the selection chose it).
+    #[serde(default)]
+    pub algorithm: String,
+    /// Workers per link and direction it ran with (the knob, or the default resolved; `None`
+    /// only in rows read from files written before meshsim recorded it).
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// Its packets' size in bytes at most: a fabric router's payload, an EDM buffer's bytes.
+    #[serde(default)]
+    pub packet_size: u64,
+    /// Pages per packet it ran with.
+    #[serde(default)]
+    pub pages_per_packet: u64,
     /// Why this point's simulation failed (a deadlock, a protocol error); its times are 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -208,16 +222,31 @@ fn point(cluster: &Cluster, params: &Params, spec: &SweepSpec, tiles: u64) -> Re
         time_us: 0.0,
         algbw_gbps: 0.0,
         busbw_gbps: 0.0,
+        algorithm: String::new(),
+        workers: None,
+        packet_size: 0,
+        pages_per_packet: 0,
         error: None,
         in_place: None,
     };
     let row = match point_session(cluster, params, spec, tensor, false)?.run() {
         Ok(run) => {
             let algbw = bytes as f64 / run.makespan.as_ns_f64();
+            let o = &run.ops[0];
+            let packet_size = match spec.stack {
+                crate::op::Stack::Fabric => {
+                    spec.knobs.packet_bytes.unwrap_or(params.fabric_default_payload_bytes)
+                }
+                crate::op::Stack::Edm => o.pages_per_packet * tensor.page_bytes(),
+            };
             SweepRow {
                 time_us: run.makespan.as_us_f64(),
                 algbw_gbps: algbw,
                 busbw_gbps: algbw * collective.busbw_factor(n),
+                algorithm: o.algorithm.clone(),
+                workers: Some(o.workers),
+                packet_size,
+                pages_per_packet: o.pages_per_packet,
                 ..row
             }
         }
