@@ -50,12 +50,13 @@ impl ParamsFile {
 
 /// The knobs of how an op's data moves that every command running ops takes alike (`op`,
 /// `sweep`, `tune`, and `run`, where they override every workload op's), declared once.
-#[derive(clap::Args, Clone, Copy, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub(crate) struct OpKnobs {
     /// The fabric routers' packet payload in bytes [default: the architecture's, 4352 on
-    /// Wormhole, tt-metal's] (fabric stack; at most 7616 on Wormhole).
-    #[arg(long, value_parser = parse_size, value_name = "B")]
-    pub(crate) packet_size: Option<u64>,
+    /// Wormhole, tt-metal's] (fabric stack; at most 7616 on Wormhole); on `sweep` a
+    /// comma-separated list, one series each.
+    #[arg(long, value_parser = parse_size, value_name = "B", value_delimiter = ',')]
+    pub(crate) packet_size: Vec<u64>,
     /// Pages per EDM packet [default: as many as the EDM buffer holds] (edm stack).
     #[arg(long)]
     pub(crate) pages_per_packet: Option<u64>,
@@ -72,11 +73,26 @@ pub(crate) struct OpKnobs {
 }
 
 impl OpKnobs {
+    /// The packet size given (the first of a list, which only a sweep takes).
+    pub(crate) fn packet_size(&self) -> Option<u64> {
+        self.packet_size.first().copied()
+    }
+
+    /// Refuses a list of packet sizes on `command`, which runs one op or workload.
+    pub(crate) fn one_each(&self, command: &str) -> Result<(), crate::BadInput> {
+        if self.packet_size.len() > 1 {
+            return Err(crate::BadInput(format!(
+                "--packet-size takes one value on {command}: a list makes one series each on sweep"
+            )));
+        }
+        Ok(())
+    }
+
     /// As the library's knobs (the others at their defaults).
     pub(crate) fn knobs(&self) -> meshsim_ccl::op::Knobs {
         let d = meshsim_ccl::op::Knobs::default();
         meshsim_ccl::op::Knobs {
-            packet_bytes: self.packet_size,
+            packet_bytes: self.packet_size(),
             pages_per_packet: self.pages_per_packet,
             buffers_per_channel: self.buffers.unwrap_or(d.buffers_per_channel),
             memory: self.memory.unwrap_or(d.memory),
@@ -87,7 +103,7 @@ impl OpKnobs {
     /// As overrides of every op of a workload (`meshsim run`).
     pub(crate) fn overrides(&self) -> crate::workload::Overrides {
         crate::workload::Overrides {
-            packet_size: self.packet_size,
+            packet_size: self.packet_size(),
             pages_per_packet: self.pages_per_packet,
             buffers: self.buffers,
             memory: self.memory,
@@ -100,7 +116,7 @@ impl OpKnobs {
         meshsim_ccl::op::Given {
             pages_per_packet: self.pages_per_packet.is_some(),
             buffers: self.buffers.is_some(),
-            packet_size: self.packet_size.is_some(),
+            packet_size: !self.packet_size.is_empty(),
             ..Default::default()
         }
     }
@@ -587,9 +603,10 @@ pub(crate) struct SweepArgs {
     /// Element types, comma-separated: one series each.
     #[arg(long, value_delimiter = ',', default_value = "bfp8")]
     pub(crate) dtype: Vec<DType>,
-    /// Ring or line [default: ring; with --axis, ring on a torus and line on a mesh].
-    #[arg(long)]
-    pub(crate) topology: Option<Topology>,
+    /// Ring or line, comma-separated: one series each [default: ring; with --axis, ring on a
+    /// torus and line on a mesh].
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) topology: Vec<Topology>,
     /// Links per hop, comma-separated: one series each [default: tt-metal's: on the fabric
     /// the fewest usable links over the hops (all-to-all: 1), on the EDM 1].
     #[arg(long = "num-links", value_delimiter = ',')]

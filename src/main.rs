@@ -19,6 +19,7 @@ mod run_cmd;
 mod scenario;
 mod spec;
 mod sweep_cmd;
+mod sweep_series;
 mod topo_cmd;
 mod tune_cmd;
 mod workload;

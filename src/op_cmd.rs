@@ -14,6 +14,7 @@ use crate::{BadInput, ids, write_trace};
 
 pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, a.trace.as_deref())?;
+    a.knobs.one_each("op")?;
     if a.link_report && a.sim.sim_model == meshsim_ccl::op::SimModel::Flow {
         return Err(BadInput(crate::FLOW_LINKS.into()).into());
     }
@@ -36,8 +37,10 @@ pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
     }
     let done = out.op.as_ref().expect("an op scenario runs an op");
     if a.output.format == crate::cli::OpFormat::TtOpsReport {
-        let op =
-            crate::ops_report::Op { instances: done.ops.iter().collect(), packet_size: a.knobs.packet_size };
+        let op = crate::ops_report::Op {
+            instances: done.ops.iter().collect(),
+            packet_size: a.knobs.packet_size(),
+        };
         out!("{}", crate::ops_report::render(cluster, &[op])?)?;
         return Ok(verified_exit(&done.run));
     }
@@ -86,7 +89,7 @@ fn scenario_of(a: &OpArgs) -> Scenario {
         verify: Some(a.verify),
         stack: a.stack,
         model: Some(a.sim.sim_model),
-        packet_size: a.knobs.packet_size.map(crate::scenario::Size::Bytes),
+        packet_size: a.knobs.packet_size().map(crate::scenario::Size::Bytes),
         ..Scenario::op(a.op, &a.cluster)
     }
 }
@@ -117,7 +120,7 @@ impl WhatRan {
         let o = &done.ops[0];
         let fabric = o.transport == meshsim_ccl::op::Stack::Fabric.as_str();
         let packet_bytes = if fabric {
-            a.knobs.packet_size.unwrap_or(params.fabric_default_payload_bytes)
+            a.knobs.packet_size().unwrap_or(params.fabric_default_payload_bytes)
         } else {
             o.pages_per_packet * done.tensor.page_bytes()
         };

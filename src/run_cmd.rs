@@ -22,6 +22,7 @@ pub(crate) fn run_workload(
     (faults, knobs): (crate::cli::FaultArgs, crate::cli::OpKnobs),
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
+    knobs.one_each("run")?;
     if link_report && sim == meshsim_ccl::op::SimModel::Flow {
         return Err(BadInput(crate::FLOW_LINKS.into()).into());
     }
@@ -38,7 +39,7 @@ pub(crate) fn run_workload(
         write_trace(path, t, &cluster)?;
     }
     if format == crate::cli::OpFormat::TtOpsReport {
-        out!("{}", crate::ops_report::render(&cluster, &report_ops(&run.ops, knobs.packet_size))?)?;
+        out!("{}", crate::ops_report::render(&cluster, &report_ops(&run.ops, knobs.packet_size()))?)?;
         return Ok(verified_exit(run));
     }
     let format = format.table();

@@ -10,70 +10,15 @@ use meshsim_bench::report;
 use meshsim_ccl::sweep::SweepRow;
 use meshsim_topology::Cluster;
 
-use crate::cli::{Format, OpKnobs, Output, SweepArgs};
+use crate::cli::{Format, Output, SweepArgs};
 use crate::out::out;
 use crate::spec::OpKind;
-use crate::{BadInput, load_cluster, progress};
+use crate::sweep_series::{Job, jobs};
+pub(crate) use crate::sweep_series::{SeriesKnobs, SweepHeader, SweepKnobs};
+use crate::{BadInput, progress};
 use meshsim_bench::plot;
 use meshsim_ccl::op::{Bidir, Given, RedOp, Stack, Topology};
-use meshsim_ccl::tensor::DType;
 use std::process::ExitCode;
-
-/// The knobs of a sweep that every series shares.
-pub(crate) struct SweepKnobs {
-    pub(crate) op: OpKind,
-    pub(crate) topology: Option<Topology>,
-    pub(crate) axis: Option<u8>,
-    pub(crate) bidir: Option<Bidir>,
-    pub(crate) stack: Stack,
-    /// The model that simulates every point.
-    pub(crate) model: meshsim_ccl::op::SimModel,
-    pub(crate) redop: Option<RedOp>,
-    pub(crate) root: Option<usize>,
-    /// The selection tree (`None`: the embedded one).
-    pub(crate) select: Option<meshsim_ccl::select::Select>,
-    /// Also run every point in place (all-gather).
-    pub(crate) in_place: bool,
-    pub(crate) chips: Option<usize>,
-    pub(crate) chip_ids: Option<Vec<u64>>,
-    pub(crate) min: u64,
-    pub(crate) max: u64,
-    pub(crate) factor: u64,
-    /// Faults injected into every point.
-    pub(crate) faults: crate::scenario::FaultKnobs,
-    /// How every point's data moves: packet size, pages per packet, buffers, memory, skew.
-    pub(crate) knobs: OpKnobs,
-}
-
-impl SweepKnobs {
-    pub(crate) fn op_name(&self) -> String {
-        self.op.nccl_name()
-    }
-
-    /// What the table's header says of the whole sweep.
-    pub(crate) fn header(&self) -> SweepHeader {
-        SweepHeader {
-            op: self.op_name(),
-            min: self.min,
-            max: self.max,
-            factor: self.factor,
-            model: self.model,
-        }
-    }
-}
-
-/// What a sweep's text header says of the whole sweep: the op and the sizes asked for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SweepHeader {
-    /// nccl-tests' op name (`all_gather`).
-    pub(crate) op: String,
-    /// `-b`, `-e`, `-f`.
-    pub(crate) min: u64,
-    pub(crate) max: u64,
-    pub(crate) factor: u64,
-    /// The model that simulated it.
-    pub(crate) model: meshsim_ccl::op::SimModel,
-}
 
 /// Where a sweep's points go and which of them it runs: `--out`, `--resume`, `--shard`, and
 /// the flag that stops it (Ctrl-C).
@@ -284,7 +229,6 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
     }
     let knobs = SweepKnobs {
         op: a.op,
-        topology: a.topology,
         axis: a.axis,
         bidir: a.bidir,
         stack: a.stack.unwrap_or(Stack::DEFAULT),
@@ -315,9 +259,23 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         true => vec![None],
         false => a.num_links.into_iter().map(Some).collect(),
     };
+    let topologies: Vec<Option<Topology>> = match a.topology.is_empty() {
+        true => vec![None],
+        false => a.topology.into_iter().map(Some).collect(),
+    };
+    let packet_sizes: Vec<Option<u64>> = match knobs.knobs.packet_size.is_empty() {
+        true => vec![None],
+        false => knobs.knobs.packet_size.iter().copied().map(Some).collect(),
+    };
     let io = SweepIo { out: a.out, resume: a.resume, shard: a.shard, stop: crate::interrupt_on_ctrl_c() };
-    let series =
-        SeriesKnobs { clusters: &a.cluster, dtypes: &a.dtype, num_links: &num_links, workers: &workers };
+    let series = SeriesKnobs {
+        clusters: &a.cluster,
+        topologies: &topologies,
+        dtypes: &a.dtype,
+        num_links: &num_links,
+        workers: &workers,
+        packet_sizes: &packet_sizes,
+    };
     let run = run_sweep(&knobs, &series, &p, &io)?;
     let header = knobs.header();
     out!("{}", render_sweep(&run.series, &header, a.output.format))?;
@@ -388,23 +346,7 @@ fn sweep_op(k: &SweepKnobs, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp
     Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()) })
 }
 
-/// The knob values a sweep runs a series for, each a list (`None`: the default).
-pub(crate) struct SeriesKnobs<'a> {
-    pub(crate) clusters: &'a [String],
-    pub(crate) dtypes: &'a [DType],
-    pub(crate) num_links: &'a [Option<usize>],
-    pub(crate) workers: &'a [Option<usize>],
-}
-
-/// One series to run: its cluster (as named and loaded), its spec and its label.
-struct Job {
-    name: String,
-    cluster: Cluster,
-    spec: meshsim_ccl::sweep::SweepSpec,
-    label: String,
-}
-
-/// Runs every combination of clusters, dtypes, link counts and worker counts as a series.
+/// Runs every combination of the listed knobs as a series.
 pub(crate) fn run_sweep(
     k: &SweepKnobs,
     series: &SeriesKnobs,
@@ -494,62 +436,6 @@ fn layout_and_links(k: &SweepKnobs, c: &Cluster, spec: &meshsim_ccl::sweep::Swee
         meshsim_ccl::session::default_links(c, spec.stack, collective, &spec.comms[0])
     });
     (layout, num_links)
-}
-
-/// Every series of the sweep, resolved (clusters loaded, communicators chosen, faults drawn)
-/// and labelled by the knobs that vary; a lone series by cluster and dtype.
-fn jobs(k: &SweepKnobs, op: meshsim_ccl::sweep::SweepOp, series: &SeriesKnobs) -> anyhow::Result<Vec<Job>> {
-    use meshsim_ccl::comm::Communicator;
-    let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let SeriesKnobs { clusters, dtypes, num_links, workers } = *series;
-    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    let mut jobs = Vec::new();
-    for name in clusters {
-        let c = load_cluster(name)?;
-        let faults = k.faults.list(&c).map_err(bad)?;
-        let comms = match k.axis {
-            Some(axis) => Communicator::axis(&c, axis.into(), k.topology).map_err(|e| bad(e.0))?,
-            None => {
-                vec![
-                    Communicator::choose_default(&c, k.topology, k.chips, k.chip_ids.as_deref())
-                        .map_err(|e| bad(e.0))?,
-                ]
-            }
-        };
-        for (&dtype, &links, &w) in dtypes
-            .iter()
-            .flat_map(|d| num_links.iter().flat_map(move |l| workers.iter().map(move |w| (d, l, w))))
-        {
-            let spec = meshsim_ccl::sweep::SweepSpec {
-                op,
-                comms: comms.clone(),
-                links,
-                workers: w,
-                dtype,
-                stack: k.stack,
-                model: k.model,
-                faults: faults.clone(),
-                select: k.select.clone(),
-                in_place: k.in_place,
-                knobs: k.knobs.knobs(),
-                skew_ns: k.knobs.skew_ns,
-            };
-            let mut label: Vec<String> = [
-                (clusters.len() > 1, name.clone()),
-                (dtypes.len() > 1, dtype.to_string()),
-                (num_links.len() > 1, links.map_or("default links".into(), |l| plural(l, "link"))),
-                (workers.len() > 1, w.map_or("default workers".into(), |w| plural(w, "worker"))),
-            ]
-            .into_iter()
-            .filter_map(|(varies, part)| varies.then_some(part))
-            .collect();
-            if label.is_empty() {
-                label = vec![name.clone(), dtype.to_string()];
-            }
-            jobs.push(Job { name: name.clone(), cluster: c.clone(), spec, label: label.join(" ") });
-        }
-    }
-    Ok(jobs)
 }
 
 /// The points a `--resume` file holds, refused when they are of another sweep; none when the
@@ -827,6 +713,7 @@ fn rounding_note(k: &SweepHeader, se: &SweepSeries) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::OpKnobs;
     use meshsim_ccl::sweep::SweepRow;
 
     fn series(label: &str, busbw: &[f64]) -> SweepSeries {
@@ -866,7 +753,6 @@ mod tests {
     fn knobs() -> SweepKnobs {
         SweepKnobs {
             op: OpKind::AllGather,
-            topology: Some(Topology::Ring),
             axis: None,
             bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,
@@ -882,7 +768,7 @@ mod tests {
             factor: 4,
             faults: Default::default(),
             knobs: OpKnobs {
-                packet_size: None,
+                packet_size: Vec::new(),
                 pages_per_packet: None,
                 buffers: None,
                 memory: None,

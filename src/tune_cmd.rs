@@ -18,6 +18,7 @@ use meshsim_ccl::op::RedOp;
 pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let kind = a.op;
+    a.knobs.one_each("tune")?;
     if a.redop.is_some() && !kind.reduces() {
         return Err(bad(format!("--redop applies to reducing ops, not {}", kind.name())));
     }

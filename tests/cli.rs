@@ -877,5 +877,46 @@ mod collective {
         assert!(err.is_empty(), "no progress bar off a terminal: {err:?}");
         assert_eq!(out.matches("# Avg bus bandwidth").count(), 2, "{out}");
         assert!(out.contains("on galaxy_torus (32 chips, ring)"), "{out}");
+        // Topologies and packet sizes take lists too: one series per combination, each row
+        // saying which it ran; the commands that run one op take one packet size.
+        let (code, out, err) = meshsim(
+            &[
+                &base[..],
+                &[
+                    "--chips",
+                    "4",
+                    "--topology",
+                    "ring,line",
+                    "--packet-size",
+                    "2176,4352",
+                    "--format",
+                    "json",
+                ],
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 0, "{err}");
+        let rows = json(&out);
+        let ran: Vec<(String, String, u64)> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap().to_owned();
+                (s("series"), s("topology"), r["packet_size"].as_u64().unwrap())
+            })
+            .step_by(2)
+            .collect();
+        let want = [
+            ("ring 2176 B packets", "ring", 2176),
+            ("ring 4352 B packets", "ring", 4352),
+            ("line 2176 B packets", "line", 2176),
+            ("line 4352 B packets", "line", 4352),
+        ];
+        assert_eq!(ran, want.map(|(a, b, c)| (a.to_owned(), b.to_owned(), c)), "{out}");
+        let (code, _, err) =
+            meshsim(&["op", "all-gather", "--shape", "1,1,32,1024", "--packet-size", "2176,4352"]);
+        assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+        assert!(err.contains("a list makes one series each on sweep"), "{err}");
     }
 }

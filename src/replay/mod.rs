@@ -238,7 +238,7 @@ fn resolve(
     op.workers = a.workers.or(op.workers);
     op.dtype = a.dtype.unwrap_or(op.dtype);
     op.memory = a.knobs.memory.unwrap_or(op.memory);
-    op.packet_size = a.knobs.packet_size.or(op.packet_size);
+    op.packet_size = a.knobs.packet_size().or(op.packet_size);
     let root = op.root_coord.and_then(|(r, c)| {
         let id = machine.chip_at(r as usize, c as usize)?;
         groups[0].iter().position(|&x| x == id)
