@@ -601,7 +601,7 @@ pub(crate) struct SweepArgs {
     #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
     pub(crate) factor: u64,
     /// Element types, comma-separated: one series each.
-    #[arg(long, value_delimiter = ',', default_value = "bfp8")]
+    #[arg(long, value_delimiter = ',', default_value = "bf16")]
     pub(crate) dtype: Vec<DType>,
     /// Ring or line, comma-separated: one series each [default: ring; with --axis, ring on a
     /// torus and line on a mesh].
@@ -842,7 +842,7 @@ pub(crate) struct TuneArgs {
     #[arg(long)]
     pub(crate) stack: Option<Stack>,
     /// Element type.
-    #[arg(long, default_value = "bfp8")]
+    #[arg(long, default_value = "bf16")]
     pub(crate) dtype: DType,
     /// Reduction of a reducing op [default: sum].
     #[arg(long)]

@@ -802,12 +802,12 @@ mod collective {
         assert_eq!(lines.len(), 4, "{out}");
         let sizes: Vec<u64> =
             lines[1..].iter().map(|l| l.split(',').nth(7).unwrap().parse().unwrap()).collect();
-        // Each point says what ran, 4 bfp8 pages of 1088 B in the Wormhole fabric's 4352 B
+        // Each point says what ran, 2 bf16 pages of 2048 B in the Wormhole fabric's 4352 B
         // packets: the multicast factory with one worker, then from 64 pages per device on a
         // Wormhole ring the relay factory, with two workers at 1 MiB.
         let ran: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split(',').skip(15).collect()).collect();
-        assert_eq!(ran[0], ["multicast", "1", "4352", "4"], "{out}");
-        assert_eq!(ran[2], ["relay", "2", "4352", "4"], "{out}");
+        assert_eq!(ran[0], ["multicast", "1", "4352", "2"], "{out}");
+        assert_eq!(ran[2], ["relay", "2", "4352", "2"], "{out}");
         // A reduce-scatter's points change algorithm and workers with size: the one-shot
         // direct path up to 512 KiB per rank on the T3000 ring, then the ring with tt-metal's
         // workers for the size; the text table says so under its rows.
@@ -815,11 +815,11 @@ mod collective {
             meshsim(&["sweep", "reduce-scatter", "--cluster", "t3000", "-b", "64K", "-e", "4M", "-f", "4"]);
         assert_eq!(code, 0, "{err}");
         assert!(
-            out.contains("# ran 69632-269824 B: direct, 1 worker(s), packets of up to 4352 B (2 page(s))"),
+            out.contains("# ran 65536-262144 B: direct, 1 worker(s), packets of up to 4352 B (2 page(s))"),
             "{out}"
         );
         assert!(
-            out.contains("# ran 1053184-4195328 B: ring, 4 worker(s), packets of up to 4352 B (2 page(s))"),
+            out.contains("# ran 1048576-4194304 B: ring, 4 worker(s), packets of up to 4352 B (2 page(s))"),
             "{out}"
         );
         assert!(sizes.windows(2).all(|w| w[0] < w[1]) && sizes[0] >= 65536, "{sizes:?}");

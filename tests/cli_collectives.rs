@@ -540,7 +540,7 @@ mod robustness {
 
     #[test]
     fn sweeps_say_which_sizes_ran_and_check_the_plot_before_running() {
-        let (code, out, err) = meshsim(&["sweep", "all-gather", "-b", "1K", "-e", "16K"]);
+        let (code, out, err) = meshsim(&["sweep", "all-gather", "-b", "1K", "-e", "16K", "--dtype", "bfp8"]);
         assert_eq!(code, 0, "{err}");
         assert!(
             out.contains("# sizes run (B): 1024-8192 as 8704, 16384 as 17408 (whole bfp8 tiles of 1088 B"),
@@ -888,6 +888,8 @@ mod select {
             "all-reduce",
             "--cluster",
             "t3000",
+            "--dtype",
+            "bfp8",
             "-b",
             "16K",
             "-e",

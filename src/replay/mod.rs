@@ -78,6 +78,7 @@ pub(crate) struct Replay {
 }
 
 pub(crate) fn run_replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
+    a.knobs.one_each("replay")?;
     let report = report::read(&a.report).map_err(BadInput)?;
     for w in &report.warnings {
         eprintln!("meshsim: warning: {}: {w}", a.report.display());
