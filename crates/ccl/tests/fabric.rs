@@ -937,13 +937,12 @@ fn a_fixed_algorithm_never_gets_faster_with_more_bytes() {
 /// ring and carry 2 and 3 bf16 pages). Across slot configurations it may: tt-metal's allocator
 /// gives the largest payloads fewer slots, and hardware's own 7616 B line multicast is slower
 /// than its 5440 B one (`shared/calibration/fabric_line_bandwidth_t3k.csv`). At 16 MiB, in
-/// the steady state: at 8 MiB a 2-chip line's reduce-scatter is 0.7 % slower with 3 pages, a
-/// tail that grows with the packet (sync groups count packets, and the owner adds the last
-/// group after it lands). One exception, measured and not yet explained: since the all-gather's
-/// completion barrier (2026-11-27) the 2-chip line's all-reduce is 0.3 % slower with 3 pages
-/// (1448.6 against 1444.5 µs), though each of its phases alone is faster with 3 (all-gather
-/// 704.3 against 850.0 µs, reduce-scatter 645.0 against 663.1): its all-gather phase, reading
-/// the reduce-scatter's output, is the slower one.
+/// the steady state. One exception, measured and not yet explained: since the all-gather's
+/// completion barrier (2026-11-27) the 2-chip line's all-reduce gains little or nothing from 3
+/// pages (0.3 % slower then; 1516.2 against 1517.1 µs since the reduce-scatter's three-kernel
+/// workers), though each of its phases alone is faster with 3 (all-gather 704.3 against 850.0
+/// µs, reduce-scatter 672.0 against 716.5): its all-gather phase, reading the reduce-scatter's
+/// output, is the slower one.
 #[test]
 fn more_pages_per_packet_at_the_same_slots_are_never_slower() {
     let t3000 = builtin::cluster("t3000").unwrap();
