@@ -117,13 +117,7 @@ struct WhatRan {
 
 impl WhatRan {
     fn of(a: &OpArgs, cluster: &Cluster, params: &meshsim_hw::Params, done: &scenario::OpDone) -> WhatRan {
-        let o = &done.ops[0];
-        let fabric = o.transport == meshsim_ccl::op::Stack::Fabric.as_str();
-        let packet_bytes = if fabric {
-            a.knobs.packet_size().unwrap_or(params.fabric_default_payload_bytes)
-        } else {
-            o.pages_per_packet * done.tensor.page_bytes()
-        };
+        let packet_bytes = done.ops[0].packet_bytes;
         let selected_by = match &a.select {
             Some(p) => format!("the selection tree {}", p.display()),
             None => "meshsim's default selection tree and tt-metal's factory rules".into(),
@@ -360,22 +354,25 @@ pub(crate) struct OpRow {
     topology: String,
     links: usize,
     workers: usize,
+    packet_size: u64,
     pages_per_packet: u64,
     dtype: String,
     #[serde(skip_serializing)]
     chip_ids: Vec<u64>,
 }
 
-/// What an op ran, in a few words: `ring; 8-chip ring; 1 link; 4 workers; 2 pages/packet; bf16`.
+/// What an op ran, in a few words: `ring; 8-chip ring; 1 link; 4 workers; 4352 B packets of 2
+/// pages; bf16`.
 pub(crate) fn ran_short(o: &meshsim_ccl::session::OpResult) -> String {
     let plural = |n: usize, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
     format!(
-        "{}; {}-chip {}; {}; {}; {} pages/packet; {}",
+        "{}; {}-chip {}; {}; {}; {} B packets of {} pages; {}",
         o.algorithm,
         o.chips.len(),
         o.topology,
         plural(o.links, "link"),
         plural(o.workers, "worker"),
+        o.packet_bytes,
         o.pages_per_packet,
         o.tensor.dtype
     )
@@ -398,6 +395,7 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
             topology: o.topology.to_string(),
             links: o.links,
             workers: o.workers,
+            packet_size: o.packet_bytes,
             pages_per_packet: o.pages_per_packet,
             dtype: o.tensor.dtype.to_string(),
             chip_ids: ids(cluster, &o.chips),
@@ -411,7 +409,8 @@ pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
         "name": r.name, "op": r.op, "algorithm": r.algorithm, "chips": r.chips, "chip_ids": r.chip_ids,
         "start_us": r.start_us, "end_us": r.end_us, "time_us": r.time_us,
         "busbw_gbps": r.busbw_gbps, "model": r.model, "topology": r.topology, "links": r.links,
-        "workers": r.workers, "pages_per_packet": r.pages_per_packet, "dtype": r.dtype,
+        "workers": r.workers, "packet_size": r.packet_size, "pages_per_packet": r.pages_per_packet,
+        "dtype": r.dtype,
         "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },
     })
 }

@@ -289,7 +289,7 @@ ops:
         let rows = ops.iter().find(|o| o["name"] == "ag_rows[0]").unwrap();
         assert_eq!(rows["dtype"], "bfp8", "{rows}");
         for o in ops {
-            for key in ["links", "workers", "pages_per_packet"] {
+            for key in ["links", "workers", "packet_size", "pages_per_packet"] {
                 assert!(o[key].as_u64().is_some_and(|v| v >= 1), "{key} in {o}");
             }
         }

@@ -278,7 +278,10 @@ scenarios:
         let rows = json(&out);
         let ran: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["ran"].as_str().unwrap()).collect();
         assert_eq!(ran[0], "", "{out}");
-        assert_eq!(ran[1], "multicast; 8-chip ring; 1 link; 1 worker; 4 pages/packet; bfp8", "{out}");
+        assert_eq!(
+            ran[1], "multicast; 8-chip ring; 1 link; 1 worker; 4352 B packets of 4 pages; bfp8",
+            "{out}"
+        );
         let (code, out, err) = meshsim(&["regress", "--suite", s, "--check-determinism"]);
         assert_eq!(code, 0, "{out}{err}");
         assert!(err.contains("deterministic"), "{err}");

@@ -140,6 +140,9 @@ pub struct OpResult {
     /// Pages per packet it ran with (its first phase's): of an EDM buffer, or of a fabric
     /// packet.
     pub pages_per_packet: u64,
+    /// Its packets' payload at most, bytes (its first phase's): the fabric routers' payload, or
+    /// an EDM buffer's bytes.
+    pub packet_bytes: u64,
     /// Links (routing planes on the fabric) used per hop: the knob, or its default.
     pub links: usize,
     /// The transport it ran on ([`crate::transport::Transport::name`]).

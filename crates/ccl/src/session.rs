@@ -557,6 +557,7 @@ impl<'c> Session<'c> {
             workers: lowered.workers[i],
             bidir: phases[last].bidir,
             pages_per_packet: runs[first].pages_per_packet,
+            packet_bytes: runs[first].packet_bytes,
             links: req.knobs.links(),
             transport: self.transport.name(),
             model: self.model,

@@ -233,19 +233,13 @@ fn point(cluster: &Cluster, params: &Params, spec: &SweepSpec, tiles: u64) -> Re
         Ok(run) => {
             let algbw = bytes as f64 / run.makespan.as_ns_f64();
             let o = &run.ops[0];
-            let packet_size = match spec.stack {
-                crate::op::Stack::Fabric => {
-                    spec.knobs.packet_bytes.unwrap_or(params.fabric_default_payload_bytes)
-                }
-                crate::op::Stack::Edm => o.pages_per_packet * tensor.page_bytes(),
-            };
             SweepRow {
                 time_us: run.makespan.as_us_f64(),
                 algbw_gbps: algbw,
                 busbw_gbps: algbw * collective.busbw_factor(n),
                 algorithm: o.algorithm.clone(),
                 workers: Some(o.workers),
-                packet_size,
+                packet_size: o.packet_bytes,
                 pages_per_packet: o.pages_per_packet,
                 ..row
             }

@@ -141,6 +141,8 @@ pub struct Lowered {
 pub struct PhaseRun {
     /// Pages per packet.
     pub pages_per_packet: u64,
+    /// A packet's payload at most, bytes: the fabric routers' (the session's), an EDM buffer's.
+    pub packet_bytes: u64,
     /// The algorithm's name in results (`ring`, `multicast`, `direct`, ...).
     pub algorithm: &'static str,
 }

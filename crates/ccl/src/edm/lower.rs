@@ -116,6 +116,7 @@ impl Transport for EdmTransport {
             .zip(ppp)
             .map(|(p, pages_per_packet)| PhaseRun {
                 pages_per_packet,
+                packet_bytes: pages_per_packet * p.tensors.slice.page_bytes(),
                 algorithm: if cx.ops[p.op].comm.topology() == Topology::Ring { "ring" } else { "line" },
             })
             .collect();

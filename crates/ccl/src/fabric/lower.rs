@@ -117,7 +117,11 @@ impl Transport for FabricTransport {
             };
             // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
             workers[p.op] = workers[p.op].max(sched.workers);
-            runs.push(PhaseRun { pages_per_packet: sched.ppp, algorithm: sched.algo.name(closed) });
+            runs.push(PhaseRun {
+                pages_per_packet: sched.ppp,
+                packet_bytes: sched.payload,
+                algorithm: sched.algo.name(closed),
+            });
             injects.push(routers);
         }
         let muxes = install_muxes(&mut cx, m, &injects)?;

@@ -418,7 +418,12 @@ impl Network<'_, '_> {
             Work::PointToPoint { senders, .. } => self.point_to_point(pi, p, &costs, (&sched, senders)),
         }
         self.phases[pi].left = self.phases[pi].units.len();
-        Ok((PhaseRun { pages_per_packet: sched.ppp, algorithm: sched.algo.name(closed) }, sched.workers))
+        let run = PhaseRun {
+            pages_per_packet: sched.ppp,
+            packet_bytes: sched.payload,
+            algorithm: sched.algo.name(closed),
+        };
+        Ok((run, sched.workers))
     }
 
     /// The multicast all-gather (a broadcast too): per rank, plane and direction the
