@@ -63,8 +63,11 @@ impl Transport for Ideal {
                 });
             }
         }
-        let phases =
-            cx.phases.iter().map(|_| PhaseRun { pages_per_packet: 1, algorithm: "ideal ring" }).collect();
+        let phases = cx
+            .phases
+            .iter()
+            .map(|_| PhaseRun { pages_per_packet: 1, packet_bytes: 0, algorithm: "ideal ring" })
+            .collect();
         let report: Box<dyn FnOnce() -> Vec<RouterUse>> = Box::new(Vec::new);
         Ok(Lowered { programs, phases, workers: vec![1; cx.ops.len()], report, late_credits: Vec::new() })
     }
