@@ -5,6 +5,11 @@
 /// Parses and names a small closed set of values, so the CLI, suites and workloads agree.
 macro_rules! named {
     ($t:ident, $what:literal, $($v:ident => $s:literal),+ $(,)?) => {
+        $crate::named::named!($t, $what, $($v => $s),+; aliases:);
+    };
+    // `aliases: "other" => Variant`: further names a value is read by (tt-metal's spelling where
+    // meshsim's differs); it is always written by its own name.
+    ($t:ident, $what:literal, $($v:ident => $s:literal),+; aliases: $($a:literal => $av:ident),*) => {
         impl $t {
             /// The name used on the command line and in files.
             pub fn as_str(self) -> &'static str {
@@ -16,6 +21,7 @@ macro_rules! named {
             fn from_str(s: &str) -> Result<Self, String> {
                 match s {
                     $($s => Ok($t::$v),)+
+                    $($a => Ok($t::$av),)*
                     _ => Err(format!(concat!("unknown ", $what, " '{}' ({})"), s, [$($s),+].join(", "))),
                 }
             }

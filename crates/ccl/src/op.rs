@@ -126,7 +126,8 @@ pub enum Topology {
     /// An open line.
     Line,
 }
-named!(Topology, "topology", Ring => "ring", Line => "line");
+// ttnn spells the line `Linear` (`ttnn.Topology.Linear`).
+named!(Topology, "topology", Ring => "ring", Line => "line"; aliases: "linear" => Line);
 
 /// An element-wise reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -550,6 +551,7 @@ mod tests {
             assert_eq!(b.as_str().parse::<Bidir>().unwrap(), b);
         }
         assert_eq!("line".parse::<Topology>().unwrap(), Topology::Line);
+        assert_eq!("linear".parse::<Topology>().unwrap(), Topology::Line);
         assert_eq!("max".parse::<RedOp>().unwrap().to_string(), "max");
         assert_eq!("avg".parse::<RedOp>().unwrap_err(), "unknown reduction 'avg' (sum, max, min, prod)");
     }
