@@ -143,10 +143,16 @@ pub(crate) fn run_flow_errors(
     }
     let count = |st: &str| rows.iter().filter(|r| r.status == st).count();
     let errors: Vec<f64> = rows.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
-    let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
-    let worst = errors.iter().copied().fold(0.0, f64::max);
+    let spread = match errors.len() {
+        // (A sum of no f64 is -0.0: say there is nothing to average instead.)
+        0 => "no scenario compared".to_owned(),
+        n => {
+            let worst = errors.iter().copied().fold(0.0, f64::max);
+            format!("|error| mean {:.1} %, worst {worst:.1} %", errors.iter().sum::<f64>() / n as f64)
+        }
+    };
     eprintln!(
-        "meshsim: flow model on {} scenario(s): {} within bound, {} beyond, {} skipped, {} failed to run; |error| mean {mean:.1} %, worst {worst:.1} %",
+        "meshsim: flow model on {} scenario(s): {} within bound, {} beyond, {} skipped, {} failed to run; {spread}",
         rows.len(),
         count("ok"),
         count("over"),
