@@ -1,11 +1,15 @@
 //! The `meshsim` command line: the only place that parses arguments and picks exit codes.
 //!
 //! Exit codes: 0 success; 1 a check failed; 2 bad input (one line naming what and where).
+//!
+//! The binary is [`cli_main`]; [`api`] runs the same command line inside another program (the
+//! Python package), its output returned instead of printed.
 
 use std::process::ExitCode;
 
 use std::path::Path;
 
+pub mod api;
 mod bench_cmd;
 mod cli;
 mod junit;
@@ -52,34 +56,92 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
-fn main() -> ExitCode {
+/// The `meshsim` command line, as the binary runs it: the arguments of the process, errors on
+/// standard error after `meshsim: `, and Ctrl-C stopping a sweep.
+pub fn cli_main() -> ExitCode {
     // A panic is a bug in meshsim: say so in one line, without a backtrace.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("meshsim: internal error (please report): {info}");
     }));
-    let cli = match parse_args() {
+    CTRL_C_STOPS_SWEEPS.store(true, std::sync::atomic::Ordering::SeqCst);
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let ended = execute(&args);
+    if let Some(f) = &ended.failure {
+        eprintln!("meshsim: {}", f.message);
+    }
+    ExitCode::from(ended.code)
+}
+
+/// How one run of the command line ended: its exit code (0 success, 1 a check or the
+/// simulation failed, 2 bad input, 130 interrupted) and, when it failed, why.
+pub struct Ended {
+    /// The exit code the binary returns.
+    pub code: u8,
+    /// Why it failed, when it failed with an error rather than a verdict.
+    pub failure: Option<Failure>,
+}
+
+/// An error a command ended with, as the binary reports it.
+pub struct Failure {
+    /// The one line the binary prints after `meshsim: ` (with `--full-report`, the full report).
+    pub message: String,
+    /// The engine's full report: every stalled kernel and the word it waits for, for a
+    /// simulation that deadlocked; the message otherwise.
+    pub report: String,
+    /// What kind of error it is.
+    pub kind: FailureKind,
+}
+
+/// What kind of error ended a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The user's input (exit code 2): a flag, a file, an op's arguments.
+    BadInput,
+    /// The simulation deadlocked or broke a protocol, or a check of its output failed (exit 1).
+    Simulation,
+    /// Standard output could not be written (exit 1).
+    Output,
+}
+
+/// Runs the command line `args` (the program's name first, as `std::env::args_os` gives it) and
+/// says how it ended. Standard output goes where [`out::write`] sends it.
+pub fn execute(args: &[std::ffi::OsString]) -> Ended {
+    let cli = match parse_args(args) {
         Ok(cli) => cli,
-        Err(e) => return clap_exit(&e),
+        Err(e) => return clap_exit(&e, args),
     };
     let full_report = cli.full_report;
     match run(cli) {
-        Ok(code) => code,
+        Ok(code) => Ended { code: code_of(code), failure: None },
         Err(e) => {
             if let Some(o) = e.downcast_ref::<out::OutputError>() {
                 // A closed pipe has nobody left to tell; a full disk gets its one line.
                 if o.is_closed_pipe() {
-                    return ExitCode::SUCCESS;
+                    return Ended { code: 0, failure: None };
                 }
-                eprintln!("meshsim: {o}");
-                return ExitCode::FAILURE;
+                return failed(1, o.to_string(), None, FailureKind::Output);
             }
-            match e.downcast_ref::<meshsim_ccl::op::CclError>().and_then(deadlock_summary) {
-                Some(summary) if !full_report => eprintln!("meshsim: {summary}"),
-                _ => eprintln!("meshsim: {e}"),
-            }
-            exit_code(&e)
+            let report = e.to_string();
+            let message = match e.downcast_ref::<meshsim_ccl::op::CclError>().and_then(deadlock_summary) {
+                Some(summary) if !full_report => summary,
+                _ => report.clone(),
+            };
+            let code = exit_code(&e);
+            let kind = if code == 2 { FailureKind::BadInput } else { FailureKind::Simulation };
+            failed(code, message, Some(report), kind)
         }
     }
+}
+
+/// A failed run's [`Ended`].
+fn failed(code: u8, message: String, report: Option<String>, kind: FailureKind) -> Ended {
+    let report = report.unwrap_or_else(|| message.clone());
+    Ended { code, failure: Some(Failure { message, report, kind }) }
+}
+
+/// The number behind a command's `ExitCode` (which has no accessor): the four meshsim uses.
+fn code_of(code: ExitCode) -> u8 {
+    [0, 1, 2, 130].into_iter().find(|&k| ExitCode::from(k) == code).unwrap_or(1)
 }
 
 /// A deadlock's report in one line: how many kernels stalled on which chips (the ERISC ones —
@@ -124,15 +186,15 @@ fn deadlock_summary(e: &meshsim_ccl::op::CclError) -> Option<String> {
 
 /// The exit code an error's type says: 2 for bad input (the user's, or a request the library
 /// refused), 1 for a simulation that failed or broke a protocol, and for anything else.
-fn exit_code(e: &anyhow::Error) -> ExitCode {
+fn exit_code(e: &anyhow::Error) -> u8 {
     let bad = e.downcast_ref::<BadInput>().is_some()
         || e.downcast_ref::<meshsim_ccl::op::CclError>().is_some_and(|c| c.is_bad_input());
-    if bad { ExitCode::from(2) } else { ExitCode::FAILURE }
+    if bad { 2 } else { 1 }
 }
 
 /// Parses the command line. Every command takes negative numbers as values, so `--dim -1` is
 /// refused as a value of `--dim` rather than read as an unknown flag.
-fn parse_args() -> Result<Cli, clap::Error> {
+fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     fn negatives(c: clap::Command) -> clap::Command {
         let subs: Vec<String> = c.get_subcommands().map(|s| s.get_name().to_owned()).collect();
@@ -142,31 +204,27 @@ fn parse_args() -> Result<Cli, clap::Error> {
         }
         c
     }
-    let matches = negatives(Cli::command()).try_get_matches()?;
+    let matches = negatives(Cli::command()).try_get_matches_from(args)?;
     Cli::from_arg_matches(&matches)
 }
 
 /// Help and version go to standard output (exit 0); every other parse error is bad input in
 /// one line (exit 2).
-fn clap_exit(e: &clap::Error) -> ExitCode {
+fn clap_exit(e: &clap::Error, args: &[std::ffi::OsString]) -> Ended {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         return match out!("{}", e.render()) {
-            Err(o) if !o.is_closed_pipe() => {
-                eprintln!("meshsim: {o}");
-                ExitCode::FAILURE
-            }
-            _ => ExitCode::SUCCESS,
+            Err(o) if !o.is_closed_pipe() => failed(1, o.to_string(), None, FailureKind::Output),
+            _ => Ended { code: 0, failure: None },
         };
     }
-    eprintln!("meshsim: {}", one_line(&e.render().to_string()));
-    ExitCode::from(2)
+    failed(2, one_line(&e.render().to_string(), args), None, FailureKind::BadInput)
 }
 
 /// clap's several-line message as one line: its first paragraph, with the command's `--help`
 /// pointed to; a missing command lists the commands there are.
-fn one_line(text: &str) -> String {
-    let path = command_path();
+fn one_line(text: &str, args: &[std::ffi::OsString]) -> String {
+    let path = command_path(args);
     let commands: Vec<&str> = text
         .lines()
         .skip_while(|l| l.trim() != "Commands:")
@@ -191,11 +249,11 @@ fn one_line(text: &str) -> String {
 }
 
 /// The (sub)command the command line names: `meshsim op all-gather`.
-fn command_path() -> String {
+fn command_path(args: &[std::ffi::OsString]) -> String {
     use clap::CommandFactory;
     let mut cmd = Cli::command();
     let mut path = vec!["meshsim".to_owned()];
-    for arg in std::env::args_os().skip(1) {
+    for arg in args.iter().skip(1) {
         let Some(next) = arg.to_str().and_then(|a| cmd.find_subcommand(a)).cloned() else {
             break;
         };
@@ -414,20 +472,31 @@ fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
 /// The progress bar of the sweep running, so a second Ctrl-C can erase it before it exits.
 pub(crate) static SWEEP_BAR: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
 
+/// Whether Ctrl-C stops a sweep through a signal handler meshsim installs: the binary's way.
+/// A host that owns the process's signals (the Python package) leaves it off and calls
+/// [`api::interrupt`] instead.
+static CTRL_C_STOPS_SWEEPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The flag that stops a sweep: set, no new point starts (those running finish, and what
+/// finished is printed, exit 130).
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The flag Ctrl-C sets: the first press stops new points from starting (those running
 /// finish, and what finished is printed); a second press erases the progress bar and exits
-/// at once (130), keeping only what `--out` already holds.
+/// at once (130), keeping only what `--out` already holds. In the binary only: a host
+/// program's own signal handling is left alone, and it sets [`STOP`] through [`api::interrupt`].
 fn interrupt_on_ctrl_c() -> &'static std::sync::atomic::AtomicBool {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static STOP: AtomicBool = AtomicBool::new(false);
-    let _ = ctrlc::set_handler(|| {
-        if STOP.swap(true, Ordering::SeqCst) {
-            if let Some(pb) = SWEEP_BAR.get() {
-                pb.finish_and_clear();
+    use std::sync::atomic::Ordering;
+    if CTRL_C_STOPS_SWEEPS.load(Ordering::SeqCst) {
+        let _ = ctrlc::set_handler(|| {
+            if STOP.swap(true, Ordering::SeqCst) {
+                if let Some(pb) = SWEEP_BAR.get() {
+                    pb.finish_and_clear();
+                }
+                std::process::exit(130);
             }
-            std::process::exit(130);
-        }
-    });
+        });
+    }
     &STOP
 }
 

@@ -17,8 +17,37 @@ impl OutputError {
     }
 }
 
-/// Writes `args` to standard output and flushes it.
+thread_local! {
+    /// Where this thread's output goes instead of standard output, while [`capture`] runs.
+    static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's output collected instead of printed, and returns both. Commands
+/// print from the thread that runs them (sweep points and regression scenarios run on others,
+/// but their tables are printed at the end), so everything a command prints is collected.
+/// If `f` panics, the thread's output goes back to where it went before.
+pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<u8>) {
+    /// Puts back the previous destination however `f` ends.
+    struct Restore(Option<Vec<u8>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let before = self.0.take();
+            CAPTURED.with(|c| *c.borrow_mut() = before);
+        }
+    }
+    let restore = Restore(CAPTURED.with(|c| c.borrow_mut().replace(Vec::new())));
+    let value = f();
+    let text = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    drop(restore);
+    (value, text)
+}
+
+/// Writes `args` to standard output and flushes it (or to the buffer of a [`capture`]).
 pub fn write(args: std::fmt::Arguments<'_>) -> Result<(), OutputError> {
+    let captured = CAPTURED.with(|c| c.borrow_mut().as_mut().map(|buf| buf.write_fmt(args)));
+    if let Some(result) = captured {
+        return Ok(result?);
+    }
     let mut stdout = std::io::stdout().lock();
     stdout.write_fmt(args)?;
     stdout.flush()?;
