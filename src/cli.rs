@@ -245,9 +245,9 @@ pub(crate) enum Command {
         /// tests on the Galaxy) and its all-gather sweep on an 8-chip axis of the Galaxy.
         #[arg(long, conflicts_with = "ccl")]
         blackhole: bool,
-        /// With --blackhole: leave out sweep points above this many bytes (the 1 GiB points
-        /// take minutes each).
-        #[arg(long, value_parser = parse_size, value_name = "BYTES", requires = "blackhole")]
+        /// With --ccl or --blackhole: leave out sweep points above this many bytes (the 256 MiB
+        /// and 1 GiB points take minutes each).
+        #[arg(long, value_parser = parse_size, value_name = "BYTES", requires = "sweep_set")]
         max_bytes: Option<u64>,
         /// The CCL set instead: tt-metal's CCL sweep on a Wormhole LoudBox (all-gather and
         /// reduce-scatter, lines of 2 and 4 and the 8-ring, 16 KiB-256 MiB, run as it ran
@@ -261,6 +261,13 @@ pub(crate) enum Command {
         /// bh_all_gather.svg.
         #[arg(long, value_name = "DIR", requires = "sweep_set")]
         plot: Option<std::path::PathBuf>,
+        /// Write the accuracy record instead: every set (link, fabric, CCL and Blackhole on the
+        /// packet model; the CCL and Blackhole sweeps on the flow model; sweeps up to 16 MiB)
+        /// with the built-in parameters, into configs/accuracy.csv and the accuracy table of
+        /// docs/guide.md of the meshsim checkout the working directory is in (about 15 minutes
+        /// on 2 cores).
+        #[arg(long, conflicts_with_all = ["fabric", "ccl", "blackhole", "max_bytes", "plot"])]
+        update_accuracy: bool,
         #[command(flatten)]
         output: Output,
     },

@@ -7,8 +7,9 @@
 
 use std::process::ExitCode;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+mod accuracy;
 pub mod api;
 mod bench_cmd;
 mod cli;
@@ -268,11 +269,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Topo { cluster, format } => topo(&cluster, format)?,
         Command::Tune(args) => return tune_cmd::run_tune(args),
-        Command::Peers { cluster, stack, output } => {
-            let cluster = load_cluster(&cluster)?;
-            let rows = meshsim_ccl::peers::peers(&cluster, stack.unwrap_or(Stack::DEFAULT));
-            out!("{}", report::render(&rows, output.format.into()))?;
-        }
+        Command::Peers { cluster, stack, output } => peers(&cluster, stack, output)?,
         Command::Params { cluster, model, output } => print_params(
             &model.load()?.on_checked(&load_cluster(&cluster)?).map_err(|e| BadInput(e.to_string()))?,
             output,
@@ -306,13 +303,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let suite = regress_cmd::suite_path(suite, update)?;
             if sim.sim_model == meshsim_ccl::op::SimModel::Flow {
-                if update || check_determinism || check_shortcuts || trace.is_some() {
-                    return Err(BadInput(
-                        "regress --model flow reports the flow model's error against the baselines: it takes no --update, --check-determinism, --check-shortcuts or --trace".into(),
-                    )
-                    .into());
-                }
-                return regress_cmd::run_flow_errors(&suite, scenario.as_deref(), model, output.format);
+                let gate_flags = update || check_determinism || check_shortcuts || trace.is_some();
+                return regress_cmd::run_flow_errors(
+                    &suite,
+                    (scenario.as_deref(), gate_flags),
+                    model,
+                    output.format,
+                );
             }
             return run_regress(
                 &suite,
@@ -324,13 +321,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 output.format,
             );
         }
-        Command::Calibrate { model, sim, fabric, blackhole, max_bytes, ccl, plot, output } => {
-            let set = match (fabric, ccl, blackhole) {
-                (true, _, _) => CalibrationSet::Fabric,
-                (_, true, _) => CalibrationSet::Ccl { plot },
-                (_, _, true) => CalibrationSet::Blackhole { max_bytes: max_bytes.unwrap_or(u64::MAX), plot },
-                _ => CalibrationSet::Link,
-            };
+        Command::Calibrate {
+            model,
+            sim,
+            fabric,
+            blackhole,
+            max_bytes,
+            ccl,
+            plot,
+            update_accuracy,
+            output,
+        } => {
+            if update_accuracy {
+                return accuracy::update(&model, sim.sim_model).map(|()| ExitCode::SUCCESS);
+            }
+            let set = CalibrationSet::of((fabric, ccl, blackhole), max_bytes, plot);
             return calibrate((&model.load()?, sim.sim_model), set, output);
         }
     }
@@ -347,6 +352,14 @@ fn topo(spec: &str, format: TopoFormat) -> anyhow::Result<()> {
         TopoFormat::Dot => topo_dot(&load_cluster(spec)?),
     };
     out!("{out}")?;
+    Ok(())
+}
+
+/// `meshsim peers`: what each chip pair can do over the stack.
+fn peers(spec: &str, stack: Option<Stack>, output: Output) -> anyhow::Result<()> {
+    let cluster = load_cluster(spec)?;
+    let rows = meshsim_ccl::peers::peers(&cluster, stack.unwrap_or(Stack::DEFAULT));
+    out!("{}", report::render(&rows, output.format.into()))?;
     Ok(())
 }
 
@@ -370,10 +383,28 @@ enum CalibrationSet {
     Link,
     /// The TT-Fabric set.
     Fabric,
-    /// The CCL set, and where to draw its plots.
-    Ccl { plot: Option<std::path::PathBuf> },
+    /// The CCL set, its sweep up to this many bytes, and where to draw its plots.
+    Ccl { max_bytes: u64, plot: Option<std::path::PathBuf> },
     /// The Blackhole set, its sweep up to this many bytes, and where to draw its plot.
     Blackhole { max_bytes: u64, plot: Option<std::path::PathBuf> },
+}
+
+impl CalibrationSet {
+    /// The set `calibrate`'s flags name: `--fabric`, `--ccl` or `--blackhole` (clap lets
+    /// through one at most), else the link set.
+    fn of(
+        (fabric, ccl, blackhole): (bool, bool, bool),
+        max_bytes: Option<u64>,
+        plot: Option<PathBuf>,
+    ) -> Self {
+        let max_bytes = max_bytes.unwrap_or(u64::MAX);
+        match (fabric, ccl, blackhole) {
+            (true, _, _) => CalibrationSet::Fabric,
+            (_, true, _) => CalibrationSet::Ccl { max_bytes, plot },
+            (_, _, true) => CalibrationSet::Blackhole { max_bytes, plot },
+            _ => CalibrationSet::Link,
+        }
+    }
 }
 
 /// `meshsim calibrate`: exit 1 when a point misses its tolerance.
@@ -403,7 +434,8 @@ fn calibrate(
         Ok(Setup { model: sim, ..Setup::new(c, p) })
     };
     let (n300, galaxy, t3000) = (setup("n300")?, setup("galaxy")?, setup("t3000")?);
-    if let CalibrationSet::Ccl { plot: Some(dir) } | CalibrationSet::Blackhole { plot: Some(dir), .. } = &set
+    if let CalibrationSet::Ccl { plot: Some(dir), .. } | CalibrationSet::Blackhole { plot: Some(dir), .. } =
+        &set
     {
         if !dir.is_dir() {
             return Err(BadInput(format!("{}: not a directory (--plot takes one)", dir.display())).into());
@@ -417,8 +449,8 @@ fn calibrate(
         }
         CalibrationSet::Fabric => calibration::run_fabric(&t3000, &galaxy).map_err(bench_error)?,
         CalibrationSet::Link => calibration::run(&n300, &t3000).map_err(bench_error)?,
-        CalibrationSet::Ccl { .. } => {
-            ccl_calibration::run_ccl(&n300, &t3000, &galaxy).map_err(bench_error)?
+        &CalibrationSet::Ccl { max_bytes, .. } => {
+            ccl_calibration::run_ccl((&n300, &t3000, &galaxy), max_bytes).map_err(bench_error)?
         }
     };
     out!("{}", report::render(&rows, output.format.into()))?;
@@ -439,7 +471,7 @@ fn calibrate(
             plot::write(&dir.join(file), &plot).map_err(|e| BadInput(e.to_string()))?;
         }
     }
-    if let CalibrationSet::Ccl { plot: Some(dir) } = &set {
+    if let CalibrationSet::Ccl { plot: Some(dir), .. } = &set {
         for (file, plot) in ccl_calibration::plots(&rows) {
             let path = dir.join(file);
             plot::write(&path, &plot).map_err(|e| BadInput(e.to_string()))?;

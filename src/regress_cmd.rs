@@ -115,13 +115,20 @@ fn params_and_baselines(
 
 /// `regress --model flow`: every op and workload scenario on the flow model beside its
 /// baseline (the packet model's time), a row each with the error; exit 1 when one is beyond
-/// the flow model's bound or failed to run.
+/// the flow model's bound or failed to run. `gate_flags`: whether the gate's own flags were
+/// given (`--update`, `--check-determinism`, `--check-shortcuts`, `--trace`), which it refuses.
 pub(crate) fn run_flow_errors(
     suite_path: &Path,
-    only: Option<&str>,
+    (only, gate_flags): (Option<&str>, bool),
     model: crate::cli::ParamsFile,
     format: GateFormat,
 ) -> anyhow::Result<ExitCode> {
+    if gate_flags {
+        return Err(BadInput(
+            "regress --model flow reports the flow model's error against the baselines: it takes no --update, --check-determinism, --check-shortcuts or --trace".into(),
+        )
+        .into());
+    }
     let suites = regress::load_suites(suite_path).map_err(BadInput)?;
     if let Some(name) = only
         && !suites.iter().any(|s| s.scenarios.iter().any(|sc| sc.name == name))

@@ -204,6 +204,17 @@ pub fn run_blackhole(
             Ok(row(&what, size, gbps, r.gbps, bandwidth_tolerance(size)))
         })
         .collect();
+    let mut rows: Vec<CalibrationRow> = lat.into_iter().chain(bw).collect::<Result<_, _>>()?;
+    if micro {
+        rows.extend(crate::calibration::dram_rows(galaxy, true)?);
+    }
+    rows.extend(run_blackhole_sweep(galaxy, max_sweep_bytes)?);
+    Ok(rows)
+}
+
+/// The Blackhole set's all-gather sweep alone: every published point up to `max_sweep_bytes`,
+/// simulated on `galaxy` (its model), in the set's order.
+pub fn run_blackhole_sweep(galaxy: &Setup, max_sweep_bytes: u64) -> Result<Vec<CalibrationRow>, BenchError> {
     let mut series: Vec<(usize, Topology)> = Vec::new();
     for &(n, t, _, _) in &BH_SWEEP {
         if !series.contains(&(n, t)) {
@@ -217,10 +228,7 @@ pub fn run_blackhole(
         .par_iter()
         .map(|&(n, t)| sweep_series(galaxy, n, t, &points(n, t).map(|p| p.0).collect::<Vec<_>>()))
         .collect();
-    let mut rows: Vec<CalibrationRow> = lat.into_iter().chain(bw).collect::<Result<_, _>>()?;
-    if micro {
-        rows.extend(crate::calibration::dram_rows(galaxy, true)?);
-    }
+    let mut rows = Vec::new();
     for (&(n, t), sim) in series.iter().zip(simulated) {
         let sim = sim?;
         for (size, us) in points(n, t) {

@@ -196,30 +196,14 @@ pub fn points_of(op: SweepCollective, n: usize, topology: Topology) -> impl Iter
 }
 
 /// Runs the CCL set: the sweep on `t3000`, the ring goldens on `t3000` and `galaxy`, the
-/// to-worker curve on `n300`. Rows come back in a fixed order. On the flow model
-/// (`t3000.model`) only the sweep runs: the goldens are microbenchmarks of the packet model.
-pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<CalibrationRow>, BenchError> {
-    let series = series();
-    let simulated: Vec<Result<Vec<(u64, f64)>, BenchError>> = series
-        .par_iter()
-        .map(|&(op, n, t)| {
-            let sizes: Vec<u64> = points_of(op, n, t).map(|p| p.0).collect();
-            sweep_series(t3000, op, n, t, &sizes)
-        })
-        .collect();
-    let mut rows = Vec::new();
-    for (&(op, n, t), sim) in series.iter().zip(simulated) {
-        let sim = sim?;
-        for (size, us) in points_of(op, n, t) {
-            let got = sim
-                .iter()
-                .find(|s| s.0 == size)
-                .map(|s| s.1)
-                .ok_or_else(|| BenchError::Sim(format!("the sweep ran no {size} B point")))?;
-            let what = format!("ccl {} {}-{n} us", op.collective().name(), topology_name(t));
-            rows.push(row(&what, size, us, got, SWEEP_TOLERANCE_PCT));
-        }
-    }
+/// to-worker curve on `n300`, leaving out sweep points above `max_sweep_bytes`. Rows come back
+/// in a fixed order. On the flow model (`t3000.model`) only the sweep runs: the goldens are
+/// microbenchmarks of the packet model.
+pub fn run_ccl(
+    (n300, t3000, galaxy): (&Setup, &Setup, &Setup),
+    max_sweep_bytes: u64,
+) -> Result<Vec<CalibrationRow>, BenchError> {
+    let mut rows = run_ccl_sweep(t3000, max_sweep_bytes)?;
     if t3000.model != meshsim_ccl::op::SimModel::Packet {
         return Ok(rows);
     }
@@ -253,6 +237,34 @@ pub fn run_ccl(n300: &Setup, t3000: &Setup, galaxy: &Setup) -> Result<Vec<Calibr
         .collect();
     rows.extend(ring_bw.into_iter().chain(ring_lat).collect::<Result<Vec<_>, _>>()?);
     rows.extend(run_to_worker(n300)?);
+    Ok(rows)
+}
+
+/// The CCL set's sweep alone: every published point up to `max_sweep_bytes`, simulated on
+/// `t3000` (its model), in the set's order.
+pub fn run_ccl_sweep(t3000: &Setup, max_sweep_bytes: u64) -> Result<Vec<CalibrationRow>, BenchError> {
+    let series = series();
+    let points_of = |op, n, t| points_of(op, n, t).filter(move |p| p.0 <= max_sweep_bytes);
+    let simulated: Vec<Result<Vec<(u64, f64)>, BenchError>> = series
+        .par_iter()
+        .map(|&(op, n, t)| {
+            let sizes: Vec<u64> = points_of(op, n, t).map(|p| p.0).collect();
+            sweep_series(t3000, op, n, t, &sizes)
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (&(op, n, t), sim) in series.iter().zip(simulated) {
+        let sim = sim?;
+        for (size, us) in points_of(op, n, t) {
+            let got = sim
+                .iter()
+                .find(|s| s.0 == size)
+                .map(|s| s.1)
+                .ok_or_else(|| BenchError::Sim(format!("the sweep ran no {size} B point")))?;
+            let what = format!("ccl {} {}-{n} us", op.collective().name(), topology_name(t));
+            rows.push(row(&what, size, us, got, SWEEP_TOLERANCE_PCT));
+        }
+    }
     Ok(rows)
 }
 
