@@ -238,3 +238,19 @@ def test_invoke_runs_any_command():
     code, out = meshsim.invoke("peers", "n300")
     assert code == 0 and out.split()[:4] == ["a", "b", "access", "atomics"]
     assert meshsim.__version__ == meshsim._native.version()
+
+
+def test_the_example_runs(root, tmp_path):
+    """examples/compare_machines.py: a plot with matplotlib, else the table of all four."""
+    import subprocess
+    import sys
+
+    plot = tmp_path / "m.png"
+    done = subprocess.run([sys.executable, str(root / "examples" / "compare_machines.py"), "--out", str(plot)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if done.stdout.startswith("wrote"):
+        assert plot.stat().st_size > 0
+    else:
+        machines = {line.split()[0] for line in done.stdout.splitlines()[1:]}
+        assert machines == {"t3000", "galaxy", "bh_loudbox", "bh_galaxy"}

@@ -431,7 +431,7 @@ fn the_ccl_sweep_holds_its_recorded_accuracy() {
     // Recorded 2026-11-27, DRAM reads from tt-metal's single-core table and the all-gather's
     // completion barrier: mean 12.5 % (13.2 % before the barrier, 11.4 % with the 200-cycle
     // DRAM latency fitted on this sweep, 10.6 % before NoC1 went -y first), worst -43.2 % (the
-    // 8-ring all-gather at 16 KiB, too fast by a fixed cost the model lacks: docs/model.md,
+    // 8-ring all-gather at 16 KiB, too fast by a fixed cost the model lacks: docs/record.md,
     // "Small ops").
     assert!(mean <= 12.6, "mean |error| {mean:.1} %");
     assert!(worst.0.abs() <= 43.5, "worst {:+.1} % at {}", worst.0, worst.1);
