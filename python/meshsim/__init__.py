@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
@@ -304,6 +303,8 @@ def _workload_file(workload: Union[PathLike, Mapping[str, Any]]) -> Tuple[str, O
         return os.fspath(workload), None
     if isinstance(workload, str) and "\n" not in workload and (os.path.exists(workload) or workload.endswith((".yaml", ".yml"))):
         return workload, None
+    import tempfile  # only here: it costs a few milliseconds of every import otherwise
+
     text = json.dumps(dict(workload)) if isinstance(workload, Mapping) else workload
     try:
         fd, path = tempfile.mkstemp(prefix=".meshsim-workload-", suffix=".yaml", dir=os.getcwd())
