@@ -209,6 +209,136 @@ pub(crate) fn update(given: &crate::cli::ParamsFile, sim: SimModel) -> anyhow::R
     Ok(())
 }
 
+/// A mean |error| at or above this is large: the prediction is read as trends and
+/// bottlenecks rather than times (docs/guide.md, "How accurate it is").
+pub(crate) const LARGE_ERROR_PCT: f64 = 10.0;
+
+/// The record's name of an architecture.
+fn arch_name(arch: meshsim_topology::Arch) -> &'static str {
+    if arch == meshsim_topology::Arch::Blackhole { "Blackhole" } else { "Wormhole" }
+}
+
+/// The record as built into meshsim: `configs/accuracy.csv` at compile time.
+fn built_in() -> &'static [Point] {
+    static RECORD: std::sync::OnceLock<Vec<Point>> = std::sync::OnceLock::new();
+    RECORD.get_or_init(|| {
+        csv::Reader::from_reader(include_str!("../configs/accuracy.csv").as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap_or_default()
+    })
+}
+
+/// How far to trust an op's prediction: the record's points nearest to it — tt-metal's published
+/// measurements of the same op on the same architecture, on the same topology and number of
+/// chips where there are some — and the model's error against them.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct Trust {
+    /// What the figures are of, e.g. `tt-metal's Wormhole sweep of all-gather on a ring of 8`;
+    /// `None` when no published measurement of the op on the architecture is recorded.
+    pub(crate) basis: Option<String>,
+    /// How many published points.
+    pub(crate) points: usize,
+    /// How many of them the model meets within their tolerance.
+    pub(crate) within_tolerance: usize,
+    /// Their tolerance, percent (the largest, where they differ).
+    pub(crate) tolerance_pct: Option<f64>,
+    /// The model's mean |error| against them, percent.
+    pub(crate) mean_abs_error_pct: Option<f64>,
+    /// Its largest error, signed, percent.
+    pub(crate) worst_error_pct: Option<f64>,
+    /// Whether the mean |error| is large (at least [`LARGE_ERROR_PCT`]) or the op is not
+    /// calibrated: the time is then an indication, not a figure to plan on.
+    pub(crate) large: bool,
+}
+
+impl Trust {
+    /// The record's word on `op` (its JSON name, `all_gather`) on `arch`'s chips, run as a
+    /// `topology` of `chips` on `model`.
+    pub(crate) fn of(
+        arch: meshsim_topology::Arch,
+        op: &str,
+        (topology, chips): (&str, usize),
+        model: SimModel,
+    ) -> Trust {
+        Self::from_record(built_in(), arch, op, (topology, chips), model)
+    }
+
+    fn from_record(
+        record: &[Point],
+        arch: meshsim_topology::Arch,
+        op: &str,
+        (topology, chips): (&str, usize),
+        model: SimModel,
+    ) -> Trust {
+        let arch = arch_name(arch);
+        let op = op.replace('_', "-");
+        let model = model.to_string();
+        let of_op: Vec<&Point> = record
+            .iter()
+            .filter(|p| p.arch == arch && p.model == model && p.group.starts_with(&format!("{op} ")))
+            .collect();
+        let exact = format!("{op} {topology}-{chips}");
+        let same: Vec<&Point> = of_op.iter().copied().filter(|p| p.group == exact).collect();
+        let (points, basis) = if !same.is_empty() {
+            (same, format!("tt-metal's {arch} sweep of {op} on a {topology} of {chips}"))
+        } else {
+            let mut groups: Vec<&str> =
+                of_op.iter().map(|p| p.group.trim_start_matches(&format!("{op} "))).collect();
+            groups.dedup();
+            (
+                of_op,
+                format!("tt-metal's {arch} sweep of {op} on {} (not this communicator)", groups.join(", ")),
+            )
+        };
+        if points.is_empty() {
+            return Trust {
+                basis: None,
+                points: 0,
+                within_tolerance: 0,
+                tolerance_pct: None,
+                mean_abs_error_pct: None,
+                worst_error_pct: None,
+                large: true,
+            };
+        }
+        let mean = points.iter().map(|p| p.error_pct.abs()).sum::<f64>() / points.len() as f64;
+        let worst =
+            points.iter().map(|p| p.error_pct).fold(0.0, |w: f64, e| if e.abs() > w.abs() { e } else { w });
+        Trust {
+            basis: Some(basis),
+            points: points.len(),
+            within_tolerance: points.iter().filter(|p| p.ok).count(),
+            tolerance_pct: points.iter().map(|p| p.tolerance_pct).reduce(f64::max),
+            mean_abs_error_pct: Some(mean),
+            worst_error_pct: Some(worst),
+            large: mean >= LARGE_ERROR_PCT,
+        }
+    }
+
+    /// One line for a text header.
+    pub(crate) fn line(&self, arch: meshsim_topology::Arch, op: &str) -> String {
+        let (Some(basis), Some(mean), Some(worst), Some(tol)) =
+            (&self.basis, self.mean_abs_error_pct, self.worst_error_pct, self.tolerance_pct)
+        else {
+            return format!(
+                "not calibrated: no published {} measurement of {} is recorded; read the time as an indication (docs/guide.md)",
+                arch_name(arch),
+                op.replace('_', "-")
+            );
+        };
+        let verdict = if self.large {
+            "; large: read the time as trends and bottlenecks, not a figure to plan on"
+        } else {
+            ""
+        };
+        format!(
+            "mean |error| {mean:.1} % (worst {worst:+.1} %, {} of {} within ±{tol:.0} %) against {basis}, up to 16 MiB{verdict} (docs/guide.md)",
+            self.within_tolerance, self.points
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +399,54 @@ mod tests {
             let r = record.iter().find(same).unwrap_or_else(|| panic!("{p:?} is not in the record"));
             assert_eq!(r, p, "run `meshsim calibrate --update-accuracy`");
         }
+    }
+
+    #[test]
+    fn an_op_is_trusted_as_far_as_its_nearest_published_points() {
+        use meshsim_topology::Arch;
+        let row = |arch: &str, model: &str, group: &str, error_pct: f64| Point {
+            set: "ccl".into(),
+            model: model.into(),
+            arch: arch.into(),
+            group: group.into(),
+            measure: String::new(),
+            size_bytes: 1 << 20,
+            published: 100.0,
+            simulated: 100.0 + error_pct,
+            error_pct,
+            tolerance_pct: 20.0,
+            ok: error_pct.abs() <= 20.0,
+        };
+        let record = [
+            row("Wormhole", "packet", "all-gather ring-8", -30.0),
+            row("Wormhole", "packet", "all-gather ring-8", 10.0),
+            row("Wormhole", "packet", "all-gather line-2", 4.0),
+            row("Wormhole", "flow", "all-gather ring-8", -2.0),
+            row("Blackhole", "packet", "all-gather ring-8", 80.0),
+        ];
+        let t = Trust::from_record(&record, Arch::WormholeB0, "all_gather", ("ring", 8), SimModel::Packet);
+        assert_eq!(
+            (t.points, t.within_tolerance, t.mean_abs_error_pct, t.worst_error_pct),
+            (2, 1, Some(20.0), Some(-30.0))
+        );
+        assert!(
+            t.large && t.basis.as_deref() == Some("tt-metal's Wormhole sweep of all-gather on a ring of 8")
+        );
+        // Another communicator: every point of the op on the architecture, said so.
+        let t = Trust::from_record(&record, Arch::WormholeB0, "all_gather", ("line", 4), SimModel::Packet);
+        assert_eq!(t.points, 3);
+        assert!(t.basis.unwrap().ends_with("on ring-8, line-2 (not this communicator)"));
+        // Each model its own points; an op with none is not calibrated.
+        let t = Trust::from_record(&record, Arch::WormholeB0, "all_gather", ("ring", 8), SimModel::Flow);
+        assert_eq!((t.points, t.large), (1, false));
+        let t = Trust::from_record(&record, Arch::Blackhole, "all_reduce", ("ring", 8), SimModel::Packet);
+        assert!(t.basis.is_none() && t.large);
+        assert!(
+            t.line(Arch::Blackhole, "all_reduce")
+                .starts_with("not calibrated: no published Blackhole measurement of all-reduce")
+        );
+        // The built-in record has the CCL sweep's points.
+        assert!(Trust::of(Arch::WormholeB0, "reduce_scatter", ("line", 4), SimModel::Packet).points > 0);
     }
 
     #[test]

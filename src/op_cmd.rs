@@ -113,11 +113,22 @@ struct WhatRan {
     packet_bytes: u64,
     /// What chose the algorithm and the knobs left unset.
     selected_by: String,
+    /// How far to trust the time: the accuracy record's nearest published points.
+    trust: crate::accuracy::Trust,
+    /// The op's JSON name (`all_gather`).
+    op: String,
 }
 
 impl WhatRan {
     fn of(a: &OpArgs, cluster: &Cluster, params: &meshsim_hw::Params, done: &scenario::OpDone) -> WhatRan {
         let packet_bytes = done.ops[0].packet_bytes;
+        let topology = format!("{:?}", done.topology).to_lowercase();
+        let trust = crate::accuracy::Trust::of(
+            cluster.arch(),
+            &a.op.json_name(),
+            (&topology, done.chips.len()),
+            done.ops[0].model,
+        );
         let selected_by = match &a.select {
             Some(p) => format!("the selection tree {}", p.display()),
             None => "meshsim's default selection tree and tt-metal's factory rules".into(),
@@ -127,6 +138,8 @@ impl WhatRan {
             link_gbps: params.eth_link_gbps,
             packet_bytes,
             selected_by,
+            trust,
+            op: a.op.json_name(),
         }
     }
 
@@ -139,7 +152,7 @@ impl WhatRan {
         let groups =
             if done.ops.len() > 1 { format!(" (one of {} at once)", done.ops.len()) } else { String::new() };
         format!(
-            "machine   {} ({}, {} Gb/s links), {} stack, {} model\nran on    {}-chip {topology} {}{groups}\ntensor    {} {:?} dim {dim}\nknobs     {} link(s) per hop, {} worker(s) per link, packets of up to {} B ({} page(s) of {} B)\nalgorithm {} (chosen by {})\n\n",
+            "machine   {} ({}, {} Gb/s links), {} stack, {} model\nran on    {}-chip {topology} {}{groups}\ntensor    {} {:?} dim {dim}\nknobs     {} link(s) per hop, {} worker(s) per link, packets of up to {} B ({} page(s) of {} B)\nalgorithm {} (chosen by {})\naccuracy  {}\n\n",
             cluster.origin(),
             self.arch,
             self.link_gbps,
@@ -156,6 +169,7 @@ impl WhatRan {
             t.page_bytes(),
             o.algorithm,
             self.selected_by,
+            self.trust.line(cluster.arch(), &self.op),
         )
     }
 }
@@ -225,6 +239,7 @@ fn print_json(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         "pages_per_packet": done.ops[0].pages_per_packet,
         "packet_size": ran.packet_bytes,
         "selected_by": ran.selected_by,
+        "accuracy": ran.trust,
         "shape": done.tensor.shape,
         "dim": a.dim,
         "dtype": done.tensor.dtype.to_string(),

@@ -135,6 +135,7 @@ pub(crate) fn series_of(
             dtype: p.row.dtype.clone(),
             num_links: p.num_links,
             workers: p.series_workers,
+            arch: crate::load_cluster(&p.cluster).ok().map(|c| c.arch()),
             rows: Vec::new(),
         });
         if se.label != p.series {
@@ -199,6 +200,8 @@ pub(crate) struct SweepSeries {
     num_links: usize,
     /// Workers per link and direction; `None`: tt-metal's default.
     workers: Option<usize>,
+    /// The architecture of its machine (`None`: a merged file's machine that does not load).
+    arch: Option<meshsim_topology::Arch>,
     rows: Vec<meshsim_ccl::sweep::SweepRow>,
 }
 
@@ -407,6 +410,7 @@ pub(crate) fn run_sweep(
             dtype: spec.dtype.to_string(),
             num_links,
             workers: spec.workers,
+            arch: Some(c.arch()),
             rows,
         });
     }
@@ -534,7 +538,16 @@ fn series_header(k: &SweepHeader, se: &SweepSeries) -> String {
         k.max,
         k.factor,
         k.model
-    )
+    ) + &accuracy_line(k, se)
+}
+
+/// A series' `# accuracy` line: the accuracy record's word on its op, architecture, topology
+/// and chips (none for a merged series whose machine does not load).
+fn accuracy_line(k: &SweepHeader, se: &SweepSeries) -> String {
+    let Some(arch) = se.arch else { return String::new() };
+    let topology = se.layout.rsplit(' ').next().unwrap_or(&se.layout);
+    let trust = crate::accuracy::Trust::of(arch, &k.op, (topology, se.chips), k.model);
+    format!("# accuracy {}\n#\n", trust.line(arch, &k.op))
 }
 
 /// Renders a sweep: nccl-tests' table per series as text; one flat table with series columns
@@ -746,6 +759,7 @@ mod tests {
             dtype: "bfp8".into(),
             num_links: 1,
             workers: Some(1),
+            arch: None,
             rows,
         }
     }

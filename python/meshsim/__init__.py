@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._results import (
+    Accuracy,
     Axis,
     BoundBy,
     Busy,
@@ -49,6 +50,7 @@ from ._results import (
 )
 
 __all__ = [
+    "Accuracy",
     "Axis",
     "BoundBy",
     "Busy",

@@ -239,6 +239,7 @@ class OpResult(Result):
     pages_per_packet: Optional[int]
     packet_size: Optional[int]
     selected_by: str
+    accuracy: Accuracy
     shape: List[int]
     dim: int
     dtype: str
@@ -303,6 +304,21 @@ class Sweep(List[SweepRow]):
 
 
 # --- workloads --------------------------------------------------------------------------------
+
+
+@_result
+class Accuracy(Result):
+    """How far to trust an op's time: the model's error against tt-metal's published points
+    nearest to it (docs/guide.md's accuracy table). ``basis`` is ``None`` when the op is not
+    calibrated on its architecture; ``large`` says to read the time as trends, not a figure."""
+
+    basis: Optional[str]
+    points: int
+    within_tolerance: int
+    tolerance_pct: Optional[float]
+    mean_abs_error_pct: Optional[float]
+    worst_error_pct: Optional[float]
+    large: bool
 
 
 @_result
