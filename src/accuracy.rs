@@ -449,6 +449,40 @@ mod tests {
         assert!(Trust::of(Arch::WormholeB0, "reduce_scatter", ("line", 4), SimModel::Packet).points > 0);
     }
 
+    /// The README's accuracy figures are the record's: Wormhole's Ethernet microbenchmarks, and
+    /// Blackhole's latency, DRAM, fabric bandwidth and all-gather sweep.
+    #[test]
+    fn the_readmes_accuracy_figures_are_the_records() {
+        let record = recorded();
+        let of = |arch: &str, model: &str, group: &dyn Fn(&str) -> bool| -> Vec<&Point> {
+            record.iter().filter(|p| p.arch == arch && p.model == model && group(&p.group)).collect()
+        };
+        let worst = |ps: &[&Point]| ps.iter().map(|p| p.error_pct.abs()).fold(0.0, f64::max).ceil();
+        let erisc = of("Wormhole", "packet", &|g| g.starts_with("ERISC"));
+        let latency = of("Blackhole", "packet", &|g| g == "fabric one-hop latency");
+        let dram = of("Blackhole", "packet", &|g| g == "one core's DRAM reads");
+        let bandwidth = of("Blackhole", "packet", &|g| g.starts_with("fabric bandwidth"));
+        let sweep = of("Blackhole", "packet", &|g| g.starts_with("all-gather"));
+        let sweep_mean = sweep.iter().map(|p| p.error_pct.abs()).sum::<f64>() / sweep.len() as f64;
+        let readme = read("README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+        for claim in [
+            format!(
+                "the Ethernet microbenchmarks, calibrated against published measurements to within {} %",
+                worst(&erisc)
+            ),
+            format!("line latency within {} %", worst(&latency)),
+            format!("one core's DRAM reads within {} %", worst(&dram)),
+            format!(
+                "{} of {} fabric bandwidth goldens within 10 %",
+                bandwidth.iter().filter(|p| p.ok).count(),
+                bandwidth.len()
+            ),
+            format!("the all-gather sweep at a mean |error| of {sweep_mean:.0} %"),
+        ] {
+            assert!(readme.contains(&claim), "README.md should say '{claim}' (configs/accuracy.csv)");
+        }
+    }
+
     #[test]
     fn measures_fall_into_their_groups() {
         assert_eq!(group("ccl all-gather line-2 us"), ("Wormhole", "all-gather line-2".into()));

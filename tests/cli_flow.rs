@@ -47,7 +47,20 @@ fn every_regression_scenario_on_the_flow_model_is_within_its_bound_or_a_stated_e
         }
     }
     assert!(ok >= 15, "{ok} scenarios within bound");
-    assert_eq!(rows.iter().filter(|r| r["status"] != "skipped").count(), ok + EXCEPTIONS.len());
+    let compared = rows.iter().filter(|r| r["status"] != "skipped").count();
+    assert_eq!(compared, ok + EXCEPTIONS.len());
+    // The README states these figures: they are what this run measures.
+    let errors: Vec<f64> = rows.iter().filter_map(|r| r["error_pct"].as_f64()).map(f64::abs).collect();
+    let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+    let worst = errors.iter().copied().fold(0.0, f64::max);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for claim in [
+        format!("{ok} of {compared} are within its bound"),
+        format!("the mean |error| is {mean:.1} % and the worst {worst:.1} %"),
+    ] {
+        assert!(readme.contains(&claim), "README.md should say '{claim}' of the flow model");
+    }
 }
 
 /// A sweep names its model in every row and in its header; the flow model refuses what it does
