@@ -1,9 +1,10 @@
 //! The accuracy record: every calibration point of every set, on both models, against its
-//! published measurement. `configs/accuracy.csv` holds the points; docs/guide.md's accuracy
+//! published measurement, and the flow model against the packet model on every regression
+//! scenario it runs. `configs/accuracy.csv` holds the points; docs/guide.md's accuracy
 //! table sums them up by architecture, benchmark or op and topology, and model.
 //! `meshsim calibrate --update-accuracy` runs the sets and writes both. The tests below hold
 //! the table to the file (re-rendered) and the file to the model (its cheap points
-//! re-simulated), so neither can drift.
+//! re-simulated), so neither can drift. `trust.rs` reads the record back for each result.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,7 @@ use meshsim_bench::{Setup, bh_calibration, calibration, ccl_calibration};
 use meshsim_ccl::op::SimModel;
 
 use crate::BadInput;
+use crate::trust::{FLOW_SET, Point, arch_name};
 
 /// The record's points, under the checkout's root.
 pub(crate) const CSV: &str = "configs/accuracy.csv";
@@ -24,43 +26,21 @@ const END: &str = "<!-- end of the accuracy table -->";
 /// The largest sweep point the record runs: the 64 MiB to 1 GiB points take minutes each.
 pub(crate) const MAX_SWEEP_BYTES: u64 = 16 << 20;
 
-/// One calibration point in the record.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Point {
-    /// The calibration set: link, fabric, ccl or blackhole (`meshsim calibrate`'s flags).
-    set: String,
-    /// The model that simulated it: packet or flow.
-    model: String,
-    /// The architecture of the machine it ran on.
-    arch: String,
-    /// What the table sums it under: a benchmark, or an op and topology.
-    group: String,
-    /// The point's `measure` as `calibrate` prints it.
-    measure: String,
-    size_bytes: u64,
-    published: f64,
-    simulated: f64,
-    error_pct: f64,
-    tolerance_pct: f64,
-    ok: bool,
-}
-
-impl Point {
-    fn new(set: &str, model: SimModel, row: CalibrationRow) -> Point {
-        let (arch, group) = group(&row.measure);
-        Point {
-            set: set.to_owned(),
-            model: model.to_string(),
-            arch: arch.to_owned(),
-            group,
-            measure: row.measure,
-            size_bytes: row.size_bytes,
-            published: row.published,
-            simulated: row.simulated,
-            error_pct: row.error_pct,
-            tolerance_pct: row.tolerance_pct,
-            ok: row.ok,
-        }
+/// A calibration row as a point of the record.
+fn point(set: &str, model: SimModel, row: CalibrationRow) -> Point {
+    let (arch, group) = group(&row.measure);
+    Point {
+        set: set.to_owned(),
+        model: model.to_string(),
+        arch: arch.to_owned(),
+        group,
+        measure: row.measure,
+        size_bytes: row.size_bytes,
+        published: row.published,
+        simulated: row.simulated,
+        error_pct: row.error_pct,
+        tolerance_pct: row.tolerance_pct,
+        ok: row.ok,
     }
 }
 
@@ -108,7 +88,7 @@ pub(crate) fn record() -> anyhow::Result<Vec<Point>> {
         let (n300, galaxy, t3000) = (setup("n300")?, setup("galaxy")?, setup("t3000")?);
         let (quietbox, bh_galaxy) = (setup("bh_quietbox")?, setup("bh_galaxy")?);
         let mut add = |set: &str, rows: Vec<CalibrationRow>| {
-            points.extend(rows.into_iter().map(|r| Point::new(set, sim, r)));
+            points.extend(rows.into_iter().map(|r| point(set, sim, r)));
         };
         if sim == SimModel::Packet {
             add("link", calibration::run(&n300, &t3000).map_err(bench)?);
@@ -119,6 +99,52 @@ pub(crate) fn record() -> anyhow::Result<Vec<Point>> {
             "blackhole",
             bh_calibration::run_blackhole(&quietbox, &bh_galaxy, MAX_SWEEP_BYTES).map_err(bench)?,
         );
+    }
+    let suites = crate::regress::default_suites().map_err(BadInput)?;
+    points.extend(flow_against_packet(&suites).map_err(BadInput)?);
+    Ok(points)
+}
+
+/// The flow model against the packet model on every regression scenario it runs (`regress
+/// --model flow`): a point each, the packet model's baseline as the reference and the flow
+/// model's bound as the tolerance, grouped by op.
+fn flow_against_packet(suites_path: &Path) -> Result<Vec<Point>, String> {
+    use crate::regress;
+    let suites = regress::load_suites(suites_path)?;
+    let baselines =
+        suites.iter().map(|s| regress::read_baseline(&s.baseline_path())).collect::<Result<Vec<_>, _>>()?;
+    let rows = regress::run_flow(&suites, &baselines, None, None, &|| {});
+    let mut points = Vec::new();
+    for r in rows {
+        let (Some(packet), Some(flow), Some(error_pct)) = (r.packet_us, r.flow_us, r.error_pct) else {
+            continue;
+        };
+        let Some((suite, sc)) = suites
+            .iter()
+            .filter(|s| s.name == r.suite)
+            .find_map(|s| s.scenarios.iter().find(|sc| sc.name == r.scenario).map(|sc| (s, sc)))
+        else {
+            continue;
+        };
+        let op = match sc.op {
+            crate::spec::Kind::Op(k) => k.name().to_owned(),
+            _ => "workload".to_owned(),
+        };
+        let cluster = crate::load_cluster(&sc.cluster_spec(suite.base_dir()))
+            .map_err(|e| format!("{}/{}: {e}", r.suite, r.scenario))?;
+        points.push(Point {
+            set: FLOW_SET.into(),
+            model: SimModel::Flow.to_string(),
+            arch: arch_name(cluster.arch()).into(),
+            group: format!("{op} (against the packet model)"),
+            measure: format!("{}/{}", r.suite, r.scenario),
+            size_bytes: r.per_rank_bytes.unwrap_or(0),
+            published: packet,
+            simulated: flow,
+            error_pct,
+            tolerance_pct: r.bound_pct,
+            ok: r.status == "ok",
+        });
     }
     Ok(points)
 }
@@ -209,136 +235,6 @@ pub(crate) fn update(given: &crate::cli::ParamsFile, sim: SimModel) -> anyhow::R
     Ok(())
 }
 
-/// A mean |error| at or above this is large: the prediction is read as trends and
-/// bottlenecks rather than times (docs/guide.md, "How accurate it is").
-pub(crate) const LARGE_ERROR_PCT: f64 = 10.0;
-
-/// The record's name of an architecture.
-fn arch_name(arch: meshsim_topology::Arch) -> &'static str {
-    if arch == meshsim_topology::Arch::Blackhole { "Blackhole" } else { "Wormhole" }
-}
-
-/// The record as built into meshsim: `configs/accuracy.csv` at compile time.
-fn built_in() -> &'static [Point] {
-    static RECORD: std::sync::OnceLock<Vec<Point>> = std::sync::OnceLock::new();
-    RECORD.get_or_init(|| {
-        csv::Reader::from_reader(include_str!("../configs/accuracy.csv").as_bytes())
-            .deserialize()
-            .collect::<Result<_, _>>()
-            .unwrap_or_default()
-    })
-}
-
-/// How far to trust an op's prediction: the record's points nearest to it — tt-metal's published
-/// measurements of the same op on the same architecture, on the same topology and number of
-/// chips where there are some — and the model's error against them.
-#[derive(Clone, Debug, serde::Serialize)]
-pub(crate) struct Trust {
-    /// What the figures are of, e.g. `tt-metal's Wormhole sweep of all-gather on a ring of 8`;
-    /// `None` when no published measurement of the op on the architecture is recorded.
-    pub(crate) basis: Option<String>,
-    /// How many published points.
-    pub(crate) points: usize,
-    /// How many of them the model meets within their tolerance.
-    pub(crate) within_tolerance: usize,
-    /// Their tolerance, percent (the largest, where they differ).
-    pub(crate) tolerance_pct: Option<f64>,
-    /// The model's mean |error| against them, percent.
-    pub(crate) mean_abs_error_pct: Option<f64>,
-    /// Its largest error, signed, percent.
-    pub(crate) worst_error_pct: Option<f64>,
-    /// Whether the mean |error| is large (at least [`LARGE_ERROR_PCT`]) or the op is not
-    /// calibrated: the time is then an indication, not a figure to plan on.
-    pub(crate) large: bool,
-}
-
-impl Trust {
-    /// The record's word on `op` (its JSON name, `all_gather`) on `arch`'s chips, run as a
-    /// `topology` of `chips` on `model`.
-    pub(crate) fn of(
-        arch: meshsim_topology::Arch,
-        op: &str,
-        (topology, chips): (&str, usize),
-        model: SimModel,
-    ) -> Trust {
-        Self::from_record(built_in(), arch, op, (topology, chips), model)
-    }
-
-    fn from_record(
-        record: &[Point],
-        arch: meshsim_topology::Arch,
-        op: &str,
-        (topology, chips): (&str, usize),
-        model: SimModel,
-    ) -> Trust {
-        let arch = arch_name(arch);
-        let op = op.replace('_', "-");
-        let model = model.to_string();
-        let of_op: Vec<&Point> = record
-            .iter()
-            .filter(|p| p.arch == arch && p.model == model && p.group.starts_with(&format!("{op} ")))
-            .collect();
-        let exact = format!("{op} {topology}-{chips}");
-        let same: Vec<&Point> = of_op.iter().copied().filter(|p| p.group == exact).collect();
-        let (points, basis) = if !same.is_empty() {
-            (same, format!("tt-metal's {arch} sweep of {op} on a {topology} of {chips}"))
-        } else {
-            let mut groups: Vec<&str> =
-                of_op.iter().map(|p| p.group.trim_start_matches(&format!("{op} "))).collect();
-            groups.dedup();
-            (
-                of_op,
-                format!("tt-metal's {arch} sweep of {op} on {} (not this communicator)", groups.join(", ")),
-            )
-        };
-        if points.is_empty() {
-            return Trust {
-                basis: None,
-                points: 0,
-                within_tolerance: 0,
-                tolerance_pct: None,
-                mean_abs_error_pct: None,
-                worst_error_pct: None,
-                large: true,
-            };
-        }
-        let mean = points.iter().map(|p| p.error_pct.abs()).sum::<f64>() / points.len() as f64;
-        let worst =
-            points.iter().map(|p| p.error_pct).fold(0.0, |w: f64, e| if e.abs() > w.abs() { e } else { w });
-        Trust {
-            basis: Some(basis),
-            points: points.len(),
-            within_tolerance: points.iter().filter(|p| p.ok).count(),
-            tolerance_pct: points.iter().map(|p| p.tolerance_pct).reduce(f64::max),
-            mean_abs_error_pct: Some(mean),
-            worst_error_pct: Some(worst),
-            large: mean >= LARGE_ERROR_PCT,
-        }
-    }
-
-    /// One line for a text header.
-    pub(crate) fn line(&self, arch: meshsim_topology::Arch, op: &str) -> String {
-        let (Some(basis), Some(mean), Some(worst), Some(tol)) =
-            (&self.basis, self.mean_abs_error_pct, self.worst_error_pct, self.tolerance_pct)
-        else {
-            return format!(
-                "not calibrated: no published {} measurement of {} is recorded; read the time as an indication (docs/guide.md)",
-                arch_name(arch),
-                op.replace('_', "-")
-            );
-        };
-        let verdict = if self.large {
-            "; large: read the time as trends and bottlenecks, not a figure to plan on"
-        } else {
-            ""
-        };
-        format!(
-            "mean |error| {mean:.1} % (worst {worst:+.1} %, {} of {} within ±{tol:.0} %) against {basis}, up to 16 MiB{verdict} (docs/guide.md)",
-            self.within_tolerance, self.points
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,15 +279,19 @@ mod tests {
             };
             if sim == SimModel::Packet {
                 let rows = calibration::run(&setup("n300"), &setup("t3000")).unwrap();
-                fresh.extend(rows.into_iter().map(|r| Point::new("link", sim, r)));
+                fresh.extend(rows.into_iter().map(|r| point("link", sim, r)));
             }
             let rows = ccl_calibration::run_ccl_sweep(&setup("t3000"), 64 << 10).unwrap();
-            fresh.extend(rows.into_iter().map(|r| Point::new("ccl", sim, r)));
+            fresh.extend(rows.into_iter().map(|r| point("ccl", sim, r)));
             let rows = bh_calibration::run_blackhole_sweep(&setup("bh_galaxy"), 64 << 10).unwrap();
-            fresh.extend(rows.into_iter().map(|r| Point::new("blackhole", sim, r)));
+            fresh.extend(rows.into_iter().map(|r| point("blackhole", sim, r)));
         }
+        let suites = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/regress");
+        let flow = flow_against_packet(&suites).unwrap();
+        assert!(flow.len() >= 29, "{} flow scenarios", flow.len());
+        fresh.extend(flow);
         let record = recorded();
-        assert!(fresh.len() > 60, "{} cheap points", fresh.len());
+        assert!(fresh.len() > 90, "{} cheap points", fresh.len());
         for p in &fresh {
             let same = |r: &&Point| {
                 (&r.set, &r.model, &r.measure, r.size_bytes) == (&p.set, &p.model, &p.measure, p.size_bytes)
@@ -399,54 +299,6 @@ mod tests {
             let r = record.iter().find(same).unwrap_or_else(|| panic!("{p:?} is not in the record"));
             assert_eq!(r, p, "run `meshsim calibrate --update-accuracy`");
         }
-    }
-
-    #[test]
-    fn an_op_is_trusted_as_far_as_its_nearest_published_points() {
-        use meshsim_topology::Arch;
-        let row = |arch: &str, model: &str, group: &str, error_pct: f64| Point {
-            set: "ccl".into(),
-            model: model.into(),
-            arch: arch.into(),
-            group: group.into(),
-            measure: String::new(),
-            size_bytes: 1 << 20,
-            published: 100.0,
-            simulated: 100.0 + error_pct,
-            error_pct,
-            tolerance_pct: 20.0,
-            ok: error_pct.abs() <= 20.0,
-        };
-        let record = [
-            row("Wormhole", "packet", "all-gather ring-8", -30.0),
-            row("Wormhole", "packet", "all-gather ring-8", 10.0),
-            row("Wormhole", "packet", "all-gather line-2", 4.0),
-            row("Wormhole", "flow", "all-gather ring-8", -2.0),
-            row("Blackhole", "packet", "all-gather ring-8", 80.0),
-        ];
-        let t = Trust::from_record(&record, Arch::WormholeB0, "all_gather", ("ring", 8), SimModel::Packet);
-        assert_eq!(
-            (t.points, t.within_tolerance, t.mean_abs_error_pct, t.worst_error_pct),
-            (2, 1, Some(20.0), Some(-30.0))
-        );
-        assert!(
-            t.large && t.basis.as_deref() == Some("tt-metal's Wormhole sweep of all-gather on a ring of 8")
-        );
-        // Another communicator: every point of the op on the architecture, said so.
-        let t = Trust::from_record(&record, Arch::WormholeB0, "all_gather", ("line", 4), SimModel::Packet);
-        assert_eq!(t.points, 3);
-        assert!(t.basis.unwrap().ends_with("on ring-8, line-2 (not this communicator)"));
-        // Each model its own points; an op with none is not calibrated.
-        let t = Trust::from_record(&record, Arch::WormholeB0, "all_gather", ("ring", 8), SimModel::Flow);
-        assert_eq!((t.points, t.large), (1, false));
-        let t = Trust::from_record(&record, Arch::Blackhole, "all_reduce", ("ring", 8), SimModel::Packet);
-        assert!(t.basis.is_none() && t.large);
-        assert!(
-            t.line(Arch::Blackhole, "all_reduce")
-                .starts_with("not calibrated: no published Blackhole measurement of all-reduce")
-        );
-        // The built-in record has the CCL sweep's points.
-        assert!(Trust::of(Arch::WormholeB0, "reduce_scatter", ("line", 4), SimModel::Packet).points > 0);
     }
 
     /// The README's accuracy figures are the record's: Wormhole's Ethernet microbenchmarks, and

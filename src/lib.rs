@@ -26,6 +26,7 @@ mod spec;
 mod sweep_cmd;
 mod sweep_series;
 mod topo_cmd;
+mod trust;
 mod tune_cmd;
 mod workload;
 

@@ -114,7 +114,7 @@ struct WhatRan {
     /// What chose the algorithm and the knobs left unset.
     selected_by: String,
     /// How far to trust the time: the accuracy record's nearest published points.
-    trust: crate::accuracy::Trust,
+    trust: crate::trust::Trust,
     /// The op's JSON name (`all_gather`).
     op: String,
 }
@@ -123,7 +123,7 @@ impl WhatRan {
     fn of(a: &OpArgs, cluster: &Cluster, params: &meshsim_hw::Params, done: &scenario::OpDone) -> WhatRan {
         let packet_bytes = done.ops[0].packet_bytes;
         let topology = format!("{:?}", done.topology).to_lowercase();
-        let trust = crate::accuracy::Trust::of(
+        let trust = crate::trust::Trust::of(
             cluster.arch(),
             &a.op.json_name(),
             (&topology, done.chips.len()),

@@ -546,7 +546,7 @@ fn series_header(k: &SweepHeader, se: &SweepSeries) -> String {
 fn accuracy_line(k: &SweepHeader, se: &SweepSeries) -> String {
     let Some(arch) = se.arch else { return String::new() };
     let topology = se.layout.rsplit(' ').next().unwrap_or(&se.layout);
-    let trust = crate::accuracy::Trust::of(arch, &k.op, (topology, se.chips), k.model);
+    let trust = crate::trust::Trust::of(arch, &k.op, (topology, se.chips), k.model);
     format!("# accuracy {}\n#\n", trust.line(arch, &k.op))
 }
 

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from . import _native
 from ._results import (
     Accuracy,
+    AgainstPacket,
     Axis,
     BoundBy,
     Busy,
@@ -51,6 +52,7 @@ from ._results import (
 
 __all__ = [
     "Accuracy",
+    "AgainstPacket",
     "Axis",
     "BoundBy",
     "Busy",

@@ -307,6 +307,17 @@ class Sweep(List[SweepRow]):
 
 
 @_result
+class AgainstPacket(Result):
+    """The flow model's error against the packet model on the regression scenarios of an op
+    (``regress(model="flow")``): how many, how many within its bound, the mean and worst."""
+
+    scenarios: int
+    within_bound: int
+    mean_abs_error_pct: float
+    worst_error_pct: float
+
+
+@_result
 class Accuracy(Result):
     """How far to trust an op's time: the model's error against tt-metal's published points
     nearest to it (docs/guide.md's accuracy table). ``basis`` is ``None`` when the op is not
@@ -319,6 +330,7 @@ class Accuracy(Result):
     mean_abs_error_pct: Optional[float]
     worst_error_pct: Optional[float]
     large: bool
+    against_packet: Optional[AgainstPacket]
 
 
 @_result
