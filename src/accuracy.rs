@@ -13,7 +13,7 @@ use meshsim_bench::{Setup, bh_calibration, calibration, ccl_calibration};
 use meshsim_ccl::op::SimModel;
 
 use crate::BadInput;
-use crate::trust::{FLOW_SET, Point, arch_name};
+use crate::trust::{FLOW_SET, Point, arch_name, spread};
 
 /// The record's points, under the checkout's root.
 pub(crate) const CSV: &str = "configs/accuracy.csv";
@@ -165,9 +165,7 @@ pub(crate) fn render(points: &[Point]) -> String {
         "| architecture | benchmark or op | model | points | within tolerance | mean \\|error\\| | worst |\n|---|---|---|---:|---:|---:|---:|\n",
     );
     for (arch, group, model, ps) in groups {
-        let mean = ps.iter().map(|p| p.error_pct.abs()).sum::<f64>() / ps.len() as f64;
-        let worst =
-            ps.iter().map(|p| p.error_pct).fold(0.0, |w: f64, e| if e.abs() > w.abs() { e } else { w });
+        let (mean, worst) = spread(&ps);
         let ok = ps.iter().filter(|p| p.ok).count();
         let mut tolerances: Vec<String> = ps.iter().map(|p| format!("{:.0}", p.tolerance_pct)).collect();
         tolerances.sort_by_key(|t| t.parse::<u32>().unwrap_or(0));
@@ -315,7 +313,7 @@ mod tests {
         let dram = of("Blackhole", "packet", &|g| g == "one core's DRAM reads");
         let bandwidth = of("Blackhole", "packet", &|g| g.starts_with("fabric bandwidth"));
         let sweep = of("Blackhole", "packet", &|g| g.starts_with("all-gather"));
-        let sweep_mean = sweep.iter().map(|p| p.error_pct.abs()).sum::<f64>() / sweep.len() as f64;
+        let (sweep_mean, _) = spread(&sweep);
         let readme = read("README.md").split_whitespace().collect::<Vec<_>>().join(" ");
         for claim in [
             format!(

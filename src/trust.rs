@@ -90,7 +90,7 @@ pub(crate) struct AgainstPacket {
 }
 
 /// The mean |error| and the signed largest error of `points`.
-fn spread(points: &[&Point]) -> (f64, f64) {
+pub(crate) fn spread(points: &[&Point]) -> (f64, f64) {
     let mean = points.iter().map(|p| p.error_pct.abs()).sum::<f64>() / points.len().max(1) as f64;
     let worst =
         points.iter().map(|p| p.error_pct).fold(0.0, |w: f64, e| if e.abs() > w.abs() { e } else { w });
