@@ -308,6 +308,7 @@ fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         packet_size: u64,
         pages_per_packet: u64,
         dtype: String,
+        accuracy: String,
     }
     let row = Row {
         op: name,
@@ -325,6 +326,7 @@ fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         packet_size: ran.packet_bytes,
         pages_per_packet: done.ops[0].pages_per_packet,
         dtype: done.tensor.dtype.to_string(),
+        accuracy: ran.trust.short(),
     };
     out!("{}", report::render(&[row], a.output.format.table().into()))?;
     if matches!(a.output.format.table(), Format::Text) && a.axis.is_some() {
@@ -372,8 +374,13 @@ pub(crate) struct OpRow {
     packet_size: u64,
     pages_per_packet: u64,
     dtype: String,
+    /// How far to trust its time, in a few words ([`crate::trust::Trust::short`]).
+    accuracy: String,
     #[serde(skip_serializing)]
     chip_ids: Vec<u64>,
+    /// How far to trust its time, in full (the JSON's `accuracy`).
+    #[serde(skip_serializing)]
+    pub(crate) trust: crate::trust::Trust,
 }
 
 /// What an op ran, in a few words: `ring; 8-chip ring; 1 link; 4 workers; 4352 B packets of 2
@@ -396,7 +403,8 @@ pub(crate) fn ran_short(o: &meshsim_ccl::session::OpResult) -> String {
 /// A row per op instance.
 pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult]) -> Vec<OpRow> {
     ops.iter()
-        .map(|o| OpRow {
+        .map(|o| (o, crate::trust::Trust::of_op(cluster.arch(), o)))
+        .map(|(o, trust)| OpRow {
             name: o.name.clone(),
             op: o.collective.name(),
             algorithm: o.algorithm.clone(),
@@ -413,19 +421,22 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
             packet_size: o.packet_bytes,
             pages_per_packet: o.pages_per_packet,
             dtype: o.tensor.dtype.to_string(),
+            accuracy: trust.short(),
             chip_ids: ids(cluster, &o.chips),
+            trust,
         })
         .collect()
 }
 
-/// The JSON of one op instance: the row's keys with `chip_ids` and `verified` as a boolean.
+/// The JSON of one op instance: the row's keys with `chip_ids`, `verified` as a boolean and
+/// `accuracy` in full.
 pub(crate) fn op_json(r: &OpRow) -> serde_json::Value {
     serde_json::json!({
         "name": r.name, "op": r.op, "algorithm": r.algorithm, "chips": r.chips, "chip_ids": r.chip_ids,
         "start_us": r.start_us, "end_us": r.end_us, "time_us": r.time_us,
         "busbw_gbps": r.busbw_gbps, "model": r.model, "topology": r.topology, "links": r.links,
         "workers": r.workers, "packet_size": r.packet_size, "pages_per_packet": r.pages_per_packet,
-        "dtype": r.dtype,
+        "dtype": r.dtype, "accuracy": r.trust,
         "verified": match r.verified.as_str() { "true" => serde_json::json!(true), "false" => serde_json::json!(false), _ => serde_json::Value::Null },
     })
 }

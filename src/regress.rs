@@ -311,6 +311,10 @@ pub struct Row {
     /// What ran, for an op: algorithm, topology, links, workers, packing and dtype (empty for
     /// a microbenchmark, or when it did not run).
     pub ran: String,
+    /// How far to trust its time against hardware, for an op ([`crate::trust::Trust::short`]:
+    /// the accuracy record's error of that op on that architecture and model); empty for a
+    /// microbenchmark, or when it did not run.
+    pub accuracy: String,
     /// Why, when the simulation failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -328,6 +332,8 @@ pub struct Ran {
     pub summary: Option<String>,
     /// What ran ([`crate::op_cmd::ran_short`]); ops only.
     pub what: Option<String>,
+    /// How far to trust it ([`crate::trust::Trust::short`]); ops only.
+    pub accuracy: Option<String>,
 }
 
 /// Runs the scenarios of `suites` (all of them, or those named `only`) in parallel. Bad input
@@ -351,6 +357,11 @@ pub fn run_all(
                 fingerprint: o.fingerprint(),
                 summary: o.op.as_ref().and_then(|d| crate::op_cmd::verdict_short(&o.cluster, &d.run)),
                 what: o.op.as_ref().and_then(|d| d.ops.first()).map(crate::op_cmd::ran_short),
+                accuracy: o
+                    .op
+                    .as_ref()
+                    .and_then(|d| d.ops.first())
+                    .map(|op| crate::trust::Trust::of_op(o.cluster.arch(), op).short()),
                 stats: o.stats,
             });
             tick();
@@ -415,6 +426,7 @@ pub fn compare(
             tolerance_pct: sc.tolerance_pct,
             status: Status::Ok,
             ran: String::new(),
+            accuracy: String::new(),
             error: None,
         };
         match r {
@@ -428,6 +440,7 @@ pub fn compare(
             Ok(ran) => {
                 row.now_us = Some(ran.time.as_us_f64());
                 row.ran = ran.what.clone().unwrap_or_default();
+                row.accuracy = ran.accuracy.clone().unwrap_or_default();
                 new_baseline.push((sc.name.clone(), ran.time));
                 row.status = match was {
                     None => Status::New,
@@ -470,6 +483,7 @@ fn missing(suite: &Suite, baseline: &Baseline, update: bool) -> Vec<Row> {
             tolerance_pct: 0.0,
             status: if update { Status::Updated } else { Status::Missing },
             ran: String::new(),
+            accuracy: String::new(),
             error: None,
         })
         .collect()
@@ -511,6 +525,7 @@ mod tests {
                 fingerprint: String::new(),
                 summary: None,
                 what: None,
+                accuracy: None,
             }))
         };
         let results = vec![ran(1_000_001), ran(1_009_000), ran(5)];

@@ -63,6 +63,7 @@ pub(crate) fn run_workload(
             out!("{}", report::render(&rows, format.into()))?;
             if matches!(format, Format::Text) {
                 outln!("\nmakespan_us {:.3}", run.makespan.as_us_f64())?;
+                out!("{}", accuracy_lines(&cluster, &run.ops))?;
             }
             if link_report {
                 out!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()))?;
@@ -80,6 +81,29 @@ pub(crate) fn run_workload(
         }
     }
     Ok(verified_exit(run))
+}
+
+/// How far to trust each kind of op the workload ran, a line per op, communicator shape and
+/// model (a workload's instances on every row share one): `accuracy all-gather on 8-chip lines
+/// (packet model): mean |error| ...`.
+fn accuracy_lines(cluster: &meshsim_topology::Cluster, ops: &[meshsim_ccl::request::OpResult]) -> String {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut text = String::new();
+    for o in ops {
+        let key = (o.collective.name(), o.topology.to_string(), o.chips.len(), o.model.as_str());
+        if seen.insert(key.clone()) {
+            let trust = crate::trust::Trust::of_op(cluster.arch(), o);
+            text += &format!(
+                "accuracy {} on {}-chip {}s ({} model): {}\n",
+                key.0,
+                key.2,
+                key.1,
+                key.3,
+                trust.line(cluster.arch(), key.0)
+            );
+        }
+    }
+    if text.is_empty() { text } else { format!("\n{text}") }
 }
 
 /// The workload at `path` with the command line's op knobs over every op's, its faults joined

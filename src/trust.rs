@@ -181,6 +181,25 @@ impl Trust {
         }
     }
 
+    /// The record's word on one op a session ran (a workload's op, a regression scenario's).
+    pub(crate) fn of_op(arch: meshsim_topology::Arch, o: &meshsim_ccl::request::OpResult) -> Trust {
+        Self::of(arch, o.collective.name(), (&o.topology.to_string(), o.chips.len()), o.model)
+    }
+
+    /// A few words for a table's column: `4.2 % vs hw`, `18.0 % vs hw, large`, `not
+    /// calibrated`; on the flow model also `10.3 % vs packet`. [`Trust::line`] says it in full.
+    pub(crate) fn short(&self) -> String {
+        let hw = match self.mean_abs_error_pct {
+            Some(mean) if self.large => format!("{mean:.1} % vs hw, large"),
+            Some(mean) => format!("{mean:.1} % vs hw"),
+            None => "not calibrated".into(),
+        };
+        match &self.against_packet {
+            Some(a) => format!("{hw}; {:.1} % vs packet", a.mean_abs_error_pct),
+            None => hw,
+        }
+    }
+
     /// One line for a text header.
     pub(crate) fn line(&self, arch: meshsim_topology::Arch, op: &str) -> String {
         let flow = self.against_packet.as_ref().map_or(String::new(), |a| {
@@ -275,6 +294,11 @@ mod tests {
         // Those points are not hardware's, and the packet model has none.
         let t = Trust::from_record(&with_flow, Arch::WormholeB0, "all_gather", ("ring", 8), SimModel::Packet);
         assert!(t.against_packet.is_none() && t.points == 2);
+        assert_eq!(t.short(), "20.0 % vs hw, large");
+        let t = Trust::from_record(&with_flow, Arch::WormholeB0, "all_gather", ("ring", 8), SimModel::Flow);
+        assert_eq!(t.short(), "2.0 % vs hw; 4.0 % vs packet");
+        let t = Trust::from_record(&record, Arch::Blackhole, "all_reduce", ("ring", 8), SimModel::Packet);
+        assert_eq!(t.short(), "not calibrated");
         // The built-in record has the CCL sweep's points.
         assert!(Trust::of(Arch::WormholeB0, "reduce_scatter", ("line", 4), SimModel::Packet).points > 0);
     }

@@ -354,6 +354,7 @@ class OpRow(Result):
     packet_size: Optional[int]
     pages_per_packet: Optional[int]
     dtype: str
+    accuracy: Accuracy
     verified: Optional[bool]
 
 
@@ -386,6 +387,7 @@ class RegressRow(Result):
     tolerance_pct: Optional[float]
     status: str
     ran: str
+    accuracy: str
 
 
 @_result
