@@ -13,6 +13,7 @@ mod accuracy;
 pub mod api;
 mod bench_cmd;
 mod cli;
+mod cli_groups;
 mod junit;
 mod op_cmd;
 mod ops_report;

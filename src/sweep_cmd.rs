@@ -12,12 +12,11 @@ use meshsim_topology::Cluster;
 
 use crate::cli::{Format, Output, SweepArgs};
 use crate::out::out;
-use crate::spec::OpKind;
-use crate::sweep_series::{Job, jobs};
+use crate::sweep_series::{Job, each, jobs};
 pub(crate) use crate::sweep_series::{SeriesKnobs, SweepHeader, SweepKnobs};
 use crate::{BadInput, progress};
 use meshsim_bench::plot;
-use meshsim_ccl::op::{Bidir, Given, RedOp, Stack, Topology};
+use meshsim_ccl::op::Stack;
 use std::process::ExitCode;
 
 /// Where a sweep's points go and which of them it runs: `--out`, `--resume`, `--shard`, and
@@ -233,11 +232,8 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let knobs = SweepKnobs {
         op: a.op,
         axis: a.axis,
-        bidir: a.bidir,
         stack: a.stack.unwrap_or(Stack::DEFAULT),
         model: a.sim.sim_model,
-        redop: a.redop,
-        root: a.root,
         select: a.select.as_deref().map(crate::scenario::load_select).transpose().map_err(BadInput)?,
         in_place: a.in_place,
         chips: a.chips,
@@ -254,30 +250,21 @@ pub(crate) fn run(a: SweepArgs) -> anyhow::Result<ExitCode> {
         archs.push(crate::load_cluster(c)?.arch());
     }
     p.check(&archs).map_err(|e| crate::BadInput(e.to_string()))?;
-    let workers: Vec<Option<usize>> = match a.workers {
-        Some(w) => w.into_iter().map(Some).collect(),
-        None => vec![None],
-    };
-    let num_links: Vec<Option<usize>> = match a.num_links.is_empty() {
-        true => vec![None],
-        false => a.num_links.into_iter().map(Some).collect(),
-    };
-    let topologies: Vec<Option<Topology>> = match a.topology.is_empty() {
-        true => vec![None],
-        false => a.topology.into_iter().map(Some).collect(),
-    };
-    let packet_sizes: Vec<Option<u64>> = match knobs.knobs.packet_size.is_empty() {
-        true => vec![None],
-        false => knobs.knobs.packet_size.iter().copied().map(Some).collect(),
-    };
     let io = SweepIo { out: a.out, resume: a.resume, shard: a.shard, stop: crate::interrupt_on_ctrl_c() };
+    let k = &knobs.knobs;
     let series = SeriesKnobs {
-        clusters: &a.cluster,
-        topologies: &topologies,
-        dtypes: &a.dtype,
-        num_links: &num_links,
-        workers: &workers,
-        packet_sizes: &packet_sizes,
+        clusters: a.cluster,
+        topologies: each(&a.topology),
+        dtypes: a.dtype,
+        num_links: each(&a.num_links),
+        workers: each(a.workers.as_deref().unwrap_or_default()),
+        packet_sizes: each(&k.packet_size),
+        pages_per_packet: each(&k.pages_per_packet),
+        buffers: each(&k.buffers),
+        memory: each(&k.memory),
+        bidir: each(&a.bidir),
+        redop: each(&a.redop),
+        root: each(&a.root),
     };
     let run = run_sweep(&knobs, &series, &p, &io)?;
     let header = knobs.header();
@@ -325,30 +312,6 @@ fn failed(series: &[SweepSeries]) -> ExitCode {
     }
 }
 
-/// The op a sweep runs, once its flags are checked against it and the stack.
-fn sweep_op(k: &SweepKnobs, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp, String> {
-    let kind = k.op;
-    if k.redop.is_some() && !kind.reduces() {
-        return Err(format!("--redop applies to reducing ops, not {}", k.op_name()));
-    }
-    if k.root.is_some() && !kind.rooted() {
-        return Err(format!(
-            "--root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not {}",
-            k.op_name()
-        ));
-    }
-    let collective = kind.collective(k.redop.unwrap_or(RedOp::Sum), k.root.unwrap_or(0));
-    if k.bidir.is_some_and(|b| b != Bidir::None) && !kind.takes_bidir() {
-        return Err(format!("--bidir applies to all-gather, all-reduce and broadcast, not {}", k.op_name()));
-    }
-    if k.in_place && kind != OpKind::AllGather {
-        return Err(format!("--in-place applies to all_gather, not {}", k.op_name()));
-    }
-    let given = Given { workers, bidir: k.bidir.is_some(), ..k.knobs.given() };
-    meshsim_ccl::stacks::check_given(k.stack, collective, &given)?;
-    Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: k.bidir.filter(|_| kind.takes_bidir()) })
-}
-
 /// Runs every combination of the listed knobs as a series.
 pub(crate) fn run_sweep(
     k: &SweepKnobs,
@@ -358,10 +321,9 @@ pub(crate) fn run_sweep(
 ) -> anyhow::Result<SweepOutcome> {
     let stop = io.stop;
     let bad = |m: String| anyhow::Error::new(BadInput(m));
-    let op = sweep_op(k, series.workers.iter().any(Option::is_some)).map_err(bad)?;
     let sizes = meshsim_ccl::sweep::sizes(k.min, k.max, k.factor).map_err(|e| bad(e.0))?;
     // Resolve everything first so bad input is reported before any simulation runs.
-    let jobs = jobs(k, op, series)?;
+    let jobs = jobs(k, series)?;
     let header = k.header();
     let resumed = resumed(io, &header).map_err(bad)?;
     let plans = plans(&jobs, &sizes, io, &resumed);
@@ -573,6 +535,10 @@ pub(crate) fn render_sweep(series: &[SweepSeries], k: &SweepHeader, format: Form
     }
     let mut s = String::new();
     for se in series {
+        if series.len() > 1 {
+            // What sets this series apart from the others (the CSV and JSON `series` column).
+            let _ = writeln!(s, "# series {}", se.label);
+        }
         s.push_str(&series_header(k, se));
         s.push_str(&rounding_note(k, se));
         s.push_str("#                                                              out-of-place                       in-place          
@@ -766,13 +732,10 @@ mod tests {
 
     fn knobs() -> SweepKnobs {
         SweepKnobs {
-            op: OpKind::AllGather,
+            op: crate::spec::OpKind::AllGather,
             axis: None,
-            bidir: None,
             stack: meshsim_ccl::op::Stack::Edm,
             model: meshsim_ccl::op::SimModel::Packet,
-            redop: None,
-            root: None,
             select: None,
             in_place: false,
             chips: None,
@@ -783,9 +746,9 @@ mod tests {
             faults: Default::default(),
             knobs: OpKnobs {
                 packet_size: Vec::new(),
-                pages_per_packet: None,
-                buffers: None,
-                memory: None,
+                pages_per_packet: Vec::new(),
+                buffers: Vec::new(),
+                memory: Vec::new(),
                 skew_ns: 0,
             },
         }

@@ -313,3 +313,49 @@ fn op_schedule_shows_what_each_worker_kernel_does() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("no worker schedule"), "{err}");
 }
+
+/// Every knob a sweep takes is a list, one series per value (docs/cli.md, "meshsim sweep"):
+/// each series of a list runs as the sweep of that value alone, and its label names it.
+#[test]
+fn every_sweep_knob_takes_a_list_of_series_each_the_sweep_of_its_value() {
+    let sweep = |op: &str, extra: &[&str]| -> Vec<(String, f64)> {
+        let args = ["sweep", op, "-b", "64K", "-e", "64K", "--chips", "4", "--format", "json"];
+        let (code, out, err) = meshsim(&[&args[..], extra].concat());
+        assert_eq!(code, 0, "{op} {extra:?}: {err}");
+        let rows = json(&out);
+        let rows = rows.as_array().unwrap();
+        rows.iter()
+            .map(|r| (r["series"].as_str().unwrap().to_owned(), r["time_us"].as_f64().unwrap()))
+            .collect()
+    };
+    let edm: &[&str] = &["--stack", "edm"];
+    /// An op, its stack flags, the knob, two values and their series' labels.
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, [&'a str; 2], [&'a str; 2]);
+    let cases: [Case; 6] = [
+        ("all-gather", &[], "--memory", ["dram", "l1"], ["in DRAM", "in L1"]),
+        ("reduce-scatter", &[], "--redop", ["sum", "max"], ["sum", "max"]),
+        ("broadcast", &[], "--root", ["0", "3"], ["root 0", "root 3"]),
+        ("all-gather", edm, "--bidir", ["none", "full"], ["bidir none", "bidir full"]),
+        ("all-gather", edm, "--pages-per-packet", ["1", "4"], ["1 page", "4 pages"]),
+        ("all-gather", edm, "--buffers", ["1", "2"], ["1 buffer", "2 buffers"]),
+    ];
+    for (op, stack, flag, values, labels) in cases {
+        let both = sweep(op, &[stack, &[flag, &values.join(",")]].concat());
+        assert_eq!(both.len(), 2, "{flag}: {both:?}");
+        for ((label, time), (value, want)) in both.iter().zip(values.iter().zip(labels)) {
+            assert_eq!(label, want, "{flag}");
+            let alone = sweep(op, &[stack, &[flag, value]].concat());
+            assert_eq!(alone[0].1, *time, "{flag} {value}: the list's series is the sweep of it alone");
+        }
+        if flag != "--redop" {
+            // The knob counts: its two values are two different runs (a max and a sum cost the
+            // same in timing mode).
+            assert_ne!(both[0].1, both[1].1, "{flag}: {both:?}");
+        }
+    }
+    // A list is checked as one value is, before anything runs; one op takes one value.
+    let err = robustness_bad(&["sweep", "all-gather", "--redop", "sum,max"]);
+    assert!(err.contains("--redop applies to reducing ops"), "{err}");
+    let err = robustness_bad(&["op", "all-gather", "--shape", "1,1,32,1024", "--memory", "dram,l1"]);
+    assert!(err.contains("--memory takes one value on op"), "{err}");
+}

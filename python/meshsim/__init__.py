@@ -264,12 +264,12 @@ def sweep(
     cluster_axis: Optional[int] = None,
     chips: Optional[int] = None,
     chip_ids: Optional[Sequence[int]] = None,
-    bidir: Optional[str] = None,
-    redop: Optional[str] = None,
-    root: Optional[int] = None,
-    pages_per_packet: Optional[int] = None,
-    buffers: Optional[int] = None,
-    memory: Optional[str] = None,
+    bidir: OneOrMany = None,
+    redop: OneOrMany = None,
+    root: OneOrMany = None,
+    pages_per_packet: OneOrMany = None,
+    buffers: OneOrMany = None,
+    memory: OneOrMany = None,
     skew_ns: Optional[int] = None,
     stack: Optional[str] = None,
     model: Optional[str] = None,
@@ -287,8 +287,9 @@ def sweep(
     exact: bool = False,
 ) -> Sweep:
     """Runs an op over message sizes, nccl-tests style (``meshsim sweep``): one row per size
-    and series. ``cluster``, ``dtype``, ``topology``, ``num_links``, ``workers`` and
-    ``packet_size`` take a value or a list (one series per combination). Sizes are bytes or
+    and series. Every knob but ``skew_ns`` (``cluster``, ``dtype``, ``topology``, ``num_links``,
+    ``workers``, ``packet_size``, ``pages_per_packet``, ``buffers``, ``memory``, ``bidir``,
+    ``redop``, ``root``) takes a value or a list: one series per combination. Sizes are bytes or
     strings with K/M/G. ``out`` appends each point to a JSONL file as it finishes; ``resume``
     runs only the points a file lacks. Ctrl-C stops starting points and raises
     ``KeyboardInterrupt`` once those running finish (their points are in ``out``).

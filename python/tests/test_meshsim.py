@@ -77,6 +77,11 @@ def test_a_sweep_with_listed_knobs_gives_the_command_lines_rows(cli):
     no_extra(list(rows))
     assert {r.type for r in rows} == {"bf16", "bfp8"}
     assert [r.size_bytes for r in rows if r.type == "bf16"] == [65536, 131072, 262144]
+    # Every knob a sweep takes is a list, as on the command line.
+    rows = meshsim.sweep("reduce_scatter", min_bytes="64K", max_bytes="64K", redop=["sum", "max"], memory=["dram", "l1"])
+    expected = cli.json("sweep", "reduce-scatter", "-b", "64K", "-e", "64K", "--redop", "sum,max", "--memory", "dram,l1")
+    assert rows.to_dicts() == expected
+    assert [r.series for r in rows] == ["in DRAM sum", "in DRAM max", "in L1 sum", "in L1 max"]
 
 
 def test_a_sweep_becomes_a_dataframe_when_pandas_is_there():

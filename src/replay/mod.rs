@@ -238,7 +238,7 @@ fn resolve(
     }
     op.workers = a.workers.or(op.workers);
     op.dtype = a.dtype.unwrap_or(op.dtype);
-    op.memory = a.knobs.memory.unwrap_or(op.memory);
+    op.memory = a.knobs.memory().unwrap_or(op.memory);
     op.packet_size = a.knobs.packet_size().or(op.packet_size);
     let root = op.root_coord.and_then(|(r, c)| {
         let id = machine.chip_at(r as usize, c as usize)?;
@@ -265,8 +265,8 @@ fn scenario(cluster: &str, a: &ReplayArgs, op: &CclOp, groups: &[Vec<u64>]) -> S
         workers: op.workers,
         root: op.root,
         groups: Some(groups.to_vec()),
-        pages_per_packet: a.knobs.pages_per_packet,
-        buffers: a.knobs.buffers,
+        pages_per_packet: a.knobs.pages_per_packet(),
+        buffers: a.knobs.buffers(),
         memory: Some(op.memory),
         persistent_buffers: op.persistent_buffers.then_some(true),
         skew_ns: Some(a.knobs.skew_ns).filter(|&s| s > 0),
