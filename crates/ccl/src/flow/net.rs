@@ -8,8 +8,12 @@
 //! fair allocation, found by progressive filling as SimGrid does: every unfrozen flow's rate
 //! rises together until a resource saturates or a flow meets its cap; the flows that can rise no
 //! further freeze; repeat until none is left. Rates change only when a flow becomes active or
-//! ends, so the net advances from one such event to the next: its cost grows with the number of
-//! flows, never with the bytes they move.
+//! ends, so the net advances from one such event to the next (a heap of activations and
+//! predicted ends): its cost grows with the number of flows, never with the bytes they move.
+//! Max-min fair shares of flows that share no resource, directly or through other flows, are
+//! independent, so an activation or an end re-solves only the flows connected to it — a ring
+//! of a torus's row does not re-solve the other rows — and a flow's progress is brought up to
+//! date only when its rate changes.
 //!
 //! Time is in picoseconds as `f64` during a run (rates need fractions); every event time the
 //! caller sees is rounded to an integer [`Time`]. Everything iterates in index order, so a run
@@ -30,6 +34,9 @@
 //! assert!(net.next_end().is_none());
 //! ```
 
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
 use meshsim_engine::Time;
 
 /// A resource of a [`FlowNet`].
@@ -46,35 +53,60 @@ const EPS: f64 = 1e-9;
 struct Resource {
     /// Units per picosecond.
     capacity: f64,
+    /// The active flows through it, in start order.
+    flows: Vec<u32>,
 }
 
 struct Flow {
-    /// When it starts moving: its start plus its latency (ps).
-    active_at: f64,
-    /// Units still to move.
+    /// Units still to move at `since`.
     remaining: f64,
+    /// When `remaining` was last brought up to date (ps).
+    since: f64,
     /// (resource, units of it per unit moved).
     uses: Vec<(ResourceId, f64)>,
     /// Its own rate cap, units per ps.
     cap: f64,
     /// Current rate, units per ps (0 until active).
     rate: f64,
+    /// Whether it is moving (its latency has passed), and whether it has ended.
+    active: bool,
     done: bool,
+    /// Bumped whenever its rate changes: an end predicted at an older rate is stale.
+    version: u32,
 }
+
+/// What happens to a flow at a time: it becomes active, or (at its rate then) it ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Happens {
+    Activates,
+    Ends,
+}
+
+/// An event: its time as the bits of a non-negative `f64` (which order as the numbers do),
+/// what happens, the flow and the flow's version it was predicted at.
+type Event = Reverse<(u64, Happens, u32, u32)>;
 
 /// Resources and the flows sharing them; see the module documentation.
 #[derive(Default)]
 pub struct FlowNet {
     resources: Vec<Resource>,
     flows: Vec<Flow>,
-    /// Indices of flows not yet finished, in start order.
-    live: Vec<u32>,
+    /// Flows not yet ended.
+    live: usize,
     /// Now, in picoseconds.
     now: f64,
-    /// Whether the rates need solving before the net advances.
-    dirty: bool,
-    /// Rate solves so far (each flow activation or end costs one).
+    /// Activations and predicted ends ahead, earliest first.
+    events: BinaryHeap<Event>,
+    /// Flows that ended now and have not been handed out yet, in start order.
+    ended: BTreeSet<u32>,
+    /// Where rates must be solved again before the net advances: flows that became active,
+    /// and resources a flow left.
+    new_flows: Vec<u32>,
+    left_resources: Vec<u32>,
+    /// Rate solves so far (each activation or end costs one, of the flows it shares with).
     solves: u64,
+    /// Flows those solves rated, summed: what they cost.
+    rated: u64,
     /// A solve's working space.
     scratch: Scratch,
 }
@@ -88,7 +120,7 @@ impl FlowNet {
     /// Adds a resource of `per_second` units per second.
     pub fn resource(&mut self, per_second: f64) -> ResourceId {
         assert!(per_second > 0.0, "a resource's capacity must be positive");
-        self.resources.push(Resource { capacity: per_second * 1e-12 });
+        self.resources.push(Resource { capacity: per_second * 1e-12, flows: Vec::new() });
         ResourceId(self.resources.len() as u32 - 1)
     }
 
@@ -104,17 +136,24 @@ impl FlowNet {
         cap: Option<f64>,
     ) -> FlowId {
         let at = (at.0 as f64).max(self.now);
+        let active_at = at + latency.0 as f64;
         self.flows.push(Flow {
-            active_at: at + latency.0 as f64,
             remaining: amount.max(0.0),
+            since: active_at,
             uses: uses.iter().copied().filter(|u| u.1 > 0.0).collect(),
             cap: cap.map_or(f64::INFINITY, |c| c * 1e-12),
             rate: 0.0,
+            active: false,
             done: false,
+            version: 0,
         });
         let id = self.flows.len() as u32 - 1;
-        self.live.push(id);
-        self.dirty = true;
+        self.live += 1;
+        if active_at <= self.now {
+            self.activate(id);
+        } else {
+            self.events.push(Reverse((active_at.to_bits(), Happens::Activates, id, 0)));
+        }
         FlowId(id)
     }
 
@@ -128,6 +167,12 @@ impl FlowNet {
         self.solves
     }
 
+    /// Flows the solves so far rated, summed over the solves: their cost, which grows with the
+    /// flows that share resources with the ones that started or ended, not with the net.
+    pub fn rated(&self) -> u64 {
+        self.rated
+    }
+
     /// The current rate of `flow`, units per second (0 before it is active and once done).
     pub fn rate(&self, flow: FlowId) -> f64 {
         self.flows[flow.0 as usize].rate * 1e12
@@ -137,72 +182,103 @@ impl FlowNet {
     /// left. Flows that end together come out in start order.
     pub fn next_end(&mut self) -> Option<(Time, FlowId)> {
         loop {
-            if self.live.is_empty() {
-                return None;
-            }
-            // A finished flow (nothing left once active) comes out first: flows that end
-            // together come out one after another, with one solve after them.
-            if let Some(&i) = self.live.iter().find(|&&i| {
-                let f = &self.flows[i as usize];
-                f.active_at <= self.now && f.remaining <= EPS * f.remaining.max(1.0)
-            }) {
+            if let Some(i) = self.ended.pop_first() {
                 self.finish(i);
                 return Some((self.now(), FlowId(i)));
             }
-            if self.dirty {
+            if self.live == 0 {
+                return None;
+            }
+            if !self.new_flows.is_empty() || !self.left_resources.is_empty() {
                 self.solve();
+                continue;
             }
-            // The next thing that changes rates: an activation or an end.
-            let mut next = f64::INFINITY;
-            for &i in &self.live {
-                let f = &self.flows[i as usize];
-                let t = if f.active_at > self.now {
-                    f.active_at
-                } else if f.rate > 0.0 {
-                    self.now + f.remaining / f.rate
-                } else {
-                    continue;
-                };
-                next = next.min(t);
-            }
-            assert!(next.is_finite(), "flow net stalled: a live flow has no rate and no activation ahead");
-            self.advance(next);
+            let Reverse((bits, _, _, _)) = *self
+                .events
+                .peek()
+                .expect("flow net stalled: a live flow has no rate and no activation ahead");
+            self.now = self.now.max(f64::from_bits(bits));
+            self.happen_now();
         }
     }
 
-    /// Moves every active flow on to `t` at its current rate.
-    fn advance(&mut self, t: f64) {
-        let dt = t - self.now;
-        for &i in &self.live {
-            let f = &mut self.flows[i as usize];
-            if f.active_at <= self.now && f.rate > 0.0 {
-                let moved = (f.rate * dt).min(f.remaining);
-                f.remaining -= moved;
-                // Snap a flow whose end this is (rounding) to done.
-                if f.remaining <= EPS * (f.rate * dt).max(1.0) {
-                    f.remaining = 0.0;
+    /// Takes every event due now: activations at now, and the ends predicted within a
+    /// rounding's slack of it (flows that end together end together).
+    fn happen_now(&mut self) {
+        let slack = EPS * self.now.max(1.0);
+        while let Some(&Reverse((bits, what, i, version))) = self.events.peek() {
+            let t = f64::from_bits(bits);
+            let due = match what {
+                Happens::Activates => t <= self.now,
+                Happens::Ends => t <= self.now + slack,
+            };
+            if !due {
+                break;
+            }
+            self.events.pop();
+            let f = &self.flows[i as usize];
+            match what {
+                Happens::Activates => self.activate(i),
+                Happens::Ends if !f.done && f.version == version => {
+                    self.ended.insert(i);
                 }
+                Happens::Ends => {}
             }
         }
-        self.now = t;
-        // Activations and ends both change the rates.
-        self.dirty = true;
+    }
+
+    /// A flow whose latency has passed starts moving: it takes a share of its resources (a
+    /// flow of nothing ends at once).
+    fn activate(&mut self, i: u32) {
+        let f = &mut self.flows[i as usize];
+        f.active = true;
+        f.since = self.now;
+        if f.remaining <= 0.0 {
+            self.ended.insert(i);
+            return;
+        }
+        for &(r, _) in &f.uses {
+            self.resources[r.0 as usize].flows.push(i);
+        }
+        self.new_flows.push(i);
     }
 
     fn finish(&mut self, i: u32) {
         let f = &mut self.flows[i as usize];
         f.done = true;
         f.rate = 0.0;
-        self.live.retain(|&j| j != i);
-        self.dirty = true;
+        f.remaining = 0.0;
+        f.version += 1;
+        self.live -= 1;
+        for k in 0..self.flows[i as usize].uses.len() {
+            let r = self.flows[i as usize].uses[k].0.0;
+            let flows = &mut self.resources[r as usize].flows;
+            if let Some(at) = flows.iter().position(|&j| j == i) {
+                flows.remove(at);
+            }
+            self.left_resources.push(r);
+        }
     }
 
-    /// Weighted max-min fair rates of the active flows by progressive filling. Only the
-    /// resources the active flows use are visited, so a solve costs their uses, not the net.
+    /// Weighted max-min fair rates, by progressive filling, of the flows whose share may have
+    /// changed: those connected through shared resources to a flow that became active or a
+    /// resource a flow left. Max-min fair shares of flows that share nothing are independent,
+    /// so the rest keep theirs: a solve costs the flows it touches, not the net.
     fn solve(&mut self) {
         self.solves += 1;
-        self.dirty = false;
-        let active = self.start_solve();
+        let active = self.component();
+        self.rated += active.len() as u64;
+        // Bring every touched flow up to now at its old rate.
+        for &i in &active {
+            let f = &mut self.flows[i as usize];
+            let moved = f.rate * (self.now - f.since);
+            f.remaining = (f.remaining - moved).max(0.0);
+            if f.remaining <= EPS * moved.max(1.0) {
+                f.remaining = 0.0;
+            }
+            f.since = self.now;
+            f.rate = 0.0;
+        }
         let mut frozen = vec![false; active.len()];
         let mut level = 0.0f64;
         while self.weigh(&active, &frozen) {
@@ -219,41 +295,54 @@ impl FlowNet {
             level += rise;
             self.freeze(&active, &mut frozen, level, rise);
         }
+        for &i in &active {
+            let f = &mut self.flows[i as usize];
+            f.version += 1;
+            if f.remaining <= 0.0 {
+                self.ended.insert(i);
+            } else if f.rate > 0.0 {
+                let end = self.now + f.remaining / f.rate;
+                self.events.push(Reverse((end.to_bits(), Happens::Ends, i, f.version)));
+            }
+        }
     }
 
-    /// A solve's start: every live flow's rate back to 0, and the flows moving now (active,
-    /// with units left), whose resources get their whole capacity in the scratch.
-    fn start_solve(&mut self) -> Vec<u32> {
-        let now = self.now;
-        let active: Vec<u32> = self
-            .live
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let f = &self.flows[i as usize];
-                f.active_at <= now && f.remaining > 0.0
-            })
-            .collect();
-        for &i in &self.live {
-            self.flows[i as usize].rate = 0.0;
-        }
-        let n = self.resources.len();
-        let Scratch { mark, left, weight, touched } = &mut self.scratch;
-        mark.resize(n, 0);
-        left.resize(n, 0.0);
-        weight.resize(n, 0.0);
-        touched.clear();
+    /// The active flows to solve, in start order: every flow reachable from a newly active
+    /// flow or a left resource through the resources they share. Marks their resources in
+    /// the scratch with their whole capacity.
+    fn component(&mut self) -> Vec<u32> {
         let stamp = self.solves;
-        for &i in &active {
-            for &(r, _) in &self.flows[i as usize].uses {
+        let (nr, nf) = (self.resources.len(), self.flows.len());
+        let Scratch { mark, left, weight, touched, flow_mark } = &mut self.scratch;
+        mark.resize(nr, 0);
+        left.resize(nr, 0.0);
+        weight.resize(nr, 0.0);
+        flow_mark.resize(nf, 0);
+        touched.clear();
+        let mut active = Vec::new();
+        let mut queue: Vec<u32> = std::mem::take(&mut self.new_flows);
+        for r in std::mem::take(&mut self.left_resources) {
+            queue.extend(self.resources[r as usize].flows.iter().copied());
+        }
+        while let Some(i) = queue.pop() {
+            let f = &self.flows[i as usize];
+            if flow_mark[i as usize] == stamp || f.done || !f.active {
+                continue;
+            }
+            flow_mark[i as usize] = stamp;
+            active.push(i);
+            for &(r, _) in &f.uses {
                 let r = r.0 as usize;
                 if mark[r] != stamp {
                     mark[r] = stamp;
                     left[r] = self.resources[r].capacity;
                     touched.push(r as u32);
+                    queue.extend(self.resources[r].flows.iter().copied());
                 }
             }
         }
+        active.sort_unstable();
+        touched.sort_unstable();
         active
     }
 
@@ -318,13 +407,15 @@ impl FlowNet {
 }
 
 /// What a solve reuses: per resource the solve that last touched it, its capacity left and
-/// the weight through it; the resources this solve touched.
+/// the weight through it; the resources this solve touched; per flow the solve that last
+/// took it in.
 #[derive(Default)]
 struct Scratch {
     mark: Vec<u64>,
     left: Vec<f64>,
     weight: Vec<f64>,
     touched: Vec<u32>,
+    flow_mark: Vec<u64>,
 }
 
 #[cfg(test)]
@@ -390,6 +481,29 @@ mod tests {
         // First alone for 500 us (0.5 MB), then half each: both have 0.5 MB left at 0.5 GB/s.
         assert_eq!(ends(&mut net), vec![(1_500_000, 0), (1_500_000, 1)]);
         assert!(net.solves() <= 4, "{}", net.solves());
+    }
+
+    #[test]
+    fn flows_that_share_nothing_are_solved_apart() {
+        // 100 flows on 100 links of their own, ending one after another: each is rated once,
+        // when it starts; one ending re-rates no other.
+        let mut net = FlowNet::new();
+        for k in 0..100u32 {
+            let link = net.resource(1e9);
+            net.start(Time::ZERO, 1e3 * (k + 1) as f64, Time::ZERO, &[(link, 1.0)], None);
+        }
+        assert_eq!(ends(&mut net).len(), 100);
+        assert_eq!(net.rated(), 100);
+        // Two flows on one link: the end of the first re-rates the second.
+        let mut net = FlowNet::new();
+        let link = net.resource(1e9);
+        let lone = net.resource(1e9);
+        net.start(Time::ZERO, 1e3, Time::ZERO, &[(link, 1.0)], None);
+        net.start(Time::ZERO, 2e3, Time::ZERO, &[(link, 1.0)], None);
+        net.start(Time::ZERO, 5e3, Time::ZERO, &[(lone, 1.0)], None);
+        // 1 kB each at 0.5 GB/s: 2 us; then 1 kB alone at 1 GB/s: 1 us more.
+        assert_eq!(ends(&mut net), vec![(2000, 0), (3000, 1), (5000, 2)]);
+        assert_eq!(net.rated(), 3 + 1);
     }
 
     #[test]
