@@ -18,7 +18,7 @@
 //! session's first phases), its connections and its entry barrier; a chip's part of it ends
 //! with the last flow that reaches it, plus the final increment's way and notice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use meshsim_engine::Time;
 use meshsim_hw::noc::Noc;
@@ -56,7 +56,7 @@ pub(crate) struct Solution {
 }
 
 /// A resource of the fabric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Key {
     /// The link direction from a chip to a neighbour on a routing plane.
     Link(ChipIdx, ChipIdx, usize),
@@ -115,7 +115,8 @@ struct PhaseState {
 struct Network<'a, 'c> {
     s: &'a LowerCx<'c>,
     net: FlowNet,
-    keys: BTreeMap<Key, ResourceId>,
+    /// Looked up, never iterated: a hash map keeps runs deterministic.
+    keys: HashMap<Key, ResourceId>,
     units: Vec<Unit>,
     phases: Vec<PhaseState>,
     lines: Vec<Line>,
@@ -130,7 +131,7 @@ struct Network<'a, 'c> {
     /// its credits and the resources a packet queues at on its way round (the link, the tx
     /// DMA and the two routers' ERISCs of its hop; a forwarding channel's also the ERISC of the
     /// receiver that fills it).
-    loops: BTreeMap<ResourceId, (f64, Vec<ResourceId>)>,
+    loops: HashMap<ResourceId, (f64, Vec<ResourceId>)>,
 }
 
 /// Solves every phase of the session on the flow model.
@@ -148,7 +149,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let mut m = Network {
         s,
         net: FlowNet::new(),
-        keys: BTreeMap::new(),
+        keys: HashMap::new(),
         units: Vec::new(),
         phases: Vec::new(),
         lines,
@@ -157,7 +158,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
         one_erisc,
         slots: (layout.sender_slots, layout.receiver_slots),
         hops: BTreeMap::new(),
-        loops: BTreeMap::new(),
+        loops: HashMap::new(),
     };
     let mut runs = Vec::new();
     let mut workers = vec![1usize; s.ops.len()];
@@ -634,8 +635,9 @@ impl Network<'_, '_> {
     fn queue_in_loops(&mut self) {
         // Per phase, each resource's work (cost x packets) over its units, and the packets
         // that go round each loop.
-        let mut work: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
-        let mut packets: BTreeMap<(usize, ResourceId), f64> = BTreeMap::new();
+        // Looked up, never iterated (hash maps keep the run deterministic).
+        let mut work: HashMap<(usize, ResourceId), f64> = HashMap::new();
+        let mut packets: HashMap<(usize, ResourceId), f64> = HashMap::new();
         for u in &self.units {
             for &(r, c) in &u.uses {
                 *work.entry((u.phase, r)).or_default() += c * u.packets;

@@ -54,13 +54,18 @@ pub(crate) const RELAY_CHUNKS_PER_SYNC: usize = 160;
 /// carries half a slice (an even ring's antipode) has its first half forward, the rest back.
 pub(crate) fn relay_stripes(plan: &Routed, k: usize, dir: Dir, total: usize) -> Vec<(usize, usize, usize)> {
     let first = total.div_ceil(2);
-    (0..)
-        .map_while(|i| {
-            let here: Vec<&Transfer> = plan
-                .transfers
-                .iter()
-                .filter(|t| t.dir == dir && routed::relay_position(t, plan.n, plan.topology, k) == Some(i))
-                .collect();
+    // The transfers through rank k going dir, by their position there: one pass over the plan.
+    let mut at: Vec<Vec<&Transfer>> = Vec::new();
+    for t in plan.transfers.iter().filter(|t| t.dir == dir) {
+        if let Some(i) = routed::relay_position(t, plan.n, plan.topology, k) {
+            if at.len() <= i {
+                at.resize(i + 1, Vec::new());
+            }
+            at[i].push(t);
+        }
+    }
+    at.iter()
+        .map_while(|here| {
             let slice = here.first()?.to.slot;
             let halves = here.iter().fold(0, |h, t| h | t.part.halves());
             Some(match halves {
