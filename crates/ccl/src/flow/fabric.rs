@@ -111,6 +111,21 @@ struct PhaseState {
     chip_end: BTreeMap<ChipIdx, f64>,
 }
 
+impl PhaseState {
+    /// A phase with nothing to run (another part's): it ends as it starts.
+    fn empty() -> PhaseState {
+        PhaseState {
+            units: Vec::new(),
+            setup: 0.0,
+            tail: 0.0,
+            start: None,
+            left: 0,
+            end: None,
+            chip_end: BTreeMap::new(),
+        }
+    }
+}
+
 /// The session's flow network as it is built and run.
 struct Network<'a, 'c> {
     s: &'a LowerCx<'c>,
@@ -119,7 +134,7 @@ struct Network<'a, 'c> {
     keys: HashMap<Key, ResourceId>,
     units: Vec<Unit>,
     phases: Vec<PhaseState>,
-    lines: Vec<Line>,
+    lines: &'a [Line],
     payload: u64,
     header: u64,
     one_erisc: bool,
@@ -134,7 +149,8 @@ struct Network<'a, 'c> {
     loops: HashMap<ResourceId, (f64, Vec<ResourceId>)>,
 }
 
-/// Solves every phase of the session on the flow model.
+/// Solves every phase of the session on the flow model: each independent part of the session
+/// apart ([`parts`]), one after another, so that what is held at once is one part's flows.
 pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let lines = fabric_lines(s.cluster, s.ops)?;
     let payload = session_payload(s)?;
@@ -142,46 +158,95 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     // and slots.
     let longest = lines.iter().map(|l| l.chips.len()).max().unwrap_or(1) as u32;
     let layout = Layout::new(s.params, payload, longest).map_err(|e| CclError::Invalid(e.to_string()))?;
-    let header = layout.header_bytes;
-    // Two ERISCs split a router's channels on an architecture that runs them (a mux in front
-    // of a router does not change that: `shared/fabric.md` §11.1).
-    let one_erisc = s.params.fabric_router_eriscs < 2;
-    let mut m = Network {
-        s,
-        net: FlowNet::new(),
-        keys: HashMap::new(),
-        units: Vec::new(),
-        phases: Vec::new(),
-        lines,
-        payload,
-        header,
-        one_erisc,
-        slots: (layout.sender_slots, layout.receiver_slots),
-        hops: BTreeMap::new(),
-        loops: HashMap::new(),
-    };
-    let mut runs = Vec::new();
+    let n = s.phases.len();
+    let mut runs: Vec<Option<PhaseRun>> = (0..n).map(|_| None).collect();
     let mut workers = vec![1usize; s.ops.len()];
-    for (pi, p) in s.phases.iter().enumerate() {
-        let (run, w) = m.phase(pi, p)?;
-        workers[p.op] = workers[p.op].max(w);
-        runs.push(run);
-    }
-    m.queue_in_loops();
-    m.run();
-    let starts = m.phases.iter().map(|ph| ps(ph.start.unwrap_or(0.0))).collect();
-    let ends = m
-        .phases
-        .iter()
-        .enumerate()
-        .map(|(pi, ph)| {
-            let req = &s.ops[s.phases[pi].op];
+    let mut starts = vec![Time::ZERO; n];
+    let mut ends = vec![Vec::new(); n];
+    for part in parts(s) {
+        let mut m = Network {
+            s,
+            net: FlowNet::new(),
+            keys: HashMap::new(),
+            units: Vec::new(),
+            phases: Vec::new(),
+            lines: &lines,
+            payload,
+            header: layout.header_bytes,
+            // Two ERISCs split a router's channels on an architecture that runs them (a mux in
+            // front of a router does not change that: `shared/fabric.md` §11.1).
+            one_erisc: s.params.fabric_router_eriscs < 2,
+            slots: (layout.sender_slots, layout.receiver_slots),
+            hops: BTreeMap::new(),
+            loops: HashMap::new(),
+        };
+        for (pi, p) in s.phases.iter().enumerate() {
+            if part.binary_search(&pi).is_err() {
+                // Another part's phase: present (phases are numbered across the session), empty.
+                m.phases.push(PhaseState::empty());
+                continue;
+            }
+            let (run, w) = m.phase(pi, p)?;
+            workers[p.op] = workers[p.op].max(w);
+            runs[pi] = Some(run);
+        }
+        m.queue_in_loops();
+        m.run();
+        for &pi in &part {
+            let (ph, req) = (&m.phases[pi], &s.ops[s.phases[pi].op]);
             let start = ph.start.unwrap_or(0.0);
             let end = ph.end.unwrap_or(start);
-            req.comm.chips().iter().map(|&c| (c, ps(ph.chip_end.get(&c).copied().unwrap_or(end)))).collect()
-        })
-        .collect();
+            starts[pi] = ps(start);
+            ends[pi] = req
+                .comm
+                .chips()
+                .iter()
+                .map(|&c| (c, ps(ph.chip_end.get(&c).copied().unwrap_or(end))))
+                .collect();
+        }
+    }
+    let runs = runs.into_iter().map(|r| r.expect("every phase is in a part")).collect();
     Ok(Solution { runs, workers, starts, ends })
+}
+
+/// The session's independent parts: its phases grouped so that no two groups share a chip
+/// (the flow model's resources are a chip's links, routers, workers and reducers) or a
+/// dependency, each group's phases in order, the groups in order of their first phase. The
+/// ops of a `--axis` run on every row of a mesh are one part each.
+fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
+    let n = s.phases.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let join = |parent: &mut Vec<usize>, a: usize, b: usize| {
+        let (ra, rb) = (root(parent, a), root(parent, b));
+        parent[ra.max(rb)] = ra.min(rb);
+    };
+    let mut by_chip: BTreeMap<ChipIdx, usize> = BTreeMap::new();
+    for (pi, p) in s.phases.iter().enumerate() {
+        for &d in &p.deps {
+            join(&mut parent, pi, d);
+        }
+        for &c in s.ops[p.op].comm.chips() {
+            match by_chip.get(&c) {
+                Some(&other) => join(&mut parent, pi, other),
+                None => {
+                    by_chip.insert(c, pi);
+                }
+            }
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for pi in 0..n {
+        let r = root(&mut parent, pi);
+        groups.entry(r).or_default().push(pi);
+    }
+    groups.into_values().collect()
 }
 
 fn ps(t: f64) -> Time {
@@ -209,7 +274,7 @@ impl Network<'_, '_> {
 
     /// Whether the op of phase `p` runs as a ring on its fabric line.
     fn closed(&self, p: &Phase) -> bool {
-        runs_closed(&self.lines, &self.s.ops[p.op])
+        runs_closed(self.lines, &self.s.ops[p.op])
     }
 
     /// Mean hops of a NoC read's request and answer between the op's worker and the banks of
