@@ -18,7 +18,11 @@
 //! session's first phases), its connections and its entry barrier; a chip's part of it ends
 //! with the last flow that reaches it, plus the final increment's way and notice.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use rayon::prelude::*;
 
 use meshsim_engine::Time;
 use meshsim_hw::noc::Noc;
@@ -40,7 +44,7 @@ use crate::phase::Phase;
 use crate::plan::Dir;
 use crate::plan::routed::Part;
 use crate::tensor::Memory;
-use crate::transport::{LowerCx, PhaseRun};
+use crate::transport::{KernelTimes, LowerCx, PhaseRun};
 
 /// What the flow model found: per phase how it ran, when it started and when each chip's part
 /// of it ended.
@@ -150,7 +154,9 @@ struct Network<'a, 'c> {
 }
 
 /// Solves every phase of the session on the flow model: each independent part of the session
-/// apart ([`parts`]), one after another, so that what is held at once is one part's flows.
+/// apart ([`parts`]), in parallel, each in a flow network of its own, so that what is held at
+/// once is the parts' in flight. A part's solution depends on nothing outside it, so the
+/// threads change no time.
 pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let lines = fabric_lines(s.cluster, s.ops)?;
     let payload = session_payload(s)?;
@@ -159,54 +165,87 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let longest = lines.iter().map(|l| l.chips.len()).max().unwrap_or(1) as u32;
     let layout = Layout::new(s.params, payload, longest).map_err(|e| CclError::Invalid(e.to_string()))?;
     let n = s.phases.len();
+    // The lowering context holds the gates' kernel times, which are not shared between
+    // threads: each part gets the rest of it, and kernel times of its own it never uses.
+    let (cluster, params, ops, given, phases, done) = (s.cluster, s.params, s.ops, s.given, s.phases, s.done);
+    let solved: Vec<Result<PartSolved, CclError>> = parts(s)
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|part| {
+            let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
+            let cx = LowerCx { cluster, params, ops, given, phases, done, times: &times };
+            solve_part(&cx, part, (&lines, payload, &layout))
+        })
+        .collect();
     let mut runs: Vec<Option<PhaseRun>> = (0..n).map(|_| None).collect();
     let mut workers = vec![1usize; s.ops.len()];
     let mut starts = vec![Time::ZERO; n];
     let mut ends = vec![Vec::new(); n];
-    for part in parts(s) {
-        let mut m = Network {
-            s,
-            net: FlowNet::new(),
-            keys: HashMap::new(),
-            units: Vec::new(),
-            phases: Vec::new(),
-            lines: &lines,
-            payload,
-            header: layout.header_bytes,
-            // Two ERISCs split a router's channels on an architecture that runs them (a mux in
-            // front of a router does not change that: `shared/fabric.md` §11.1).
-            one_erisc: s.params.fabric_router_eriscs < 2,
-            slots: (layout.sender_slots, layout.receiver_slots),
-            hops: BTreeMap::new(),
-            loops: HashMap::new(),
-        };
-        for (pi, p) in s.phases.iter().enumerate() {
-            if part.binary_search(&pi).is_err() {
-                // Another part's phase: present (phases are numbered across the session), empty.
-                m.phases.push(PhaseState::empty());
-                continue;
-            }
-            let (run, w) = m.phase(pi, p)?;
-            workers[p.op] = workers[p.op].max(w);
+    for part in solved {
+        for (pi, run, w, start, chip_ends) in part? {
+            workers[s.phases[pi].op] = workers[s.phases[pi].op].max(w);
             runs[pi] = Some(run);
+            starts[pi] = start;
+            ends[pi] = chip_ends;
         }
-        m.queue_in_loops();
-        m.run();
-        for &pi in &part {
+    }
+    let runs = runs.into_iter().map(|r| r.expect("every phase is in a part")).collect();
+    Ok(Solution { runs, workers, starts, ends })
+}
+
+/// One part's phases as solved: each phase, how it ran, its workers, its start and its chips'
+/// ends.
+type PartSolved = Vec<(usize, PhaseRun, usize, Time, Vec<(ChipIdx, Time)>)>;
+
+/// Builds and runs the flow network of one independent part of the session.
+fn solve_part(
+    s: &LowerCx,
+    part: Vec<usize>,
+    (lines, payload, layout): (&[Line], u64, &Layout),
+) -> Result<PartSolved, CclError> {
+    let mut m = Network {
+        s,
+        net: FlowNet::new(),
+        keys: HashMap::new(),
+        units: Vec::new(),
+        phases: Vec::new(),
+        lines,
+        payload,
+        header: layout.header_bytes,
+        // Two ERISCs split a router's channels on an architecture that runs them (a mux in
+        // front of a router does not change that: `shared/fabric.md` §11.1).
+        one_erisc: s.params.fabric_router_eriscs < 2,
+        slots: (layout.sender_slots, layout.receiver_slots),
+        hops: BTreeMap::new(),
+        loops: HashMap::new(),
+    };
+    let mut ran = Vec::new();
+    for (pi, p) in s.phases.iter().enumerate() {
+        if part.binary_search(&pi).is_err() {
+            // Another part's phase: present (phases are numbered across the session), empty.
+            m.phases.push(PhaseState::empty());
+            continue;
+        }
+        ran.push(m.phase(pi, p)?);
+    }
+    m.queue_in_loops();
+    m.run();
+    Ok(part
+        .iter()
+        .zip(ran)
+        .map(|(&pi, (run, w))| {
             let (ph, req) = (&m.phases[pi], &s.ops[s.phases[pi].op]);
             let start = ph.start.unwrap_or(0.0);
             let end = ph.end.unwrap_or(start);
-            starts[pi] = ps(start);
-            ends[pi] = req
+            let chip_ends = req
                 .comm
                 .chips()
                 .iter()
                 .map(|&c| (c, ps(ph.chip_end.get(&c).copied().unwrap_or(end))))
                 .collect();
-        }
-    }
-    let runs = runs.into_iter().map(|r| r.expect("every phase is in a part")).collect();
-    Ok(Solution { runs, workers, starts, ends })
+            (pi, run, w, ps(start), chip_ends)
+        })
+        .collect())
 }
 
 /// The session's independent parts: its phases grouped so that no two groups share a chip
