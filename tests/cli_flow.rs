@@ -125,3 +125,25 @@ fn a_screened_tune_confirms_the_best_few_on_the_packet_model() {
         assert!(r["best_us"].as_f64().unwrap() <= r["default_us"].as_f64().unwrap());
     }
 }
+
+/// The flow model solves a session's independent parts (here each row of a torus) in parallel:
+/// the thread count changes no time and no event.
+#[test]
+fn the_flow_model_gives_the_same_run_on_any_number_of_threads() {
+    let run = |threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_meshsim"))
+            .args(["op", "all-reduce", "--cluster", "torus:4x8", "--axis", "1", "--shape", "1,1,256,4096"])
+            .args(["--model", "flow", "--format", "json"])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("meshsim runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let j = json(&String::from_utf8(out.stdout).unwrap());
+        let ops: Vec<f64> = j["ops"].as_array().unwrap().iter().map(|o| o["time_us"].as_f64().unwrap()).collect();
+        (j["event_log_hash"].clone(), ops)
+    };
+    let one = run("1");
+    assert_eq!(one.1.len(), 4, "one op per row");
+    assert_eq!(run("2"), one);
+    assert_eq!(run("4"), one);
+}
