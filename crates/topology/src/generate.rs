@@ -27,7 +27,7 @@ pub const KINDS: [&str; 4] = ["ring", "line", "mesh", "torus"];
 pub const DEFAULT_LINKS: usize = 2;
 
 /// The most chips a generated cluster may have.
-pub const MAX_CHIPS: usize = 1024;
+pub const MAX_CHIPS: usize = 8192;
 
 /// The Ethernet harvesting of a generated Blackhole chip: a P150's (channels 5 and 8 off).
 const BLACKHOLE_ETH_HARVEST: u32 = 288;
@@ -279,7 +279,7 @@ mod tests {
             ("line:8:arch=grayskull", "expected wormhole_b0 or blackhole"),
             ("line:8:speed=9", "unknown option"),
             ("line:8:links", "expected key=value"),
-            ("torus:64x64", "at most 1024"),
+            ("torus:128x128", "at most 8192"),
         ] {
             let e = cluster(spec).unwrap_err().to_string();
             assert!(e.starts_with(spec) && e.contains(says) && !e.contains('\n'), "{spec}: {e}");
