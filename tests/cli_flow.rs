@@ -139,7 +139,8 @@ fn the_flow_model_gives_the_same_run_on_any_number_of_threads() {
             .expect("meshsim runs");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let j = json(&String::from_utf8(out.stdout).unwrap());
-        let ops: Vec<f64> = j["ops"].as_array().unwrap().iter().map(|o| o["time_us"].as_f64().unwrap()).collect();
+        let ops: Vec<f64> =
+            j["ops"].as_array().unwrap().iter().map(|o| o["time_us"].as_f64().unwrap()).collect();
         (j["event_log_hash"].clone(), ops)
     };
     let one = run("1");

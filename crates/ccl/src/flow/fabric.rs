@@ -139,6 +139,8 @@ struct Network<'a, 'c> {
     units: Vec<Unit>,
     phases: Vec<PhaseState>,
     lines: &'a [Line],
+    /// Per op, whether it runs as a ring on its line, once found ([`Network::closed`]).
+    closed_ops: Vec<Option<bool>>,
     payload: u64,
     header: u64,
     one_erisc: bool,
@@ -210,6 +212,7 @@ fn solve_part(
         units: Vec::new(),
         phases: Vec::new(),
         lines,
+        closed_ops: Vec::new(),
         payload,
         header: layout.header_bytes,
         // Two ERISCs split a router's channels on an architecture that runs them (a mux in
@@ -311,9 +314,13 @@ impl Network<'_, '_> {
         self.resource(Key::Erisc(chip, to, plane, half))
     }
 
-    /// Whether the op of phase `p` runs as a ring on its fabric line.
-    fn closed(&self, p: &Phase) -> bool {
-        runs_closed(self.lines, &self.s.ops[p.op])
+    /// Whether the op of phase `p` runs as a ring on its fabric line (found once per op: it
+    /// looks through every line of the session).
+    fn closed(&mut self, p: &Phase) -> bool {
+        if self.closed_ops.len() <= p.op {
+            self.closed_ops.resize(p.op + 1, None);
+        }
+        *self.closed_ops[p.op].get_or_insert_with(|| runs_closed(self.lines, &self.s.ops[p.op]))
     }
 
     /// Mean hops of a NoC read's request and answer between the op's worker and the banks of
@@ -786,22 +793,27 @@ impl Network<'_, '_> {
         // The unit of each flow, by flow id (the net numbers flows as they start).
         let mut by_flow: Vec<usize> = Vec::new();
         let mut started = vec![false; self.phases.len()];
+        // The phases not started yet, and those not ended: each event looks at these only.
+        let mut waiting: Vec<usize> = (0..self.phases.len()).collect();
+        let mut running = self.phases.len();
         loop {
-            // Start every phase whose dependencies have ended.
-            for (pi, going) in started.iter_mut().enumerate() {
-                if *going {
-                    continue;
-                }
+            // Start every phase whose dependencies have ended, in order.
+            let mut i = 0;
+            while i < waiting.len() {
+                let pi = waiting[i];
                 let deps = &s.phases[pi].deps;
                 if deps.iter().any(|&d| self.phases[d].end.is_none()) {
+                    i += 1;
                     continue;
                 }
-                *going = true;
+                waiting.remove(i);
+                started[pi] = true;
                 let at = deps.iter().filter_map(|&d| self.phases[d].end).fold(0.0, f64::max);
                 self.phases[pi].start = Some(at);
                 let go = at + self.phases[pi].setup;
                 if self.phases[pi].units.is_empty() {
                     self.phases[pi].end = Some(go);
+                    running -= 1;
                     continue;
                 }
                 for u in self.phases[pi].units.clone() {
@@ -814,7 +826,7 @@ impl Network<'_, '_> {
                     }
                 }
             }
-            if started.iter().all(|&x| x) && self.phases.iter().all(|p| p.end.is_some()) {
+            if waiting.is_empty() && running == 0 {
                 break;
             }
             let Some((t, f)) = self.net.next_end() else {
@@ -844,6 +856,7 @@ impl Network<'_, '_> {
                 let ph = &mut self.phases[pi];
                 let end = ph.chip_end.values().copied().fold(ph.start.unwrap_or(0.0) + ph.setup, f64::max);
                 ph.end = Some(end);
+                running -= 1;
             }
         }
     }

@@ -53,7 +53,7 @@ const EPS: f64 = 1e-9;
 struct Resource {
     /// Units per picosecond.
     capacity: f64,
-    /// The active flows through it, in start order.
+    /// The active flows through it.
     flows: Vec<u32>,
 }
 
@@ -252,9 +252,10 @@ impl FlowNet {
         self.live -= 1;
         for k in 0..self.flows[i as usize].uses.len() {
             let r = self.flows[i as usize].uses[k].0.0;
+            // Order within a resource's list does not matter: a solve sorts what it collects.
             let flows = &mut self.resources[r as usize].flows;
             if let Some(at) = flows.iter().position(|&j| j == i) {
-                flows.remove(at);
+                flows.swap_remove(at);
             }
             self.left_resources.push(r);
         }
