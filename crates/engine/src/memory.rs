@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::rc::Rc;
 
 use thiserror::Error;
 
@@ -98,8 +99,9 @@ struct Space {
     /// Page `i` holds bytes `[i * PAGE_BYTES, (i + 1) * PAGE_BYTES)`; grown on first write, so a
     /// space costs one pointer per page up to the highest page written.
     pages: Vec<Option<Page>>,
-    /// Names of words that reports should call by name, by address.
-    labels: Vec<(u64, Cow<'static, str>)>,
+    /// Names of words that reports should call by name, by address; shared between spaces
+    /// laid out alike ([`Memory::share_labels`]) until one of them names a word of its own.
+    labels: Rc<Vec<(u64, Cow<'static, str>)>>,
 }
 
 /// All memory spaces of one simulation.
@@ -113,7 +115,7 @@ impl Memory {
     /// Adds a space of `size` bytes named `name` (used in error messages and reports).
     pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
         let id = MemSpace(u32::try_from(self.spaces.len()).expect("too many memory spaces"));
-        self.spaces.push(Space { name: name.into(), size, pages: Vec::new(), labels: Vec::new() });
+        self.spaces.push(Space { name: name.into(), size, pages: Vec::new(), labels: Rc::default() });
         id
     }
 
@@ -125,11 +127,17 @@ impl Memory {
     /// Names the word at `addr` (say, "noc reads outstanding") for traces and deadlock reports;
     /// a later name replaces an earlier one in place.
     pub fn label_word(&mut self, space: MemSpace, addr: u64, label: impl Into<Cow<'static, str>>) {
-        let labels = &mut self.spaces[space.0 as usize].labels;
+        let labels = Rc::make_mut(&mut self.spaces[space.0 as usize].labels);
         match labels.iter_mut().find(|l| l.0 == addr) {
             Some(l) => l.1 = label.into(),
             None => labels.push((addr, label.into())),
         }
+    }
+
+    /// Gives space `to` the names of `from`'s words (a space laid out as another: every core of
+    /// a kind), shared rather than copied; naming a word of either afterwards parts them.
+    pub fn share_labels(&mut self, from: MemSpace, to: MemSpace) {
+        self.spaces[to.0 as usize].labels = Rc::clone(&self.spaces[from.0 as usize].labels);
     }
 
     /// The name given to the word at `addr`, if any.
@@ -250,6 +258,20 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spaces_laid_out_alike_share_word_names_until_one_names_its_own() {
+        let mut m = Memory::default();
+        let (a, b) = (m.add_space("chip0/eth0/l1", 64), m.add_space("chip1/eth0/l1", 64));
+        m.label_word(a, 16, "semaphore 0");
+        m.share_labels(a, b);
+        assert_eq!(m.describe(b, 16), "chip1/eth0/l1[0x10] (semaphore 0)");
+        // Naming a word of one leaves the other as it was.
+        m.label_word(b, 16, "edm channel 0");
+        m.label_word(b, 32, "edm channel 1");
+        assert_eq!((m.word_label(a, 16), m.word_label(a, 32)), (Some("semaphore 0"), None));
+        assert_eq!(m.word_label(b, 16), Some("edm channel 0"));
+    }
 
     #[test]
     fn unwritten_memory_reads_zero_and_writes_cross_pages() {

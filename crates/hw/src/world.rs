@@ -266,6 +266,7 @@ impl Hw {
         sched.set_poll_latency(params.cycles(params.core_poll_cycles));
         let (gx, gy) = (soc.grid_x, soc.grid_y);
         let stall_slots = cluster.chips().len() * ETH_CHANNELS as usize;
+        let mut labelled = Labelled::default();
         let chips: Vec<ChipHw> = (0..cluster.chips().len())
             .map(|c| {
                 let id = cluster.chips()[c].id;
@@ -275,13 +276,13 @@ impl Hw {
                     let mem = sched.add_space(format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
                     let regs = sched.add_space(format!("chip{id}/eth{chan}/regs"), REGS_BYTES);
                     let kind = CoreKind::Eth(chan as u8);
-                    label_core(sched, &params, kind, mem, regs);
+                    labelled.name(sched, (&params, kind), mem, regs);
                     put(at, CoreSlot { kind, mem, regs: Some(regs) });
                 }
                 for &at in &soc.workers {
                     let mem = sched.add_space(format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
                     let regs = sched.add_space(format!("chip{id}/worker{at}/regs"), REGS_BYTES);
-                    label_core(sched, &params, CoreKind::Worker, mem, regs);
+                    labelled.name(sched, (&params, CoreKind::Worker), mem, regs);
                     put(at, CoreSlot { kind: CoreKind::Worker, mem, regs: Some(regs) });
                 }
                 for (bank, ends) in soc.dram.iter().enumerate() {
@@ -617,6 +618,39 @@ impl World for Hw {
             HwEvent::Deliver { slot } => self.deliver(slot, sched),
         };
         r.expect("transfers are validated when issued");
+    }
+}
+
+/// The first Ethernet and worker core named ([`label_core`]): every other core of the kind is
+/// laid out alike and shares their names (a 8,192-chip machine would otherwise hold a copy per
+/// core).
+#[derive(Default)]
+struct Labelled {
+    eth: Option<(MemSpace, MemSpace)>,
+    worker: Option<(MemSpace, MemSpace)>,
+}
+
+impl Labelled {
+    /// Names the words of the core whose spaces are `mem` and `regs`, or shares the names of
+    /// the first core of its kind.
+    fn name(
+        &mut self,
+        sched: &mut Scheduler<HwEvent>,
+        (p, kind): (&Params, CoreKind),
+        mem: MemSpace,
+        regs: MemSpace,
+    ) {
+        let first = if matches!(kind, CoreKind::Eth(_)) { &mut self.eth } else { &mut self.worker };
+        match *first {
+            Some((m, r)) => {
+                sched.share_labels(m, mem);
+                sched.share_labels(r, regs);
+            }
+            None => {
+                label_core(sched, p, kind, mem, regs);
+                *first = Some((mem, regs));
+            }
+        }
     }
 }
 

@@ -626,6 +626,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         self.memory.label_word(space, addr, label);
     }
 
+    /// Gives `to` the word names of `from` (see [`Memory::share_labels`]).
+    pub fn share_labels(&mut self, from: MemSpace, to: MemSpace) {
+        self.memory.share_labels(from, to);
+    }
+
     /// Records a task event if tracing is on.
     fn trace_task(&mut self, task: TaskId, kind: TaskEventKind) {
         if let Some(trace) = self.trace.as_mut() {
