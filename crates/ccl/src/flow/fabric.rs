@@ -251,10 +251,11 @@ fn solve_part(
         .collect())
 }
 
-/// The session's independent parts: its phases grouped so that no two groups share a chip
-/// (the flow model's resources are a chip's links, routers, workers and reducers) or a
-/// dependency, each group's phases in order, the groups in order of their first phase. The
-/// ops of a `--axis` run on every row of a mesh are one part each.
+/// The session's independent parts: its phases grouped so that no two groups share a flow
+/// resource (their communicators hop between no common pair of chips) or a dependency, each
+/// group's phases in order, the groups in order of their first phase. The ops of a `--axis`
+/// run on every row of a mesh are one part each; so are an all-reduce on every row and one on
+/// every column running at once (rows and columns hop over different links).
 fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
     let n = s.phases.len();
     let mut parent: Vec<usize> = (0..n).collect();
@@ -269,16 +270,21 @@ fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
         let (ra, rb) = (root(parent, a), root(parent, b));
         parent[ra.max(rb)] = ra.min(rb);
     };
-    let mut by_chip: BTreeMap<ChipIdx, usize> = BTreeMap::new();
+    // Every flow resource is a neighbouring pair's (a link direction, a router's ERISC, tx DMA,
+    // mux, slots) or a phase's own (workers, reducers): phases whose communicators hop between
+    // no common pair share none. A ring's closing hop counts even where it runs as a line.
+    let mut by_pair: BTreeMap<(ChipIdx, ChipIdx), usize> = BTreeMap::new();
     for (pi, p) in s.phases.iter().enumerate() {
         for &d in &p.deps {
             join(&mut parent, pi, d);
         }
-        for &c in s.ops[p.op].comm.chips() {
-            match by_chip.get(&c) {
+        let chips = s.ops[p.op].comm.chips();
+        for (i, &a) in chips.iter().enumerate() {
+            let b = chips[(i + 1) % chips.len()];
+            match by_pair.get(&(a.min(b), a.max(b))) {
                 Some(&other) => join(&mut parent, pi, other),
                 None => {
-                    by_chip.insert(c, pi);
+                    by_pair.insert((a.min(b), a.max(b)), pi);
                 }
             }
         }
