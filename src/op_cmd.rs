@@ -292,7 +292,7 @@ fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         out!("{}", ran.text(cluster, done, a.dim))?;
     }
     #[derive(serde::Serialize)]
-    struct Row {
+    struct Row<'a> {
         op: String,
         algorithm: String,
         chips: usize,
@@ -308,7 +308,8 @@ fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         packet_size: u64,
         pages_per_packet: u64,
         dtype: String,
-        accuracy: String,
+        #[serde(rename = "accuracy", serialize_with = "crate::trust::as_short")]
+        trust: &'a crate::trust::Trust,
     }
     let row = Row {
         op: name,
@@ -326,7 +327,7 @@ fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         packet_size: ran.packet_bytes,
         pages_per_packet: done.ops[0].pages_per_packet,
         dtype: done.tensor.dtype.to_string(),
-        accuracy: ran.trust.short(),
+        trust: &ran.trust,
     };
     out!("{}", report::render(&[row], a.output.format.table().into()))?;
     if matches!(a.output.format.table(), Format::Text) && a.axis.is_some() {
@@ -374,13 +375,12 @@ pub(crate) struct OpRow {
     packet_size: u64,
     pages_per_packet: u64,
     dtype: String,
-    /// How far to trust its time, in a few words ([`crate::trust::Trust::short`]).
-    accuracy: String,
+    /// How far to trust its time: a table's `accuracy` column in a few words
+    /// ([`crate::trust::Trust::short`]), the JSON's in full.
+    #[serde(rename = "accuracy", serialize_with = "crate::trust::as_short")]
+    trust: crate::trust::Trust,
     #[serde(skip_serializing)]
     chip_ids: Vec<u64>,
-    /// How far to trust its time, in full (the JSON's `accuracy`).
-    #[serde(skip_serializing)]
-    pub(crate) trust: crate::trust::Trust,
 }
 
 /// What an op ran, in a few words: `ring; 8-chip ring; 1 link; 4 workers; 4352 B packets of 2
@@ -421,11 +421,28 @@ pub(crate) fn op_rows(cluster: &Cluster, ops: &[meshsim_ccl::session::OpResult])
             packet_size: o.packet_bytes,
             pages_per_packet: o.pages_per_packet,
             dtype: o.tensor.dtype.to_string(),
-            accuracy: trust.short(),
-            chip_ids: ids(cluster, &o.chips),
             trust,
+            chip_ids: ids(cluster, &o.chips),
         })
         .collect()
+}
+
+/// How far to trust each kind of op in `rows`, a line per op, communicator shape and model (a
+/// workload's instances on every row share one): `accuracy all-gather on 8-chip lines (packet
+/// model): mean |error| ...`.
+pub(crate) fn accuracy_lines(arch: meshsim_topology::Arch, rows: &[OpRow]) -> String {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut text = String::new();
+    for r in rows {
+        if seen.insert((r.op, &r.topology, r.chips, r.model)) {
+            let line = r.trust.line(arch, r.op);
+            text += &format!(
+                "accuracy {} on {}-chip {}s ({} model): {line}\n",
+                r.op, r.chips, r.topology, r.model
+            );
+        }
+    }
+    if text.is_empty() { text } else { format!("\n{text}") }
 }
 
 /// The JSON of one op instance: the row's keys with `chip_ids`, `verified` as a boolean and

@@ -352,17 +352,16 @@ pub fn run_all(
         .with_max_len(1)
         .map(|&(i, j)| {
             let (suite, sc) = (&suites[i], &suites[i].scenarios[j]);
-            let r = sc.run(suite.base_dir(), params, false).map(|o| Ran {
-                time: o.time,
-                fingerprint: o.fingerprint(),
-                summary: o.op.as_ref().and_then(|d| crate::op_cmd::verdict_short(&o.cluster, &d.run)),
-                what: o.op.as_ref().and_then(|d| d.ops.first()).map(crate::op_cmd::ran_short),
-                accuracy: o
-                    .op
-                    .as_ref()
-                    .and_then(|d| d.ops.first())
-                    .map(|op| crate::trust::Trust::of_op(o.cluster.arch(), op).short()),
-                stats: o.stats,
+            let r = sc.run(suite.base_dir(), params, false).map(|o| {
+                let first = o.op.as_ref().and_then(|d| d.ops.first());
+                Ran {
+                    time: o.time,
+                    fingerprint: o.fingerprint(),
+                    summary: o.op.as_ref().and_then(|d| crate::op_cmd::verdict_short(&o.cluster, &d.run)),
+                    what: first.map(crate::op_cmd::ran_short),
+                    accuracy: first.map(|op| crate::trust::Trust::of_op(o.cluster.arch(), op).short()),
+                    stats: o.stats,
+                }
             });
             tick();
             ((i, j), r)

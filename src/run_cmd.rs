@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use meshsim_bench::report;
 
 use crate::cli::Format;
-use crate::op_cmd::{bound_by, link_rows, op_json, op_rows, router_rows, verdict_text};
+use crate::op_cmd::{accuracy_lines, bound_by, link_rows, op_json, op_rows, router_rows, verdict_text};
 use crate::workload::Workload;
 use crate::{BadInput, load_cluster, load_model, write_trace};
 
@@ -63,7 +63,7 @@ pub(crate) fn run_workload(
             out!("{}", report::render(&rows, format.into()))?;
             if matches!(format, Format::Text) {
                 outln!("\nmakespan_us {:.3}", run.makespan.as_us_f64())?;
-                out!("{}", accuracy_lines(&cluster, &run.ops))?;
+                out!("{}", accuracy_lines(cluster.arch(), &rows))?;
             }
             if link_report {
                 out!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()))?;
@@ -81,29 +81,6 @@ pub(crate) fn run_workload(
         }
     }
     Ok(verified_exit(run))
-}
-
-/// How far to trust each kind of op the workload ran, a line per op, communicator shape and
-/// model (a workload's instances on every row share one): `accuracy all-gather on 8-chip lines
-/// (packet model): mean |error| ...`.
-fn accuracy_lines(cluster: &meshsim_topology::Cluster, ops: &[meshsim_ccl::request::OpResult]) -> String {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut text = String::new();
-    for o in ops {
-        let key = (o.collective.name(), o.topology.to_string(), o.chips.len(), o.model.as_str());
-        if seen.insert(key.clone()) {
-            let trust = crate::trust::Trust::of_op(cluster.arch(), o);
-            text += &format!(
-                "accuracy {} on {}-chip {}s ({} model): {}\n",
-                key.0,
-                key.2,
-                key.1,
-                key.3,
-                trust.line(cluster.arch(), key.0)
-            );
-        }
-    }
-    if text.is_empty() { text } else { format!("\n{text}") }
 }
 
 /// The workload at `path` with the command line's op knobs over every op's, its faults joined

@@ -71,6 +71,21 @@ impl OpKind {
         self.collective(RedOp::Sum, 0).root().is_some()
     }
 
+    /// The collective with the reduction and root given, refused in one line when the op takes
+    /// neither (`sweep` and `tune` check their flags so).
+    pub fn collective_given(self, redop: Option<RedOp>, root: Option<usize>) -> Result<Collective, String> {
+        if redop.is_some() && !self.reduces() {
+            return Err(format!("--redop applies to reducing ops, not {}", self.nccl_name()));
+        }
+        if root.is_some() && !self.rooted() {
+            return Err(format!(
+                "--root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not {}",
+                self.nccl_name()
+            ));
+        }
+        Ok(self.collective(redop.unwrap_or(RedOp::Sum), root.unwrap_or(0)))
+    }
+
     /// The ops that take a bidirectional mode.
     pub fn takes_bidir(self) -> bool {
         matches!(self, OpKind::AllGather | OpKind::AllReduce | OpKind::AllCombine | OpKind::Broadcast)

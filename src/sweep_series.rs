@@ -100,11 +100,8 @@ pub(crate) struct Job {
 pub(crate) fn jobs(k: &SweepKnobs, series: &SeriesKnobs) -> anyhow::Result<Vec<Job>> {
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let points = series_knobs(series);
-    let ops = points
-        .iter()
-        .map(|p| sweep_op(k, p, series.workers.iter().any(Option::is_some)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(bad)?;
+    let ops = points.iter().map(|p| sweep_op(k, p)).collect::<Result<Vec<_>, _>>().map_err(bad)?;
+    let d = k.knobs.knobs();
     let mut jobs = Vec::new();
     for name in &series.clusters {
         let c = load_cluster(name)?;
@@ -112,7 +109,6 @@ pub(crate) fn jobs(k: &SweepKnobs, series: &SeriesKnobs) -> anyhow::Result<Vec<J
         for &topology in &series.topologies {
             let comms = series_comms(k, &c, topology).map_err(bad)?;
             for (p, &op) in points.iter().zip(&ops) {
-                let d = k.knobs.knobs();
                 let spec = meshsim_ccl::sweep::SweepSpec {
                     op,
                     comms: comms.clone(),
@@ -142,25 +138,16 @@ pub(crate) fn jobs(k: &SweepKnobs, series: &SeriesKnobs) -> anyhow::Result<Vec<J
 }
 
 /// The op of one series, once its flags are checked against the op and the stack.
-fn sweep_op(k: &SweepKnobs, p: &SeriesPoint, workers: bool) -> Result<meshsim_ccl::sweep::SweepOp, String> {
+fn sweep_op(k: &SweepKnobs, p: &SeriesPoint) -> Result<meshsim_ccl::sweep::SweepOp, String> {
     let kind = k.op;
-    if p.redop.is_some() && !kind.reduces() {
-        return Err(format!("--redop applies to reducing ops, not {}", k.op_name()));
-    }
-    if p.root.is_some() && !kind.rooted() {
-        return Err(format!(
-            "--root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not {}",
-            k.op_name()
-        ));
-    }
-    let collective = kind.collective(p.redop.unwrap_or(RedOp::Sum), p.root.unwrap_or(0));
+    let collective = kind.collective_given(p.redop, p.root)?;
     if p.bidir.is_some_and(|b| b != Bidir::None) && !kind.takes_bidir() {
         return Err(format!("--bidir applies to all-gather, all-reduce and broadcast, not {}", k.op_name()));
     }
     if k.in_place && kind != OpKind::AllGather {
         return Err(format!("--in-place applies to all_gather, not {}", k.op_name()));
     }
-    let given = Given { workers, bidir: p.bidir.is_some(), ..k.knobs.given() };
+    let given = Given { workers: p.workers.is_some(), bidir: p.bidir.is_some(), ..k.knobs.given() };
     meshsim_ccl::stacks::check_given(k.stack, collective, &given)?;
     Ok(meshsim_ccl::sweep::SweepOp { collective, bidir: p.bidir.filter(|_| kind.takes_bidir()) })
 }

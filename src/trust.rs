@@ -89,6 +89,11 @@ pub(crate) struct AgainstPacket {
     pub(crate) worst_error_pct: f64,
 }
 
+/// Serializes a [`Trust`] as its few words ([`Trust::short`]): a table's `accuracy` column.
+pub(crate) fn as_short<S: serde::Serializer>(t: &Trust, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.short())
+}
+
 /// The mean |error| and the signed largest error of `points`.
 pub(crate) fn spread(points: &[&Point]) -> (f64, f64) {
     let mean = points.iter().map(|p| p.error_pct.abs()).sum::<f64>() / points.len().max(1) as f64;

@@ -13,23 +13,16 @@ use crate::cli::TuneArgs;
 use crate::out::out;
 use crate::scenario::load_select;
 use crate::{BadInput, load_cluster};
-use meshsim_ccl::op::RedOp;
 
 pub(crate) fn run_tune(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let bad = |m: String| anyhow::Error::new(BadInput(m));
     let kind = a.op;
     a.knobs.one_each("tune")?;
-    if a.redop.is_some() && !kind.reduces() {
-        return Err(bad(format!("--redop applies to reducing ops, not {}", kind.name())));
-    }
-    if a.root.is_some() && !kind.rooted() {
-        return Err(bad(format!("--root applies to rooted ops, not {}", kind.name())));
-    }
+    let collective = kind.collective_given(a.redop, a.root).map_err(bad)?;
     if let Some(o) = &a.out {
         meshsim_bench::plot::writable(o)
             .map_err(|e| bad(format!("{}: cannot write the tree: {e}", o.display())))?;
     }
-    let collective = kind.collective(a.redop.unwrap_or(RedOp::Sum), a.root.unwrap_or(0));
     let stack = a.stack.unwrap_or(Stack::DEFAULT);
     let cluster = load_cluster(&a.cluster)?;
     let params = a.model.load()?.on_checked(&cluster).map_err(|e| crate::BadInput(e.to_string()))?;

@@ -122,11 +122,13 @@ mod collectives {
         let rows: Vec<&str> = out.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
         assert_eq!(rows.len(), 2, "{out}");
         assert!(rows.iter().all(|r| r.split_whitespace().nth(4) == Some("5")), "{out}");
-        let bad: [(&[&str], &str); 4] = [
+        let bad: [(&[&str], &str); 5] = [
             (
                 &["sweep", "all-gather", "--root", "1"],
                 "meshsim: --root applies to rooted ops (broadcast, reduce, gather, scatter, combine), not all_gather",
             ),
+            // tune checks its flags as sweep does.
+            (&["tune", "gather", "--redop", "max"], "meshsim: --redop applies to reducing ops, not gather"),
             (&["sweep", "gather", "--redop", "max"], "meshsim: --redop applies to reducing ops, not gather"),
             (
                 &["op", "broadcast", "--shape", "1,1,64,1024", "--root", "8"],

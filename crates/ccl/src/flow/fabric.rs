@@ -116,7 +116,8 @@ struct PhaseState {
 }
 
 impl PhaseState {
-    /// A phase with nothing to run (another part's): it ends as it starts.
+    /// A phase with nothing to run (another part's): it ends as it starts; a phase of the part
+    /// starts from it.
     fn empty() -> PhaseState {
         PhaseState {
             units: Vec::new(),
@@ -212,7 +213,7 @@ fn solve_part(
         units: Vec::new(),
         phases: Vec::new(),
         lines,
-        closed_ops: Vec::new(),
+        closed_ops: vec![None; s.ops.len()],
         payload,
         header: layout.header_bytes,
         // Two ERISCs split a router's channels on an architecture that runs them (a mux in
@@ -323,9 +324,6 @@ impl Network<'_, '_> {
     /// Whether the op of phase `p` runs as a ring on its fabric line (found once per op: it
     /// looks through every line of the session).
     fn closed(&mut self, p: &Phase) -> bool {
-        if self.closed_ops.len() <= p.op {
-            self.closed_ops.resize(p.op + 1, None);
-        }
         *self.closed_ops[p.op].get_or_insert_with(|| runs_closed(self.lines, &self.s.ops[p.op]))
     }
 
@@ -520,15 +518,7 @@ impl Network<'_, '_> {
         // connection (the completion barrier, `shared/fabric.md` §11.2).
         let closes = matches!(sched.work, Work::Multicast { .. });
         let tail = costs.hop(0) + costs.notice() + if closes { costs.close() } else { 0.0 };
-        self.phases.push(PhaseState {
-            units: Vec::new(),
-            setup,
-            tail,
-            start: None,
-            left: 0,
-            end: None,
-            chip_end: BTreeMap::new(),
-        });
+        self.phases.push(PhaseState { setup, tail, ..PhaseState::empty() });
         match &sched.work {
             Work::Multicast { kernels, .. } => self.multicast(pi, p, &costs, (&sched, kernels)),
             Work::Relay { lanes, own } => self.relay(pi, p, &costs, (&sched, lanes, *own)),

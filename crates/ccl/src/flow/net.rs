@@ -250,8 +250,8 @@ impl FlowNet {
         f.remaining = 0.0;
         f.version += 1;
         self.live -= 1;
-        for k in 0..self.flows[i as usize].uses.len() {
-            let r = self.flows[i as usize].uses[k].0.0;
+        // An ended flow uses nothing any more.
+        for (ResourceId(r), _) in std::mem::take(&mut f.uses) {
             // Order within a resource's list does not matter: a solve sorts what it collects.
             let flows = &mut self.resources[r as usize].flows;
             if let Some(at) = flows.iter().position(|&j| j == i) {
@@ -342,8 +342,9 @@ impl FlowNet {
                 }
             }
         }
+        // In start order, as the whole net's solve took them: the same sums, the same rates.
+        // (Each resource's arithmetic is its own, so the resources' order does not matter.)
         active.sort_unstable();
-        touched.sort_unstable();
         active
     }
 
