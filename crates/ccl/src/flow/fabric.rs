@@ -19,7 +19,9 @@
 //! with the last flow that reaches it, plus the final increment's way and notice.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 use rayon::prelude::*;
@@ -89,7 +91,7 @@ enum Key {
 struct Unit {
     phase: usize,
     packets: f64,
-    uses: Vec<(ResourceId, f64)>,
+    uses: Uses,
     latency: f64,
     /// What its chips still wait for once it has ended (a reducer's writes of its sums).
     way: f64,
@@ -99,8 +101,16 @@ struct Unit {
     waiting: usize,
     ready: f64,
     dependents: Vec<usize>,
-    chips: Vec<ChipIdx>,
+    chips: Chips,
 }
+
+/// A unit's resources and its demand on each (shared by the units of one kernel's hop).
+type Uses = Rc<[(ResourceId, f64)]>;
+/// The chips a unit's packets reach (shared likewise).
+type Chips = Rc<[ChipIdx]>;
+/// A relay hop as built: (phase, rank, direction, plane, worker, pages, page, the worker's
+/// time per packet as bits).
+type HopKey = (usize, usize, usize, usize, usize, u64, u64, u64);
 
 /// How a phase runs on the flow model.
 struct PhaseState {
@@ -112,7 +122,8 @@ struct PhaseState {
     start: Option<f64>,
     left: usize,
     end: Option<f64>,
-    chip_end: BTreeMap<ChipIdx, f64>,
+    /// Looked up, and folded by max (which no order changes).
+    chip_end: HashMap<ChipIdx, f64>,
 }
 
 impl PhaseState {
@@ -126,7 +137,7 @@ impl PhaseState {
             start: None,
             left: 0,
             end: None,
-            chip_end: BTreeMap::new(),
+            chip_end: HashMap::default(),
         }
     }
 }
@@ -153,7 +164,11 @@ struct Network<'a, 'c> {
     /// its credits and the resources a packet queues at on its way round (the link, the tx
     /// DMA and the two routers' ERISCs of its hop; a forwarding channel's also the ERISC of the
     /// receiver that fills it).
-    loops: HashMap<ResourceId, (f64, Vec<ResourceId>)>,
+    /// Indexed by resource.
+    loops: Vec<Option<(f64, Vec<ResourceId>)>>,
+    /// [`Network::relay_hop`]'s answers by (phase, rank, direction, plane, worker, pages,
+    /// page, the worker's bits): every stripe of a kernel's hop has the same.
+    hops_built: HashMap<HopKey, (Uses, Chips)>,
 }
 
 /// Solves every phase of the session on the flow model: each independent part of the session
@@ -209,7 +224,7 @@ fn solve_part(
     let mut m = Network {
         s,
         net: FlowNet::new(),
-        keys: HashMap::new(),
+        keys: HashMap::default(),
         units: Vec::new(),
         phases: Vec::new(),
         lines,
@@ -221,7 +236,8 @@ fn solve_part(
         one_erisc: s.params.fabric_router_eriscs < 2,
         slots: (layout.sender_slots, layout.receiver_slots),
         hops: BTreeMap::new(),
-        loops: HashMap::new(),
+        loops: Vec::new(),
+        hops_built: HashMap::default(),
     };
     let mut ran = Vec::new();
     for (pi, p) in s.phases.iter().enumerate() {
@@ -360,10 +376,10 @@ impl Network<'_, '_> {
         &mut self,
         pi: usize,
         packets: f64,
-        uses: Vec<(ResourceId, f64)>,
+        uses: Uses,
         latency: f64,
         after: &[usize],
-        chips: Vec<ChipIdx>,
+        chips: Chips,
     ) -> usize {
         let id = self.units.len();
         for &a in after {
@@ -440,9 +456,9 @@ impl Network<'_, '_> {
             // A forwarding channel's slots are filled by the previous hop's receiver: its
             // packets queue there too.
             let fills = producer.filter(|r| !stations.contains(r));
-            self.loops.insert(slots, (tx_slots, stations.iter().copied().chain(fills).collect()));
-            self.loops.insert(rx, (rx_slots, stations));
-            self.loops.insert(ids, (trids, vec![recv]));
+            self.set_loop(slots, (tx_slots, stations.iter().copied().chain(fills).collect()));
+            self.set_loop(rx, (rx_slots, stations));
+            self.set_loop(ids, (trids, vec![recv]));
             uses.push((recv, costs.receive(u64::from(!last), w)));
             producer = Some(recv);
             at = next;
@@ -462,19 +478,35 @@ impl Network<'_, '_> {
         (plane, w, workers): (usize, usize, usize),
         (pages, page): (u64, u64),
         worker_ps: f64,
-    ) -> (Vec<(ResourceId, f64)>, Vec<ChipIdx>) {
+    ) -> (Uses, Chips) {
+        let key = (pi, k, d, plane, w, pages, page, worker_ps.to_bits());
+        if let Some(built) = self.hops_built.get(&key) {
+            return built.clone();
+        }
         let req = &self.s.ops[p.op];
-        let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
+        let (n, chips) = (req.comm.size(), req.comm.chips());
         let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
+        let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
+        let mux = Key::Mux(chips[k], chips[down], plane);
         let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
         let (mut uses, reached) = self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
         uses.push((worker, worker_ps));
         if workers > 1 {
-            let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
-            let mux = self.resource(Key::Mux(chips[k], chips[down], plane));
+            let mux = self.resource(mux);
             uses.push((mux, costs.mux(pages, page)));
         }
-        (uses, reached)
+        let built: (Uses, Chips) = (uses.into(), reached.into());
+        self.hops_built.insert(key, built.clone());
+        built
+    }
+
+    /// Records `r` as a credit loop of `credits` credits whose packets queue at `stations`.
+    fn set_loop(&mut self, r: ResourceId, (credits, stations): (f64, Vec<ResourceId>)) {
+        let i = r.0 as usize;
+        if self.loops.len() <= i {
+            self.loops.resize_with(i + 1, || None);
+        }
+        self.loops[i] = Some((credits, stations));
     }
 
     /// The latency of a hop chain's first packet (a relay stripe's, a reduce-scatter side's):
@@ -560,7 +592,7 @@ impl Network<'_, '_> {
             if w.sends.is_empty() {
                 if local {
                     let copy = costs.copy(pages, page, hops, dram);
-                    self.unit(pi, count, vec![(worker, copy)], copy, &[], vec![chip]);
+                    self.unit(pi, count, Rc::new([(worker, copy)]), copy, &[], Rc::new([chip]));
                 }
                 continue;
             }
@@ -579,7 +611,7 @@ impl Network<'_, '_> {
                 // Its serial path is each packet's cost, the first's too; the last packet then
                 // takes its hops.
                 let latency = tr.hops as f64 * costs.hop(pages * page);
-                self.unit(pi, share, uses, latency, &[], reached);
+                self.unit(pi, share, uses.into(), latency, &[], reached.into());
             }
         }
     }
@@ -606,7 +638,7 @@ impl Network<'_, '_> {
             }
             let pages = packets.iter().map(|x| x.1).sum::<u64>().div_ceil(total as u64);
             // Per (rank, direction), per stripe: its head and tail units.
-            let mut heads: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+            let mut heads: HashMap<(usize, usize, usize), usize> = HashMap::default();
             let mut order: Vec<(usize, usize, usize, usize)> = Vec::new();
             for d in 0..2 {
                 for k in 0..n {
@@ -617,7 +649,7 @@ impl Network<'_, '_> {
             }
             // Stripe by stripe, so each upstream head exists before its downstream waits on it.
             order.sort();
-            let mut last: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+            let mut last: HashMap<(usize, usize), usize> = HashMap::default();
             for (i, d, k, count) in order {
                 let local = if i == 0 && d == 0 && own { pages } else { 0 };
                 let worker_ps = costs.windowed(pages, local, 0);
@@ -637,10 +669,8 @@ impl Network<'_, '_> {
                 let latency =
                     self.head_latency(costs, upstream, (window, page, from, d), worker_ps, pages * page);
                 let head_n = (RELAY_CHUNKS_PER_SYNC as f64).min(count as f64);
-                let mut reached = reached;
-                if local > 0 {
-                    reached.push(chips[k]);
-                }
+                let reached: Chips =
+                    if local > 0 { reached.iter().copied().chain([chips[k]]).collect() } else { reached };
                 let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
                 heads.insert((k, d, i), head);
                 let end = if (count as f64) > head_n {
@@ -703,7 +733,8 @@ impl Network<'_, '_> {
                     // destination's waves follow once these packets have left, not once they
                     // have arrived: that unit takes back this one's way.
                     let way = tr.hops as f64 * costs.hop(pages * page);
-                    let u = self.unit(pi, count, uses, way, &before, reached.clone());
+                    let reached: Chips = reached.into();
+                    let u = self.unit(pi, count, uses.into(), way, &before, reached.clone());
                     self.units[u].chained = before.first().copied();
                     before = vec![u];
                     if reduce {
@@ -716,7 +747,7 @@ impl Network<'_, '_> {
                         let share = chunk.len().div_ceil(DIRECT_REDUCERS) as u64 * pages;
                         let add = costs.reads(share, page, self.round_hops(Memory::Dram, 0), true)
                             + costs.reduce(share);
-                        let sum = self.unit(pi, 1.0, vec![(r, add)], 0.0, &[u], vec![dest]);
+                        let sum = self.unit(pi, 1.0, Rc::new([(r, add)]), 0.0, &[u], Rc::new([dest]));
                         self.units[sum].way = costs.writes(share, page);
                     }
                 }
@@ -724,7 +755,7 @@ impl Network<'_, '_> {
                 if local {
                     let copy =
                         costs.wave(window, pages, page, (hops, dram), costs.issues(pages), pages * page);
-                    self.unit(pi, count, vec![(worker, copy)], copy, &before, vec![chip]);
+                    self.unit(pi, count, Rc::new([(worker, copy)]), copy, &before, Rc::new([chip]));
                 }
             }
         }
@@ -740,52 +771,100 @@ impl Network<'_, '_> {
     /// where the two meet: the packets of a loop wait for each other at a busy router. The loop
     /// resource then costs a packet one over that throughput, where that is dearer.
     fn queue_in_loops(&mut self) {
+        let resources = self.keys.len();
         // Per phase, each resource's work (cost x packets) over its units, and the packets
-        // that go round each loop.
-        // Looked up, never iterated (hash maps keep the run deterministic).
-        let mut work: HashMap<(usize, ResourceId), f64> = HashMap::new();
-        let mut packets: HashMap<(usize, ResourceId), f64> = HashMap::new();
-        for u in &self.units {
-            for &(r, c) in &u.uses {
-                *work.entry((u.phase, r)).or_default() += c * u.packets;
-                if self.loops.contains_key(&r) {
-                    *packets.entry((u.phase, r)).or_default() += u.packets;
+        // that go round each loop; zeroed again after each phase.
+        let mut work = vec![0.0f64; resources];
+        let mut packets = vec![0.0f64; resources];
+        let mut touched: Vec<usize> = Vec::new();
+        // Symmetric sessions meet the same loop many times: solve each network once.
+        let mut solved: HashMap<Vec<u64>, f64> = HashMap::default();
+        for pi in 0..self.phases.len() {
+            let units = std::mem::take(&mut self.phases[pi].units);
+            for &u in &units {
+                let u = &self.units[u];
+                for &(r, c) in u.uses.iter() {
+                    let r = r.0 as usize;
+                    if work[r] == 0.0 && packets[r] == 0.0 {
+                        touched.push(r);
+                    }
+                    work[r] += c * u.packets;
+                    if self.is_loop(r) {
+                        packets[r] += u.packets;
+                    }
                 }
             }
-        }
-        // Symmetric sessions meet the same loop many times: solve each network once.
-        let mut solved: std::collections::HashMap<Vec<u64>, f64> = std::collections::HashMap::new();
-        for u in &mut self.units {
-            for i in 0..u.uses.len() {
-                let (r, c) = u.uses[i];
-                let Some((n, stations)) = self.loops.get(&r) else { continue };
-                let through = packets[&(u.phase, r)];
-                // Per station: this packet's own demand, and the rest of the phase's work there
-                // per packet of the loop (the other flows it meets).
-                let net: Vec<(f64, f64)> = stations
-                    .iter()
-                    .map(|&st| {
-                        let mine = u.uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
-                        let all = work.get(&(u.phase, st)).copied().unwrap_or(0.0) / through;
-                        (mine, (all - mine).max(0.0))
-                    })
-                    .collect();
-                let n = *n;
-                let queued: f64 = net.iter().map(|d| d.0).sum();
-                let think = (c * n - queued).max(0.0);
-                let customers = n.round().max(1.0) as usize;
-                let mut key = vec![customers as u64, think.to_bits()];
-                key.extend(net.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
-                let period = *solved.entry(key).or_insert_with(|| super::mva::period(customers, &net, think));
-                u.uses[i].1 = c.max(period);
+            // Units sharing their uses (a kernel's stripes of one hop) are charged alike: the
+            // charge is a function of the phase and the uses. The old uses are kept so that
+            // no new allocation takes their address.
+            let mut charged: HashMap<*const (ResourceId, f64), (Uses, Uses)> = HashMap::default();
+            for &u in &units {
+                let key = self.units[u].uses.as_ptr();
+                let uses = match charged.get(&key) {
+                    Some((_, new)) => new.clone(),
+                    None => {
+                        let old = self.units[u].uses.clone();
+                        let new = self.charge(&old, (&work, &packets), &mut solved);
+                        charged.insert(key, (old, new.clone()));
+                        new
+                    }
+                };
+                self.units[u].uses = uses;
+            }
+            self.phases[pi].units = units;
+            for r in touched.drain(..) {
+                work[r] = 0.0;
+                packets[r] = 0.0;
             }
         }
+    }
+
+    /// Whether resource `r` is a credit loop.
+    fn is_loop(&self, r: usize) -> bool {
+        self.loops.get(r).is_some_and(Option::is_some)
+    }
+
+    /// `uses` with each credit loop's demand raised to its queueing period ([`Network::
+    /// queue_in_loops`]), given the phase's `work` at each resource and `packets` round each
+    /// loop.
+    fn charge(
+        &self,
+        uses: &Uses,
+        (work, packets): (&[f64], &[f64]),
+        solved: &mut HashMap<Vec<u64>, f64>,
+    ) -> Uses {
+        let mut out: Vec<(ResourceId, f64)> = uses.to_vec();
+        for (i, &(r, c)) in uses.iter().enumerate() {
+            let Some(Some((n, stations))) = self.loops.get(r.0 as usize) else { continue };
+            let through = packets[r.0 as usize];
+            // Per station: this packet's own demand, and the rest of the phase's work there
+            // per packet of the loop (the other flows it meets).
+            let net: Vec<(f64, f64)> = stations
+                .iter()
+                .map(|&st| {
+                    let mine = uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
+                    let all = work.get(st.0 as usize).copied().unwrap_or(0.0) / through;
+                    (mine, (all - mine).max(0.0))
+                })
+                .collect();
+            let n = *n;
+            let queued: f64 = net.iter().map(|d| d.0).sum();
+            let think = (c * n - queued).max(0.0);
+            let customers = n.round().max(1.0) as usize;
+            let mut key = vec![customers as u64, think.to_bits()];
+            key.extend(net.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
+            let period = *solved.entry(key).or_insert_with(|| super::mva::period(customers, &net, think));
+            out[i].1 = c.max(period);
+        }
+        out.into()
     }
 
     /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
     /// once its phase has started and the units it waits for have ended.
     fn run(&mut self) {
         let s = self.s;
+        // Every unit becomes one flow.
+        self.net.reserve(self.units.len());
         // The unit of each flow, by flow id (the net numbers flows as they start).
         let mut by_flow: Vec<usize> = Vec::new();
         let mut started = vec![false; self.phases.len()];
@@ -812,7 +891,8 @@ impl Network<'_, '_> {
                     running -= 1;
                     continue;
                 }
-                for u in self.phases[pi].units.clone() {
+                let units = std::mem::take(&mut self.phases[pi].units);
+                for &u in &units {
                     let unit = &mut self.units[u];
                     unit.ready = unit.ready.max(go);
                     if unit.waiting == 0 {
@@ -833,11 +913,11 @@ impl Network<'_, '_> {
             let t = t.0 as f64;
             let pi = self.units[u].phase;
             let tail = self.phases[pi].tail + self.units[u].way;
-            for c in self.units[u].chips.clone() {
+            for &c in self.units[u].chips.clone().iter() {
                 let e = self.phases[pi].chip_end.entry(c).or_insert(0.0);
                 *e = e.max(t + tail);
             }
-            for d in self.units[u].dependents.clone() {
+            for d in std::mem::take(&mut self.units[u].dependents) {
                 let unit = &mut self.units[d];
                 unit.waiting -= 1;
                 unit.ready = unit.ready.max(t);

@@ -117,6 +117,13 @@ impl FlowNet {
         FlowNet::default()
     }
 
+    /// Makes room for `flows` more flows (a caller that knows how many it will start saves
+    /// the net growing its tables as they come).
+    pub fn reserve(&mut self, flows: usize) {
+        self.flows.reserve(flows);
+        self.scratch.flow_mark.reserve(flows);
+    }
+
     /// Adds a resource of `per_second` units per second.
     pub fn resource(&mut self, per_second: f64) -> ResourceId {
         assert!(per_second > 0.0, "a resource's capacity must be positive");
@@ -137,10 +144,12 @@ impl FlowNet {
     ) -> FlowId {
         let at = (at.0 as f64).max(self.now);
         let active_at = at + latency.0 as f64;
+        let mut used = Vec::with_capacity(uses.len());
+        used.extend(uses.iter().copied().filter(|u| u.1 > 0.0));
         self.flows.push(Flow {
             remaining: amount.max(0.0),
             since: active_at,
-            uses: uses.iter().copied().filter(|u| u.1 > 0.0).collect(),
+            uses: used,
             cap: cap.map_or(f64::INFINITY, |c| c * 1e-12),
             rate: 0.0,
             active: false,

@@ -474,6 +474,28 @@ pub fn relay_position(t: &Transfer, n: usize, topology: Topology, k: usize) -> O
     route.iter().position(|&r| r == k).filter(|&i| i + 1 < route.len()).map(|i| i + 1)
 }
 
+/// Every transfer's [`relay_position`] at every rank it passes, from one walk of each route:
+/// per direction (forward, backward) and rank, the transfers going that way that pass it with
+/// their position there, in plan order.
+pub fn relay_passes(plan: &Routed) -> [Vec<Vec<(usize, &Transfer)>>; 2] {
+    let n = plan.n;
+    let mut passes: [Vec<Vec<(usize, &Transfer)>>; 2] = [vec![Vec::new(); n], vec![Vec::new(); n]];
+    for t in &plan.transfers {
+        let at = &mut passes[usize::from(t.dir == Dir::Backward)];
+        at[t.from].push((0, t));
+        let route = t.route(n, plan.topology);
+        // A route of n hops or more comes back to ranks it passed: the first pass counts.
+        let repeats = route.len() >= n;
+        for (i, &r) in route.iter().enumerate().take(route.len().saturating_sub(1)) {
+            if r == t.from || (repeats && route[..i].contains(&r)) {
+                continue;
+            }
+            at[r].push((i + 1, t));
+        }
+    }
+    passes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -703,5 +725,43 @@ mod tests {
         let mut round = relay_all_gather(5, true);
         round.transfers[0].hops = 5;
         assert!(round.check().is_err());
+    }
+
+    /// The passes found in one walk of each route are [`relay_position`]'s at every rank, in
+    /// plan order, for every routed plan from 2 to 9 ranks (and a route that comes round).
+    #[test]
+    fn relay_passes_are_relay_positions() {
+        for n in 2..=9 {
+            let mut plans = vec![relay_all_gather(n, true), relay_all_gather(n, false)];
+            for t in TOPOLOGIES {
+                plans.extend([
+                    multicast_all_gather(n, t, true),
+                    all_to_all(n, t),
+                    direct_reduce_scatter(n, t),
+                    reduce_scatter_sides(n, t),
+                ]);
+            }
+            let mut round = relay_all_gather(n, true);
+            round.transfers[0].hops = n + 2;
+            plans.push(round);
+            for p in &plans {
+                let passes = relay_passes(p);
+                for k in 0..n {
+                    for dir in [Dir::Forward, Dir::Backward] {
+                        let want: Vec<(usize, *const Transfer)> = p
+                            .transfers
+                            .iter()
+                            .filter(|t| t.dir == dir)
+                            .filter_map(|t| relay_position(t, n, p.topology, k).map(|i| (i, t as *const _)))
+                            .collect();
+                        let got: Vec<(usize, *const Transfer)> = passes[usize::from(dir == Dir::Backward)][k]
+                            .iter()
+                            .map(|&(i, t)| (i, t as *const _))
+                            .collect();
+                        assert_eq!(got, want, "n={n} rank {k} {dir:?}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -23,7 +23,7 @@ pub(crate) use rs::{RS_CB_CHUNKS, RS_CHUNK_PAGES, RsBuf, RsItem, RsLane, RsStep}
 use super::algo::{Algo, choose};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
-use crate::plan::routed::{Part, Routed, Transfer};
+use crate::plan::routed::{self, Part, Routed, Transfer};
 use crate::plan::{Copy, Dir};
 use crate::transport::LowerCx;
 
@@ -305,14 +305,14 @@ impl Frame<'_> {
 
     fn relay(&self, own: bool) -> Work {
         let n = self.plan.n;
+        let passes = routed::relay_passes(self.plan);
         let lanes = self
             .lanes()
             .map(|(plane, worker, on)| {
                 let packets = plane_packets(self.pages, self.ppp, on);
                 let total = packets.len();
-                let stripes: Vec<[Vec<(usize, usize, usize)>; 2]> = (0..n)
-                    .map(|k| [Dir::Forward, Dir::Backward].map(|dir| relay_stripes(self.plan, k, dir, total)))
-                    .collect();
+                let stripes: Vec<[Vec<(usize, usize, usize)>; 2]> =
+                    (0..n).map(|k| [0, 1].map(|d| relay_stripes(&passes[d][k], total))).collect();
                 // What the upstream neighbour each way relays on to each rank, in all.
                 let sum = |s: &[(usize, usize, usize)]| s.iter().map(|x| x.2 as u64).sum::<u64>();
                 let received = (0..n)

@@ -3,8 +3,7 @@
 //! at once (its window), how many go between synchronising increments, which stripes a
 //! relay kernel sends, and how far each rank's entry-barrier increment reaches.
 
-use crate::plan::Dir;
-use crate::plan::routed::{self, Routed, Transfer};
+use crate::plan::routed::Transfer;
 
 /// Pages a fabric packet carries at most (`min(4, payload / page)`, tt-metal's CCL ops).
 pub const MAX_PAGES_PER_PACKET: u64 = 4;
@@ -52,17 +51,17 @@ pub(crate) const RELAY_CHUNKS_PER_SYNC: usize = 160;
 /// `total` packets it carries `(slice, first, count)` — the relays of the plan that pass rank
 /// `k` going `dir`, by their position there (stripe 0 the rank's own slice). A stripe that
 /// carries half a slice (an even ring's antipode) has its first half forward, the rest back.
-pub(crate) fn relay_stripes(plan: &Routed, k: usize, dir: Dir, total: usize) -> Vec<(usize, usize, usize)> {
+/// `passes` are the plan's transfers through the rank that way with their positions
+/// ([`routed::relay_passes`]).
+pub(crate) fn relay_stripes(passes: &[(usize, &Transfer)], total: usize) -> Vec<(usize, usize, usize)> {
     let first = total.div_ceil(2);
-    // The transfers through rank k going dir, by their position there: one pass over the plan.
+    // The transfers through the rank going that way, by their position there.
     let mut at: Vec<Vec<&Transfer>> = Vec::new();
-    for t in plan.transfers.iter().filter(|t| t.dir == dir) {
-        if let Some(i) = routed::relay_position(t, plan.n, plan.topology, k) {
-            if at.len() <= i {
-                at.resize(i + 1, Vec::new());
-            }
-            at[i].push(t);
+    for &(i, t) in passes {
+        if at.len() <= i {
+            at.resize(i + 1, Vec::new());
         }
+        at[i].push(t);
     }
     at.iter()
         .map_while(|here| {
@@ -121,6 +120,8 @@ pub(crate) fn barrier_reach(n: usize, k: usize, forward: bool, closed: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Dir;
+    use crate::plan::routed;
 
     /// Dealing a slice's packets over planes and workers gives every page to exactly one share,
     /// in packets of at most the packing's pages.
@@ -152,12 +153,17 @@ mod tests {
         for n in 3..=9 {
             let total = 7;
             let plan = routed::relay_all_gather(n, true);
+            let passes = routed::relay_passes(&plan);
             for k in 0..n {
                 // Packets of each slice that reach rank k: what its upstream neighbours' stripes
                 // carry on to it.
                 let mut got = vec![0; n];
                 for (dir, up) in [(Dir::Forward, (k + n - 1) % n), (Dir::Backward, (k + 1) % n)] {
-                    for (i, &(slice, _, count)) in relay_stripes(&plan, up, dir, total).iter().enumerate() {
+                    for (i, &(slice, _, count)) in
+                        relay_stripes(&passes[usize::from(dir == Dir::Backward)][up], total)
+                            .iter()
+                            .enumerate()
+                    {
                         let want = if dir == Dir::Forward { (up + n - i) % n } else { (up + i) % n };
                         assert_eq!(slice, want, "n {n} rank {up} {dir:?} stripe {i}");
                         got[slice] += count;

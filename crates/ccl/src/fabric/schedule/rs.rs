@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use crate::op::Topology;
 use crate::plan::Dir;
-use crate::plan::routed::{self, Routed};
+use crate::plan::routed::{self, Routed, Transfer};
 
 /// Per (slice, packet) a worker sends, the count its receiver's semaphore reaches once it has
 /// gone.
@@ -206,11 +206,18 @@ impl RsLane {
 /// Every lane's steps per rank and direction for `plan` (see the module documentation).
 pub(crate) fn steps(plan: &Routed) -> Vec<[Vec<RsStep>; 2]> {
     let (n, ring) = (plan.n, plan.topology == Topology::Ring);
+    let passes = routed::relay_passes(plan);
     (0..n)
         .map(|k| {
             [Dir::Forward, Dir::Backward].map(|dir| {
                 let d = usize::from(dir == Dir::Backward);
-                let mut v: Vec<RsStep> = (0..n).filter_map(|j| relay_step(plan, k, j, dir)).collect();
+                // The passes through k that way, by slice.
+                let mut by_slice: Vec<Vec<(usize, &Transfer)>> = vec![Vec::new(); n];
+                for &(pos, t) in &passes[d][k] {
+                    by_slice[t.to.slot].push((pos, t));
+                }
+                let mut v: Vec<RsStep> =
+                    (0..n).filter_map(|j| relay_step(plan, (k, j, dir), &by_slice[j])).collect();
                 v.extend(final_step(plan, k, d, ring));
                 let away = |j: usize| if dir == Dir::Forward { (j + n - k) % n } else { (k + n - j) % n };
                 v.sort_by_key(|s| (s.step, std::cmp::Reverse(away(s.slice))));
@@ -223,15 +230,20 @@ pub(crate) fn steps(plan: &Routed) -> Vec<[Vec<RsStep>; 2]> {
 /// Rank `k`'s step on slice `j`'s side going `dir`, if the side passes it before `j`: per
 /// parity its position (0 starts the side with the rank's own pages, raw) and where its sum
 /// goes — the next rank's partial buffer, on a ring's backward side the owner's output.
-fn relay_step(plan: &Routed, k: usize, j: usize, dir: Dir) -> Option<RsStep> {
+/// `passes`: the plan's transfers of slice `j` through `k` going `dir`, with their positions
+/// there ([`routed::relay_passes`]).
+fn relay_step(
+    plan: &Routed,
+    (k, j, dir): (usize, usize, Dir),
+    passes: &[(usize, &Transfer)],
+) -> Option<RsStep> {
     let (n, ring) = (plan.n, plan.topology == Topology::Ring);
     let d = usize::from(dir == Dir::Backward);
     let next = dir.ranks_from(k, 1, n, plan.topology).first().copied();
     let send = if ring && d == 1 && next == Some(j) { RsBuf::Output } else { RsBuf::Partial(d) };
     let mut parts = [None; 2];
     let mut step = None;
-    for t in plan.transfers.iter().filter(|t| t.to.slot == j && t.dir == dir) {
-        let Some(pos) = routed::relay_position(t, n, plan.topology, k) else { continue };
+    for &(pos, t) in passes {
         step = step.max(Some(pos));
         let reads = [Some(RsBuf::Input), (pos > 0).then_some(RsBuf::Partial(d)), None];
         for x in (0..2).filter(|x| t.part.halves() & (1 << x) != 0) {

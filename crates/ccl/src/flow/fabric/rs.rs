@@ -6,9 +6,11 @@
 //! writer kernels overlap through their circular buffers, so a packet costs the worker the
 //! slowest of the three, not their sum.
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap as HashMap;
 
-use super::{Key, Network};
+use std::rc::Rc;
+
+use super::{Key, Network, Uses};
 use crate::fabric::schedule::{RsBuf, RsLane, RsStep, Schedule};
 use crate::flow::cost::Costs;
 use crate::phase::Phase;
@@ -54,8 +56,8 @@ fn load(step: &RsStep, count: [u64; 2]) -> Load {
 /// its worker's last.
 #[derive(Default)]
 struct Built {
-    done: BTreeMap<(usize, usize, usize), Units>,
-    last: BTreeMap<(usize, usize), usize>,
+    done: HashMap<(usize, usize, usize), Units>,
+    last: HashMap<(usize, usize), usize>,
 }
 
 /// A step's units: its first sync group's and the rest's (the same unit when one group).
@@ -123,7 +125,7 @@ impl Network<'_, '_> {
         sched: &Schedule,
         (k, j): (usize, usize),
         waits_on: &[RsBuf],
-        done: &BTreeMap<(usize, usize, usize), Units>,
+        done: &HashMap<(usize, usize, usize), Units>,
     ) -> Vec<Units> {
         let n = sched.ranks();
         let up = |d: usize| if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
@@ -219,17 +221,18 @@ impl Network<'_, '_> {
         let write = costs.writes(pages, page);
         let worker_ps = self.rs_worker_ps(costs, d, (l, pages, page), lane.per_chunk, write);
         let worker = self.resource(Key::Worker(pi, k, lane.plane, lane.worker, d as u8));
-        let uses = vec![(worker, worker_ps)];
+        let uses: Uses = Rc::new([(worker, worker_ps)]);
         let sources = self.rs_sources(sched, (k, j), &l.waits_on, &b.done);
         let mut heads: Vec<usize> = sources.iter().map(|u| u.head).collect();
         heads.extend(b.last.get(&(k, d)).copied());
         let head_n = (lane.per_sync as f64).min(l.packets);
         let body = l.packets - head_n;
-        let first = (body > 0.0).then(|| self.unit(pi, body, uses.clone(), worker_ps, &heads, vec![chip]));
+        let first =
+            (body > 0.0).then(|| self.unit(pi, body, uses.clone(), worker_ps, &heads, Rc::new([chip])));
         let mut after: Vec<usize> = sources.iter().map(|u| u.tail).collect();
         after.extend(first);
         after.extend(b.last.get(&(k, d)).copied());
-        let tail = self.unit(pi, head_n, uses, worker_ps, &after, vec![chip]);
+        let tail = self.unit(pi, head_n, uses, worker_ps, &after, Rc::new([chip]));
         Units { head: first.unwrap_or(tail), tail }
     }
 }
