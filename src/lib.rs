@@ -44,9 +44,6 @@ use meshsim_ccl::op::Stack;
 use meshsim_hw::Params;
 use meshsim_topology::Cluster;
 
-/// Why `--links` is refused on the flow model: its report would be empty.
-const FLOW_LINKS: &str = "--links reports the packet model's per-link, per-router and NoC counters, which the flow model (a solution of rates, not packets) does not have: run without --model flow for them";
-
 /// An error that is the user's input, not a failure of meshsim: exit code 2.
 #[derive(Debug)]
 struct BadInput(String);

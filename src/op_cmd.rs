@@ -15,9 +15,6 @@ use crate::{BadInput, ids, write_trace};
 pub(crate) fn run_op(a: OpArgs) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, a.trace.as_deref())?;
     a.knobs.one_each("op")?;
-    if a.link_report && a.sim.sim_model == meshsim_ccl::op::SimModel::Flow {
-        return Err(BadInput(crate::FLOW_LINKS.into()).into());
-    }
     if a.shape.len() != 4 {
         return Err(BadInput(format!("--shape needs 4 values w,z,y,x, got {}", a.shape.len())).into());
     }
@@ -259,7 +256,12 @@ fn print_json(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         let rows = link_rows(cluster, &run.links, run.time);
         json["link_use"] = serde_json::to_value(&rows)?;
         json["critical_path"] = critical_json(cluster, critical.as_ref());
-        json["busiest_on_chip"] = resources_json(cluster, &run.resources, run.time);
+        // The flow model has no NoC or DRAM resource to name.
+        json["busiest_on_chip"] = if a.sim.sim_model == meshsim_ccl::op::SimModel::Flow {
+            serde_json::Value::Null
+        } else {
+            resources_json(cluster, &run.resources, run.time)
+        };
         json["routers"] = serde_json::to_value(router_rows(cluster, &run.routers, run.time))?;
         json["bound_by"] = bound_by(cluster, &run.links, &run.resources, &run.routers).map_or(
             serde_json::Value::Null,
@@ -344,7 +346,9 @@ fn print_table(a: &OpArgs, s: &Summary, ran: &WhatRan) -> anyhow::Result<()> {
         }
         if matches!(a.output.format.table(), Format::Text) {
             out!("{}", critical_text(cluster, critical.as_ref(), run.time))?;
-            out!("{}", resources_text(cluster, &run.resources, run.time))?;
+            if a.sim.sim_model != meshsim_ccl::op::SimModel::Flow {
+                out!("{}", resources_text(cluster, &run.resources, run.time))?;
+            }
             let busiest = bound_by(cluster, &run.links, &run.resources, &run.routers);
             if let Some(line) = verdict_text(busiest, longest_stage(critical.as_ref()), run.time, "op") {
                 outln!("{line}")?;

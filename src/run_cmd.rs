@@ -8,9 +8,13 @@ use std::process::ExitCode;
 use meshsim_bench::report;
 
 use crate::cli::Format;
-use crate::op_cmd::{accuracy_lines, bound_by, link_rows, op_json, op_rows, router_rows, verdict_text};
+use crate::op_cmd::{
+    LinkRow, accuracy_lines, bound_by, link_rows, op_json, op_rows, router_rows, verdict_text,
+};
 use crate::workload::Workload;
 use crate::{BadInput, load_cluster, load_model, write_trace};
+use meshsim_ccl::request::SessionRun;
+use meshsim_topology::Cluster;
 
 pub(crate) fn run_workload(
     path: &Path,
@@ -23,9 +27,6 @@ pub(crate) fn run_workload(
 ) -> anyhow::Result<ExitCode> {
     crate::check_outputs(None, trace)?;
     knobs.one_each("run")?;
-    if link_report && sim == meshsim_ccl::op::SimModel::Flow {
-        return Err(BadInput(crate::FLOW_LINKS.into()).into());
-    }
     let w = load_workload(path, select, (&faults, &knobs))?;
     let cluster = load_cluster(&w.cluster_spec())?;
     let params = {
@@ -54,7 +55,7 @@ pub(crate) fn run_workload(
                 "event_log_hash": format!("{:016x}", run.stats.log_hash),
             });
             if link_report {
-                json["link_use"] = serde_json::to_value(link_rows(&cluster, &run.links, run.makespan))?;
+                json["link_use"] = serde_json::to_value(run_link_rows(&cluster, run))?;
                 json["routers"] = serde_json::to_value(router_rows(&cluster, &run.routers, run.makespan))?;
             }
             outln!("{}", serde_json::to_string_pretty(&json)?)?;
@@ -66,7 +67,12 @@ pub(crate) fn run_workload(
                 out!("{}", accuracy_lines(cluster.arch(), &rows))?;
             }
             if link_report {
-                out!("\n{}", report::render(&link_rows(&cluster, &run.links, run.makespan), format.into()))?;
+                out!("\n{}", report::render(&run_link_rows(&cluster, run), format.into()))?;
+                if matches!(format, Format::Text)
+                    && let Some(line) = shared_links(&cluster, run)
+                {
+                    outln!("{line}")?;
+                }
                 let routers = router_rows(&cluster, &run.routers, run.makespan);
                 if !routers.is_empty() {
                     out!("\n{}", report::render(&routers, format.into()))?;
@@ -130,4 +136,52 @@ fn report_ops(
         }
     }
     out.into_iter().map(|x| x.1).collect()
+}
+
+/// A link direction's row in `run`'s link report: `op`'s columns, then the op instances whose
+/// packets crossed it, by name (the flow model's; `-` on the packet model, which counts
+/// packets per link, not per op).
+#[derive(serde::Serialize)]
+struct RunLinkRow {
+    #[serde(flatten)]
+    link: LinkRow,
+    ops: String,
+}
+
+fn run_link_rows(cluster: &Cluster, run: &SessionRun) -> Vec<RunLinkRow> {
+    link_rows(cluster, &run.links, run.makespan)
+        .into_iter()
+        .enumerate()
+        .map(|(i, link)| RunLinkRow { link, ops: op_names(run, i).unwrap_or_else(|| "-".into()) })
+        .collect()
+}
+
+/// The names of the ops whose packets crossed link direction `i`, when the model knows them.
+fn op_names(run: &SessionRun, i: usize) -> Option<String> {
+    let ops = run.link_ops.get(i)?;
+    Some(ops.iter().map(|&o| run.ops[o].name.as_str()).collect::<Vec<_>>().join(" "))
+}
+
+/// The links ops contended on, in a line: how many link directions carried more than one op's
+/// packets and the busiest of them; `None` when the model does not say which ops crossed a link.
+fn shared_links(cluster: &Cluster, run: &SessionRun) -> Option<String> {
+    if run.link_ops.is_empty() && !run.links.is_empty() {
+        return None;
+    }
+    let shared: Vec<usize> = (0..run.links.len()).filter(|&i| run.link_ops[i].len() > 1).collect();
+    let Some(&busiest) = shared.iter().max_by_key(|&&i| (run.links[i].busy, std::cmp::Reverse(i))) else {
+        return Some("shared links: none (no link direction carried more than one op's packets)".into());
+    };
+    let l = &run.links[busiest];
+    Some(format!(
+        "shared links: {} link direction(s) carried more than one op's packets; the busiest, chip {} eth{} -> chip {} eth{} ({}), busy {:.3} us, {:.1} % of the makespan",
+        shared.len(),
+        cluster.chip(l.from.chip).id,
+        l.from.chan,
+        cluster.chip(l.to.chip).id,
+        l.to.chan,
+        op_names(run, busiest).unwrap_or_default(),
+        l.busy.as_us_f64(),
+        100.0 * l.busy.as_ns_f64() / run.makespan.as_ns_f64().max(1e-9)
+    ))
 }

@@ -391,7 +391,7 @@ mod small_errors {
 
     #[test]
     fn refusals_name_the_flag_and_the_way_out_in_one_line() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 4] = [
             (
                 &["op", "all-gather", "--shape", "1,1,32,1024", "--dim", "-5"],
                 "dim -5 is not a dimension of a 4-D tensor",
@@ -403,10 +403,6 @@ mod small_errors {
             (
                 &["op", "all-gather", "--shape", "1,1,32,1024", "--packet-size", "8192"],
                 "packet size 8192 B (--packet-size, packet_size)",
-            ),
-            (
-                &["op", "all-reduce", "--shape", "1,1,32,4096", "--model", "flow", "--links"],
-                "run without --model flow",
             ),
             (&["bench", "fabric-latency", "--noc-send", "scatter-write"], "invalid value 'scatter-write'"),
         ];

@@ -148,3 +148,92 @@ fn the_flow_model_gives_the_same_run_on_any_number_of_threads() {
     assert_eq!(run("2"), one);
     assert_eq!(run("4"), one);
 }
+
+/// The flow model's link report is summed from its flows: on a T3000 ring all-gather it lists
+/// the packet model's link directions, with their bytes, packets and busy time within a few
+/// per cent (the packet model's also carry the handshakes and barriers), and its bottleneck.
+#[test]
+fn the_flow_models_link_report_agrees_with_the_packet_models_counters() {
+    let links = |model: &str| {
+        let (code, out, err) = meshsim(&[
+            "op",
+            "all-gather",
+            "--cluster",
+            "t3000",
+            "--shape",
+            "1,1,32,65536",
+            "--links",
+            "--model",
+            model,
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let j = json(&out);
+        let rows: Vec<(u64, u64, u64, u64, f64, f64, f64)> = j["link_use"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                let n = |k: &str| l[k].as_u64().unwrap();
+                let f = |k: &str| l[k].as_f64().unwrap();
+                (
+                    n("from_chip"),
+                    n("from_chan"),
+                    n("to_chip"),
+                    n("to_chan"),
+                    f("bytes"),
+                    f("packets"),
+                    f("busy_us"),
+                )
+            })
+            .collect();
+        (rows, j["critical_path"]["bottleneck"].clone())
+    };
+    let (flow, flow_bottleneck) = links("flow");
+    let (packet, _) = links("packet");
+    assert_eq!(flow.len(), 16, "every link direction of the ring: {flow:?}");
+    assert!(
+        flow_bottleneck.as_str().is_some_and(|b| b.starts_with("chip ")),
+        "a bottleneck link: {flow_bottleneck}"
+    );
+    for (f, p) in flow.iter().zip(&packet) {
+        assert_eq!((f.0, f.1, f.2, f.3), (p.0, p.1, p.2, p.3), "the same link directions, in the same order");
+        let close = |a: f64, b: f64, pct: f64| (a - b).abs() <= b * pct / 100.0;
+        assert!(close(f.4, p.4, 1.0) && close(f.5, p.5, 3.0) && close(f.6, p.6, 3.0), "{f:?} against {p:?}");
+    }
+}
+
+/// `run --links` names, per link direction, the ops whose flows crossed it, and says which
+/// links ops contended on: two all-gathers on one ring share every link; an all-gather on
+/// every row and a reduce-scatter on every column of a torus share none.
+#[test]
+fn a_workload_on_the_flow_model_names_the_links_its_ops_contended_on() {
+    let run = |name: &str, body: &str| {
+        let w = file(name, body.as_bytes());
+        let (code, out, err) = meshsim(&["run", w.to_str().unwrap(), "--model", "flow", "--links"]);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let shared = run(
+        "two-rings.yaml",
+        "cluster: t3000\nops:\n  - {name: a, op: all-gather, comm: {all: true, topology: ring}, shape: [1, 1, 32, 8192]}\n  - {name: b, op: all-gather, comm: {all: true, topology: ring}, shape: [1, 1, 32, 8192]}\n",
+    );
+    assert!(
+        shared.contains("shared links: 16 link direction(s) carried more than one op's packets"),
+        "{shared}"
+    );
+    let rows = shared.lines().filter(|l| l.trim_end().ends_with("a b")).count();
+    assert_eq!(rows, 16, "{shared}");
+    let apart = run(
+        "rows-and-columns.yaml",
+        "cluster: torus:4x4\nops:\n  - {name: tp, op: all-reduce, comm: {axis: 1}, shape: [1, 1, 32, 8192]}\n  - {name: dp, op: all-reduce, comm: {axis: 0}, shape: [1, 1, 32, 8192]}\n",
+    );
+    assert!(
+        apart.contains("shared links: none (no link direction carried more than one op's packets)"),
+        "{apart}"
+    );
+    for op in ["tp[0]", "tp[3]", "dp[0]", "dp[3]"] {
+        assert!(apart.lines().any(|l| l.trim_end().ends_with(op)), "{op} crossed links: {apart}");
+    }
+}

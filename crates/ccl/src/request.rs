@@ -166,6 +166,10 @@ pub struct SessionRun {
     pub stats: meshsim_engine::Stats,
     /// Use of every Ethernet link direction that carried a packet.
     pub links: Vec<meshsim_hw::LinkUse>,
+    /// Per link direction of `links`, the ops (by index) whose packets crossed it, when the
+    /// model knows (the flow model); empty when it does not (the packet model counts packets
+    /// per link, not per op).
+    pub link_ops: Vec<Vec<usize>>,
     /// Kernel marks, in time order.
     pub marks: Vec<meshsim_hw::Mark>,
     /// The busiest NoC link or port and DRAM bank.

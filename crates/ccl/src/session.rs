@@ -495,10 +495,14 @@ impl<'c> Session<'c> {
             (0..self.ops.len()).map(|i| self.result(i, &m, phases, &times, &start_of, &lowered)).collect();
         let makespan = ops.iter().map(|o| o.end).max().unwrap_or(Time::ZERO)
             - ops.iter().map(|o| o.start).min().unwrap_or(Time::ZERO);
-        let (links, marks, resources) = (m.link_use(), m.marks(), m.resource_use());
+        let (links, link_ops) = match lowered.links.take() {
+            Some(found) => found.into_iter().unzip(),
+            None => (m.link_use(), Vec::new()),
+        };
+        let (marks, resources) = (m.marks(), m.resource_use());
         let trace = m.take_trace();
         let routers = (lowered.report)();
-        Ok(SessionRun { ops, makespan, stats, links, marks, resources, routers, trace })
+        Ok(SessionRun { ops, makespan, stats, links, link_ops, marks, resources, routers, trace })
     }
 
     /// What op `i` measured: its chips' first start and last end over its phases' kernels,

@@ -14,7 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use meshsim_engine::{SignalId, Time};
-use meshsim_hw::{Kernel, Machine, Params, Program};
+use meshsim_hw::{Kernel, LinkUse, Machine, Params, Program};
 use meshsim_topology::{ChipIdx, Cluster};
 
 use crate::op::{Algorithm, CclError, Collective, Given, Knobs};
@@ -130,6 +130,10 @@ pub struct Lowered {
     pub workers: Vec<usize>,
     /// After the run, what the transport's own agents report (the fabric's routers).
     pub report: Box<dyn FnOnce() -> Vec<RouterUse>>,
+    /// Link use the transport found itself, when its kernels put no packets on the machine's
+    /// links (the flow model): every link direction its ops crossed, each with the ops that
+    /// crossed it. `None`: the machine's counters say (without the ops).
+    pub links: Option<Vec<(LinkUse, Vec<usize>)>>,
     /// Ethernet L1 words that may still land on a core after its kernels have ended: flow
     /// control a finished agent no longer waits for (a fabric router's last returned credits).
     /// Any other late landing is a protocol error.

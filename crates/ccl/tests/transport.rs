@@ -69,7 +69,14 @@ impl Transport for Ideal {
             .map(|_| PhaseRun { pages_per_packet: 1, packet_bytes: 0, algorithm: "ideal ring" })
             .collect();
         let report: Box<dyn FnOnce() -> Vec<RouterUse>> = Box::new(Vec::new);
-        Ok(Lowered { programs, phases, workers: vec![1; cx.ops.len()], report, late_credits: Vec::new() })
+        Ok(Lowered {
+            programs,
+            phases,
+            workers: vec![1; cx.ops.len()],
+            report,
+            links: None,
+            late_credits: Vec::new(),
+        })
     }
 }
 

@@ -125,6 +125,7 @@ impl Transport for EdmTransport {
             phases,
             workers,
             report: Box::new(Vec::new),
+            links: None,
             late_credits: Vec::new(),
         })
     }

@@ -137,7 +137,7 @@ impl Transport for FabricTransport {
         let late_credits =
             super::words::COMPLETED.iter().chain(&super::words::ACKED).map(|&w| lay.word(w)).collect();
         let report = Box::new(move || fabric.router_use());
-        Ok(Lowered { programs, phases: runs, workers, report, late_credits })
+        Ok(Lowered { programs, phases: runs, workers, report, links: None, late_credits })
     }
 }
 

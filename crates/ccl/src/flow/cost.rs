@@ -57,7 +57,24 @@ impl Costs<'_> {
     /// The opposite direction, per data packet: the receiver's completion, and on a ring its
     /// first-level acknowledgement.
     pub fn link_back(&self) -> f64 {
-        self.wire(16) * if self.ring { 2.0 } else { 1.0 }
+        self.wire(16) * self.counters_back() as f64
+    }
+
+    /// What a data packet of `payload` puts on its link direction ([`Costs::link_forward`]):
+    /// bytes, and Ethernet packets (its send split at the MTU, then the 16 B counter).
+    pub fn link_forward_sent(&self, payload: u64) -> (u64, u64) {
+        let bytes = self.eth_bytes(payload);
+        (bytes + 16, bytes.div_ceil(self.p.eth_mtu_bytes) + 1)
+    }
+
+    /// What it puts on the opposite direction ([`Costs::link_back`]): bytes and packets.
+    pub fn link_back_sent(&self) -> (u64, u64) {
+        (16 * self.counters_back(), self.counters_back())
+    }
+
+    /// 16 B counters back per data packet: the completion, and on a ring the acknowledgement.
+    fn counters_back(&self) -> u64 {
+        if self.ring { 2 } else { 1 }
     }
 
     /// The sender channel's ERISC work per packet: the step reading its state, the data send,

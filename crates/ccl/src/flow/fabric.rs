@@ -30,7 +30,11 @@ use meshsim_engine::Time;
 use meshsim_hw::noc::Noc;
 use meshsim_topology::ChipIdx;
 
+mod links;
+mod loops;
 mod rs;
+
+pub(crate) use links::FlowLink;
 
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
@@ -59,6 +63,8 @@ pub(crate) struct Solution {
     pub starts: Vec<Time>,
     /// Per phase, each of its chips and when its part ended.
     pub ends: Vec<Vec<(ChipIdx, Time)>>,
+    /// Every link direction a flow crossed, by chips and plane.
+    pub links: Vec<FlowLink>,
 }
 
 /// A resource of the fabric.
@@ -89,7 +95,7 @@ enum Key {
 /// A flow to be: its packets, the resources it uses, when its first packet lands, the units
 /// it waits for, and the chips its packets reach.
 struct Unit {
-    phase: usize,
+    phase: u32,
     packets: f64,
     uses: Uses,
     latency: f64,
@@ -97,11 +103,16 @@ struct Unit {
     way: f64,
     /// The unit before it in its kernel's order, if it follows one whose packets are still on
     /// their way while this one's kernel already works: this one's latency overlaps that one's.
-    chained: Option<usize>,
-    waiting: usize,
+    chained: Option<u32>,
+    waiting: u32,
     ready: f64,
     dependents: Vec<usize>,
     chips: Chips,
+    /// What each of its packets puts on the link directions it crosses.
+    wire: Wire,
+    /// When its first packet landed and when it ended, once run.
+    began: f64,
+    ended: f64,
 }
 
 /// A unit's resources and its demand on each (shared by the units of one kernel's hop).
@@ -111,6 +122,19 @@ type Chips = Rc<[ChipIdx]>;
 /// A relay hop as built: (phase, rank, direction, plane, worker, pages, page, the worker's
 /// time per packet as bits).
 type HopKey = (usize, usize, usize, usize, usize, u64, u64, u64);
+/// Per link direction a unit's packets cross (its link resource), the bytes and Ethernet
+/// packets each of its packets puts on it.
+type Wire = Rc<[(ResourceId, u64, u64)]>;
+
+/// A route's resources, as [`Network::route`] finds them.
+struct Route {
+    /// Each resource and a packet's demand on it.
+    uses: Vec<(ResourceId, f64)>,
+    /// The chips it reaches, nearest first.
+    reached: Vec<ChipIdx>,
+    /// What a packet puts on each link direction.
+    wire: Vec<(ResourceId, u64, u64)>,
+}
 
 /// How a phase runs on the flow model.
 struct PhaseState {
@@ -168,7 +192,9 @@ struct Network<'a, 'c> {
     loops: Vec<Option<(f64, Vec<ResourceId>)>>,
     /// [`Network::relay_hop`]'s answers by (phase, rank, direction, plane, worker, pages,
     /// page, the worker's bits): every stripe of a kernel's hop has the same.
-    hops_built: HashMap<HopKey, (Uses, Chips)>,
+    hops_built: HashMap<HopKey, (Uses, Chips, Wire)>,
+    /// The wire of a unit that crosses no link (shared).
+    no_wire: Wire,
 }
 
 /// Solves every phase of the session on the flow model: each independent part of the session
@@ -199,21 +225,26 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     let mut workers = vec![1usize; s.ops.len()];
     let mut starts = vec![Time::ZERO; n];
     let mut ends = vec![Vec::new(); n];
+    let mut links = Vec::new();
     for part in solved {
-        for (pi, run, w, start, chip_ends) in part? {
+        let (phases, part_links) = part?;
+        for (pi, run, w, start, chip_ends) in phases {
             workers[s.phases[pi].op] = workers[s.phases[pi].op].max(w);
             runs[pi] = Some(run);
             starts[pi] = start;
             ends[pi] = chip_ends;
         }
+        // Parts share no pair of chips: their links are their own.
+        links.extend(part_links);
     }
+    links.sort_by_key(|l: &FlowLink| (l.from, l.to, l.plane));
     let runs = runs.into_iter().map(|r| r.expect("every phase is in a part")).collect();
-    Ok(Solution { runs, workers, starts, ends })
+    Ok(Solution { runs, workers, starts, ends, links })
 }
 
 /// One part's phases as solved: each phase, how it ran, its workers, its start and its chips'
-/// ends.
-type PartSolved = Vec<(usize, PhaseRun, usize, Time, Vec<(ChipIdx, Time)>)>;
+/// ends; and its link directions' use.
+type PartSolved = (Vec<(usize, PhaseRun, usize, Time, Vec<(ChipIdx, Time)>)>, Vec<FlowLink>);
 
 /// Builds and runs the flow network of one independent part of the session.
 fn solve_part(
@@ -238,6 +269,7 @@ fn solve_part(
         hops: BTreeMap::new(),
         loops: Vec::new(),
         hops_built: HashMap::default(),
+        no_wire: Rc::new([]),
     };
     let mut ran = Vec::new();
     for (pi, p) in s.phases.iter().enumerate() {
@@ -250,7 +282,8 @@ fn solve_part(
     }
     m.queue_in_loops();
     m.run();
-    Ok(part
+    let links = m.links();
+    let phases = part
         .iter()
         .zip(ran)
         .map(|(&pi, (run, w))| {
@@ -265,7 +298,8 @@ fn solve_part(
                 .collect();
             (pi, run, w, ps(start), chip_ends)
         })
-        .collect())
+        .collect();
+    Ok((phases, links))
 }
 
 /// The session's independent parts: its phases grouped so that no two groups share a flow
@@ -386,16 +420,19 @@ impl Network<'_, '_> {
             self.units[a].dependents.push(id);
         }
         self.units.push(Unit {
-            phase: pi,
+            phase: pi as u32,
             packets,
             uses,
             latency,
             way: 0.0,
             chained: None,
-            waiting: after.len(),
+            waiting: after.len() as u32,
             ready: 0.0,
             dependents: Vec::new(),
             chips,
+            wire: self.no_wire.clone(),
+            began: 0.0,
+            ended: 0.0,
         });
         self.phases[pi].units.push(id);
         id
@@ -414,10 +451,11 @@ impl Network<'_, '_> {
         payload: u64,
         writes: u64,
         multicast: bool,
-    ) -> (Vec<(ResourceId, f64)>, Vec<ChipIdx>) {
+    ) -> Route {
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips());
         let topology = if self.closed(p) { Topology::Ring } else { Topology::Line };
+        let mut wire = Vec::new();
         let ranks = dir.ranks_from(from, hops, n, topology);
         let mut uses = Vec::new();
         let mut at = chips[from];
@@ -438,6 +476,8 @@ impl Network<'_, '_> {
             let w = if multicast || last { writes } else { 0 };
             uses.push((link, costs.link_forward(payload)));
             uses.push((back, costs.link_back()));
+            let ((fb, fp), (bb, bp)) = (costs.link_forward_sent(payload), costs.link_back_sent());
+            wire.extend([(link, fb, fp), (back, bb, bp)]);
             uses.push((send, costs.send(payload)));
             let dma = self.resource(Key::TxDma(at, next, plane));
             uses.push((dma, costs.tx_dma(payload)));
@@ -464,7 +504,7 @@ impl Network<'_, '_> {
             at = next;
         }
         let reached = if multicast { ranks.iter().map(|&r| chips[r]).collect() } else { vec![at] };
-        (merge(uses), reached)
+        Route { uses: merge(uses), reached, wire }
     }
 
     /// One hop of a relay from rank `k` going forward (`d` 0) or backward (1) on `plane`: the
@@ -478,7 +518,7 @@ impl Network<'_, '_> {
         (plane, w, workers): (usize, usize, usize),
         (pages, page): (u64, u64),
         worker_ps: f64,
-    ) -> (Uses, Chips) {
+    ) -> (Uses, Chips, Wire) {
         let key = (pi, k, d, plane, w, pages, page, worker_ps.to_bits());
         if let Some(built) = self.hops_built.get(&key) {
             return built.clone();
@@ -489,13 +529,14 @@ impl Network<'_, '_> {
         let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
         let mux = Key::Mux(chips[k], chips[down], plane);
         let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
-        let (mut uses, reached) = self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
+        let Route { mut uses, reached, wire } =
+            self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
         uses.push((worker, worker_ps));
         if workers > 1 {
             let mux = self.resource(mux);
             uses.push((mux, costs.mux(pages, page)));
         }
-        let built: (Uses, Chips) = (uses.into(), reached.into());
+        let built: (Uses, Chips, Wire) = (uses.into(), reached.into(), wire.into());
         self.hops_built.insert(key, built.clone());
         built
     }
@@ -602,7 +643,7 @@ impl Network<'_, '_> {
                     Part::All if shares == 1.0 => count,
                     Part::All | Part::Alternate(_) | Part::Half(_) | Part::Parity(_) => count / 2.0,
                 };
-                let (mut uses, mut reached) =
+                let Route { mut uses, mut reached, wire } =
                     self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, pages, true);
                 uses.push((worker, serial));
                 if local {
@@ -611,7 +652,8 @@ impl Network<'_, '_> {
                 // Its serial path is each packet's cost, the first's too; the last packet then
                 // takes its hops.
                 let latency = tr.hops as f64 * costs.hop(pages * page);
-                self.unit(pi, share, uses.into(), latency, &[], reached.into());
+                let u = self.unit(pi, share, uses.into(), latency, &[], reached.into());
+                self.units[u].wire = wire.into();
             }
         }
     }
@@ -630,6 +672,9 @@ impl Network<'_, '_> {
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
         let (page, workers) = (sched.page, sched.workers);
+        // Two units a stripe at most (its first group and the rest): room for them at once.
+        let stripes: usize = lanes.iter().flat_map(|l| l.stripes.iter().flatten()).map(Vec::len).sum();
+        self.units.reserve(2 * stripes);
         for lane in lanes {
             let (plane, w, packets) = (lane.plane, lane.worker, &lane.packets);
             let total = packets.len();
@@ -653,7 +698,7 @@ impl Network<'_, '_> {
             for (i, d, k, count) in order {
                 let local = if i == 0 && d == 0 && own { pages } else { 0 };
                 let worker_ps = costs.windowed(pages, local, 0);
-                let (uses, reached) =
+                let (uses, reached, wire) =
                     self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
                 let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
@@ -672,9 +717,12 @@ impl Network<'_, '_> {
                 let reached: Chips =
                     if local > 0 { reached.iter().copied().chain([chips[k]]).collect() } else { reached };
                 let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
+                self.units[head].wire = wire.clone();
                 heads.insert((k, d, i), head);
                 let end = if (count as f64) > head_n {
-                    self.unit(pi, count as f64 - head_n, uses, 0.0, &[head], reached)
+                    let rest = self.unit(pi, count as f64 - head_n, uses, 0.0, &[head], reached);
+                    self.units[rest].wire = wire;
+                    rest
                 } else {
                     head
                 };
@@ -725,7 +773,7 @@ impl Network<'_, '_> {
                 let serial = own.max(credited);
                 let mut before: Vec<usize> = Vec::new();
                 for tr in sender.sends.iter().copied() {
-                    let (mut uses, reached) =
+                    let Route { mut uses, reached, wire } =
                         self.route(costs, p, (k, dir, tr.hops), 0, pages * page, pages, false);
                     uses.push((worker, serial));
                     // The kernel's waves are its packets' cost (`serial`, the first wave's reads
@@ -735,7 +783,8 @@ impl Network<'_, '_> {
                     let way = tr.hops as f64 * costs.hop(pages * page);
                     let reached: Chips = reached.into();
                     let u = self.unit(pi, count, uses.into(), way, &before, reached.clone());
-                    self.units[u].chained = before.first().copied();
+                    self.units[u].chained = before.first().map(|&b| b as u32);
+                    self.units[u].wire = wire.into();
                     before = vec![u];
                     if reduce {
                         // Once the chunk has landed, the destination's reducers each read their
@@ -759,104 +808,6 @@ impl Network<'_, '_> {
                 }
             }
         }
-    }
-
-    /// Charges each credit loop its queueing. A loop of N credits is a closed network: N
-    /// packets go round it, each queueing at the resources on its way (its hop's link, tx DMA
-    /// and ERISCs, and for a forwarding channel the previous hop's receiver that fills it, each
-    /// with its load from every flow of the phase the loop's packets meet) and
-    /// spending the rest of the loop's time in latencies. Its throughput is exact mean value
-    /// analysis of that network (Reiser and Lavenberg's recursion over 1..N packets), which
-    /// sits below both the loop's own bound (N over the loop's time) and the busiest station's
-    /// where the two meet: the packets of a loop wait for each other at a busy router. The loop
-    /// resource then costs a packet one over that throughput, where that is dearer.
-    fn queue_in_loops(&mut self) {
-        let resources = self.keys.len();
-        // Per phase, each resource's work (cost x packets) over its units, and the packets
-        // that go round each loop; zeroed again after each phase.
-        let mut work = vec![0.0f64; resources];
-        let mut packets = vec![0.0f64; resources];
-        let mut touched: Vec<usize> = Vec::new();
-        // Symmetric sessions meet the same loop many times: solve each network once.
-        let mut solved: HashMap<Vec<u64>, f64> = HashMap::default();
-        for pi in 0..self.phases.len() {
-            let units = std::mem::take(&mut self.phases[pi].units);
-            for &u in &units {
-                let u = &self.units[u];
-                for &(r, c) in u.uses.iter() {
-                    let r = r.0 as usize;
-                    if work[r] == 0.0 && packets[r] == 0.0 {
-                        touched.push(r);
-                    }
-                    work[r] += c * u.packets;
-                    if self.is_loop(r) {
-                        packets[r] += u.packets;
-                    }
-                }
-            }
-            // Units sharing their uses (a kernel's stripes of one hop) are charged alike: the
-            // charge is a function of the phase and the uses. The old uses are kept so that
-            // no new allocation takes their address.
-            let mut charged: HashMap<*const (ResourceId, f64), (Uses, Uses)> = HashMap::default();
-            for &u in &units {
-                let key = self.units[u].uses.as_ptr();
-                let uses = match charged.get(&key) {
-                    Some((_, new)) => new.clone(),
-                    None => {
-                        let old = self.units[u].uses.clone();
-                        let new = self.charge(&old, (&work, &packets), &mut solved);
-                        charged.insert(key, (old, new.clone()));
-                        new
-                    }
-                };
-                self.units[u].uses = uses;
-            }
-            self.phases[pi].units = units;
-            for r in touched.drain(..) {
-                work[r] = 0.0;
-                packets[r] = 0.0;
-            }
-        }
-    }
-
-    /// Whether resource `r` is a credit loop.
-    fn is_loop(&self, r: usize) -> bool {
-        self.loops.get(r).is_some_and(Option::is_some)
-    }
-
-    /// `uses` with each credit loop's demand raised to its queueing period ([`Network::
-    /// queue_in_loops`]), given the phase's `work` at each resource and `packets` round each
-    /// loop.
-    fn charge(
-        &self,
-        uses: &Uses,
-        (work, packets): (&[f64], &[f64]),
-        solved: &mut HashMap<Vec<u64>, f64>,
-    ) -> Uses {
-        let mut out: Vec<(ResourceId, f64)> = uses.to_vec();
-        for (i, &(r, c)) in uses.iter().enumerate() {
-            let Some(Some((n, stations))) = self.loops.get(r.0 as usize) else { continue };
-            let through = packets[r.0 as usize];
-            // Per station: this packet's own demand, and the rest of the phase's work there
-            // per packet of the loop (the other flows it meets).
-            let net: Vec<(f64, f64)> = stations
-                .iter()
-                .map(|&st| {
-                    let mine = uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
-                    let all = work.get(st.0 as usize).copied().unwrap_or(0.0) / through;
-                    (mine, (all - mine).max(0.0))
-                })
-                .collect();
-            let n = *n;
-            let queued: f64 = net.iter().map(|d| d.0).sum();
-            let think = (c * n - queued).max(0.0);
-            let customers = n.round().max(1.0) as usize;
-            let mut key = vec![customers as u64, think.to_bits()];
-            key.extend(net.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
-            let period = *solved.entry(key).or_insert_with(|| super::mva::period(customers, &net, think));
-            out[i].1 = c.max(period);
-        }
-        out.into()
     }
 
     /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
@@ -911,7 +862,8 @@ impl Network<'_, '_> {
             };
             let u = by_flow[f.0 as usize];
             let t = t.0 as f64;
-            let pi = self.units[u].phase;
+            self.units[u].ended = t;
+            let pi = self.units[u].phase as usize;
             let tail = self.phases[pi].tail + self.units[u].way;
             for &c in self.units[u].chips.clone().iter() {
                 let e = self.phases[pi].chip_end.entry(c).or_insert(0.0);
@@ -921,7 +873,7 @@ impl Network<'_, '_> {
                 let unit = &mut self.units[d];
                 unit.waiting -= 1;
                 unit.ready = unit.ready.max(t);
-                if unit.waiting == 0 && started[unit.phase] {
+                if unit.waiting == 0 && started[unit.phase as usize] {
                     let f = self.start(d);
                     debug_assert_eq!(f.0 as usize, by_flow.len());
                     by_flow.push(d);
@@ -939,9 +891,12 @@ impl Network<'_, '_> {
 
     fn start(&mut self, u: usize) -> FlowId {
         let unit = &self.units[u];
-        let overlap = unit.chained.map_or(0.0, |c| self.units[c].latency);
+        let overlap = unit.chained.map_or(0.0, |c| self.units[c as usize].latency);
         let latency = (unit.latency - overlap).max(0.0);
-        self.net.start(ps(unit.ready), unit.packets, ps(latency), &unit.uses, None)
+        let began = unit.ready.max(self.net.now().0 as f64) + latency;
+        let f = self.net.start(ps(unit.ready), unit.packets, ps(latency), &unit.uses, None);
+        self.units[u].began = began;
+        f
     }
 }
 

@@ -15,7 +15,7 @@ pub(crate) mod fabric;
 mod mva;
 pub mod net;
 
-use meshsim_hw::{CoreRef, Machine, Params, Program};
+use meshsim_hw::{CoreRef, LinkUse, Machine, Params, Program};
 use meshsim_topology::{ChipIdx, Cluster};
 
 pub use net::{FlowId, FlowNet, ResourceId};
@@ -104,12 +104,37 @@ impl Transport for FlowTransport {
                 });
             }
         }
+        // As the machine lists its counters: by sending chip and channel.
+        let mut links: Vec<(LinkUse, Vec<usize>)> =
+            solved.links.iter().map(|l| (link_use(cx.cluster, l), l.ops.clone())).collect();
+        links.sort_by_key(|l| (l.0.from.chip, l.0.from.chan));
         Ok(Lowered {
             programs,
             phases: solved.runs,
             workers: solved.workers,
             report: Box::new(Vec::new),
+            links: Some(links),
             late_credits: Vec::new(),
         })
+    }
+}
+
+/// A flow run's link direction as the machine's counters would name it: the plane-th usable
+/// link between its chips (as the fabric puts its routing planes on them) from the sending
+/// end. Its payload times are when its first flow's first packet landed and its last flow
+/// ended; it has no handshake of its own (the flow model's phase setup holds the routers'),
+/// so no first landing before the first payload's.
+fn link_use(cluster: &Cluster, l: &fabric::FlowLink) -> LinkUse {
+    let usable = cluster.usable_links_between(l.from, l.to);
+    let (from, to) = cluster.link(usable[l.plane]).ends_from(l.from).expect("a plane's link joins its chips");
+    LinkUse {
+        from,
+        to,
+        bytes: l.bytes,
+        packets: l.packets,
+        busy: l.busy,
+        first_land: None,
+        first_payload: Some(l.first),
+        last_payload: Some(l.last),
     }
 }

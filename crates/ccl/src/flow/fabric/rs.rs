@@ -76,6 +76,9 @@ impl Network<'_, '_> {
         costs: &Costs,
         (sched, lanes): (&Schedule, &[RsLane]),
     ) {
+        // Two units a step at most (its first group and the rest): room for them at once.
+        let steps: usize = lanes.iter().flat_map(|l| l.steps.iter().flatten()).map(Vec::len).sum();
+        self.units.reserve(2 * steps);
         for lane in lanes {
             let count = lane.packets.len() as u64;
             if count == 0 {
@@ -173,7 +176,7 @@ impl Network<'_, '_> {
         let page = sched.page;
         let write = costs.inject(pages, page, 0);
         let worker_ps = self.rs_worker_ps(costs, d, (l, pages, page), lane.per_chunk, write);
-        let (uses, reached) = self.relay_hop(
+        let (uses, reached, wire) = self.relay_hop(
             costs,
             p,
             (pi, k, d),
@@ -195,8 +198,11 @@ impl Network<'_, '_> {
             pages * page,
         );
         let head = self.unit(pi, head_n, uses.clone(), latency, &after, reached.clone());
+        self.units[head].wire = wire.clone();
         let tail = if l.packets > head_n {
-            self.unit(pi, l.packets - head_n, uses, 0.0, &[head], reached)
+            let tail = self.unit(pi, l.packets - head_n, uses, 0.0, &[head], reached);
+            self.units[tail].wire = wire;
+            tail
         } else {
             head
         };

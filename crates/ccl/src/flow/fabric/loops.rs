@@ -1,0 +1,109 @@
+//! The credit loops' queueing on the flow model: each loop of a sender channel's slots, a
+//! receiver's slots or its transaction ids is a closed network whose packets queue at the
+//! hop's link, tx DMA and ERISCs; its throughput, by mean value analysis, raises what a packet
+//! costs the loop where the network is slower than the loop's own bound.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{Network, ResourceId, Uses};
+
+impl Network<'_, '_> {
+    /// Charges each credit loop its queueing. A loop of N credits is a closed network: N
+    /// packets go round it, each queueing at the resources on its way (its hop's link, tx DMA
+    /// and ERISCs, and for a forwarding channel the previous hop's receiver that fills it, each
+    /// with its load from every flow of the phase the loop's packets meet) and
+    /// spending the rest of the loop's time in latencies. Its throughput is exact mean value
+    /// analysis of that network (Reiser and Lavenberg's recursion over 1..N packets), which
+    /// sits below both the loop's own bound (N over the loop's time) and the busiest station's
+    /// where the two meet: the packets of a loop wait for each other at a busy router. The loop
+    /// resource then costs a packet one over that throughput, where that is dearer.
+    pub(super) fn queue_in_loops(&mut self) {
+        let resources = self.keys.len();
+        // Per phase, each resource's work (cost x packets) over its units, and the packets
+        // that go round each loop; zeroed again after each phase.
+        let mut work = vec![0.0f64; resources];
+        let mut packets = vec![0.0f64; resources];
+        let mut touched: Vec<usize> = Vec::new();
+        // Symmetric sessions meet the same loop many times: solve each network once.
+        let mut solved: HashMap<Vec<u64>, f64> = HashMap::default();
+        for pi in 0..self.phases.len() {
+            let units = std::mem::take(&mut self.phases[pi].units);
+            for &u in &units {
+                let u = &self.units[u];
+                for &(r, c) in u.uses.iter() {
+                    let r = r.0 as usize;
+                    if work[r] == 0.0 && packets[r] == 0.0 {
+                        touched.push(r);
+                    }
+                    work[r] += c * u.packets;
+                    if self.is_loop(r) {
+                        packets[r] += u.packets;
+                    }
+                }
+            }
+            // Units sharing their uses (a kernel's stripes of one hop) are charged alike: the
+            // charge is a function of the phase and the uses. The old uses are kept so that
+            // no new allocation takes their address.
+            let mut charged: HashMap<*const (ResourceId, f64), (Uses, Uses)> = HashMap::default();
+            for &u in &units {
+                let key = self.units[u].uses.as_ptr();
+                let uses = match charged.get(&key) {
+                    Some((_, new)) => new.clone(),
+                    None => {
+                        let old = self.units[u].uses.clone();
+                        let new = self.charge(&old, (&work, &packets), &mut solved);
+                        charged.insert(key, (old, new.clone()));
+                        new
+                    }
+                };
+                self.units[u].uses = uses;
+            }
+            self.phases[pi].units = units;
+            for r in touched.drain(..) {
+                work[r] = 0.0;
+                packets[r] = 0.0;
+            }
+        }
+    }
+
+    /// Whether resource `r` is a credit loop.
+    fn is_loop(&self, r: usize) -> bool {
+        self.loops.get(r).is_some_and(Option::is_some)
+    }
+
+    /// `uses` with each credit loop's demand raised to its queueing period ([`Network::
+    /// queue_in_loops`]), given the phase's `work` at each resource and `packets` round each
+    /// loop.
+    fn charge(
+        &self,
+        uses: &Uses,
+        (work, packets): (&[f64], &[f64]),
+        solved: &mut HashMap<Vec<u64>, f64>,
+    ) -> Uses {
+        let mut out: Vec<(ResourceId, f64)> = uses.to_vec();
+        for (i, &(r, c)) in uses.iter().enumerate() {
+            let Some(Some((n, stations))) = self.loops.get(r.0 as usize) else { continue };
+            let through = packets[r.0 as usize];
+            // Per station: this packet's own demand, and the rest of the phase's work there
+            // per packet of the loop (the other flows it meets).
+            let net: Vec<(f64, f64)> = stations
+                .iter()
+                .map(|&st| {
+                    let mine = uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);
+                    let all = work.get(st.0 as usize).copied().unwrap_or(0.0) / through;
+                    (mine, (all - mine).max(0.0))
+                })
+                .collect();
+            let n = *n;
+            let queued: f64 = net.iter().map(|d| d.0).sum();
+            let think = (c * n - queued).max(0.0);
+            let customers = n.round().max(1.0) as usize;
+            let mut key = vec![customers as u64, think.to_bits()];
+            key.extend(net.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
+            let period =
+                *solved.entry(key).or_insert_with(|| crate::flow::mva::period(customers, &net, think));
+            out[i].1 = c.max(period);
+        }
+        out.into()
+    }
+}
