@@ -240,7 +240,8 @@ def op(
     ``"broadcast"``, ``"reduce"``, ``"gather"``, ``"scatter"``, ``"send_recv"`` (hyphens
     work too). Knobs left ``None`` take tt-metal's defaults, as the command line's do.
     ``links=True`` adds the link report: per-link use, routers, the critical path and what
-    bounds the op (the packet model only). ``trace`` writes a Perfetto trace.
+    bounds the op (on the flow model, its links' use and critical path only). ``trace`` writes
+    a Perfetto trace.
     """
     knobs = {k: v for k, v in locals().items() if k != "op"}
     args = ["op", _op_name(op)]

@@ -138,6 +138,9 @@ class LinkUse(Result):
     packets: int
     busy_us: float
     busy_pct: float
+    #: In a workload's report: the op instances whose packets crossed it, by name (the flow
+    #: model's; ``"-"`` on the packet model, which counts packets per link, not per op).
+    ops: Optional[str] = None
 
 
 @_result

@@ -70,6 +70,15 @@ def test_the_link_report_is_typed():
     assert busiest.bytes > 0 and 0 < busiest.busy_pct <= 100
 
 
+def test_a_flow_workloads_links_name_the_ops_that_crossed_them():
+    ring = {"comm": {"all": True, "topology": "ring"}, "op": "all-gather", "shape": [1, 1, 32, 8192]}
+    w = {"cluster": "t3000", "ops": [dict(ring, name="a"), dict(ring, name="b")]}
+    flow = meshsim.run(w, model="flow", links=True)
+    assert flow.link_use and all(u.ops == "a b" for u in flow.link_use)
+    packet = meshsim.run(w, links=True)
+    assert {u.ops for u in packet.link_use} == {"-"}
+
+
 def test_a_sweep_with_listed_knobs_gives_the_command_lines_rows(cli):
     rows = meshsim.sweep("all_reduce", cluster="t3000", min_bytes="64K", max_bytes="256K", dtype=["bf16", "bfp8"])
     expected = cli.json("sweep", "all-reduce", "--cluster", "t3000", "-b", "64K", "-e", "256K", "--dtype", "bf16,bfp8")
