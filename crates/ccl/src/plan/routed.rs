@@ -746,18 +746,17 @@ mod tests {
             plans.push(round);
             for p in &plans {
                 let passes = relay_passes(p);
-                for k in 0..n {
-                    for dir in [Dir::Forward, Dir::Backward] {
+                for (dir, at) in [Dir::Forward, Dir::Backward].into_iter().zip(&passes) {
+                    assert_eq!(at.len(), n);
+                    for (k, here) in at.iter().enumerate() {
                         let want: Vec<(usize, *const Transfer)> = p
                             .transfers
                             .iter()
                             .filter(|t| t.dir == dir)
                             .filter_map(|t| relay_position(t, n, p.topology, k).map(|i| (i, t as *const _)))
                             .collect();
-                        let got: Vec<(usize, *const Transfer)> = passes[usize::from(dir == Dir::Backward)][k]
-                            .iter()
-                            .map(|&(i, t)| (i, t as *const _))
-                            .collect();
+                        let got: Vec<(usize, *const Transfer)> =
+                            here.iter().map(|&(i, t)| (i, t as *const _)).collect();
                         assert_eq!(got, want, "n={n} rank {k} {dir:?}");
                     }
                 }
