@@ -20,11 +20,10 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-
-use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap as HashMap;
 
 use meshsim_engine::Time;
 use meshsim_hw::noc::Noc;
@@ -63,7 +62,7 @@ pub(crate) struct Solution {
     pub starts: Vec<Time>,
     /// Per phase, each of its chips and when its part ended.
     pub ends: Vec<Vec<(ChipIdx, Time)>>,
-    /// Every link direction a flow crossed, by chips and plane.
+    /// Every link direction a flow crossed, once each (the transport orders them).
     pub links: Vec<FlowLink>,
 }
 
@@ -237,7 +236,6 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
         // Parts share no pair of chips: their links are their own.
         links.extend(part_links);
     }
-    links.sort_by_key(|l: &FlowLink| (l.from, l.to, l.plane));
     let runs = runs.into_iter().map(|r| r.expect("every phase is in a part")).collect();
     Ok(Solution { runs, workers, starts, ends, links })
 }

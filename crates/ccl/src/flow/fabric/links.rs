@@ -78,8 +78,7 @@ impl Network<'_, '_> {
                 }
             }
         }
-        let mut links: Vec<FlowLink> = self
-            .keys
+        self.keys
             .iter()
             .filter_map(|(&key, r)| {
                 let Key::Link(from, to, plane) = key else { return None };
@@ -97,8 +96,6 @@ impl Network<'_, '_> {
                     ops: t.ops,
                 })
             })
-            .collect();
-        links.sort_by_key(|l| (l.from, l.to, l.plane));
-        links
+            .collect()
     }
 }
