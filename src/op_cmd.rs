@@ -673,7 +673,8 @@ pub(crate) fn longest_stage(
     cp?.stages.iter().max_by_key(|s| s.end - s.start)
 }
 
-fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {
+/// A link direction as reports name it: `chip A ethX -> chip B ethY`.
+pub(crate) fn link_name(cluster: &Cluster, l: &meshsim_hw::LinkUse) -> String {
     format!(
         "chip {} eth{} -> chip {} eth{}",
         cluster.chip(l.from.chip).id,

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use meshsim_bench::report;
+use meshsim_ccl::request::SessionRun;
+use meshsim_topology::Cluster;
 
 use crate::cli::Format;
 use crate::op_cmd::{
-    LinkRow, accuracy_lines, bound_by, link_rows, op_json, op_rows, router_rows, verdict_text,
+    LinkRow, accuracy_lines, bound_by, link_name, link_rows, op_json, op_rows, router_rows, verdict_text,
 };
 use crate::workload::Workload;
 use crate::{BadInput, load_cluster, load_model, write_trace};
-use meshsim_ccl::request::SessionRun;
-use meshsim_topology::Cluster;
 
 pub(crate) fn run_workload(
     path: &Path,
@@ -174,12 +174,9 @@ fn shared_links(cluster: &Cluster, run: &SessionRun) -> Option<String> {
     };
     let l = &run.links[busiest];
     Some(format!(
-        "shared links: {} link direction(s) carried more than one op's packets; the busiest, chip {} eth{} -> chip {} eth{} ({}), busy {:.3} us, {:.1} % of the makespan",
+        "shared links: {} link direction(s) carried more than one op's packets; the busiest, {} ({}), busy {:.3} us, {:.1} % of the makespan",
         shared.len(),
-        cluster.chip(l.from.chip).id,
-        l.from.chan,
-        cluster.chip(l.to.chip).id,
-        l.to.chan,
+        link_name(cluster, l),
         op_names(run, busiest).unwrap_or_default(),
         l.busy.as_us_f64(),
         100.0 * l.busy.as_ns_f64() / run.makespan.as_ns_f64().max(1e-9)
