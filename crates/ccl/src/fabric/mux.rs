@@ -83,26 +83,8 @@ pub async fn run(k: &Kernel, fabric: Rc<Fabric>, m: Rc<Mux>) -> TaskResult {
             if done[c] {
                 continue;
             }
-            let rung = k.read_u32(m.word(c, DOORBELL[0]))? as u64;
-            if rung > served[c] {
-                let slot = served[c] % m.slots;
-                let header = m.headers.borrow_mut()[m.entry(c, slot)].take();
-                let Some(header) = header else {
-                    return Err(protocol(
-                        &k,
-                        format!("client {c}'s doorbell rang for slot {slot}, which holds no packet"),
-                    ));
-                };
-                conn.send(&k, header, m.slot(c, slot) + header_bytes).await?;
-                // A blocking flush: the client may overwrite the slot once it is returned.
-                k.noc_async_writes_flushed().await;
-                served[c] += 1;
-                k.write_u32(m.word(c, CREDITED), served[c] as u32)?;
-                if let Some((credit, _)) = worker[c] {
-                    k.noc_semaphore_inc(credit, 1).await?;
-                }
-                moved = true;
-            }
+            // The connection word first: a client opens before it rings, and the credit for
+            // a packet served goes to the address its open recorded.
             let word = k.read_u32(m.word(c, CONN))?;
             if word != seen[c] {
                 let (opens, closes) = (word & (CLOSE - 1), word >> 16);
@@ -128,6 +110,30 @@ pub async fn run(k: &Kernel, fabric: Rc<Fabric>, m: Rc<Mux>) -> TaskResult {
                 if closes == seen[c] >> 16 || drained {
                     seen[c] = word;
                 }
+                moved = true;
+            }
+            let rung = k.read_u32(m.word(c, DOORBELL[0]))? as u64;
+            if rung > served[c] {
+                let slot = served[c] % m.slots;
+                let header = m.headers.borrow_mut()[m.entry(c, slot)].take();
+                let Some(header) = header else {
+                    return Err(protocol(
+                        &k,
+                        format!("client {c}'s doorbell rang for slot {slot}, which holds no packet"),
+                    ));
+                };
+                conn.send(&k, header, m.slot(c, slot) + header_bytes).await?;
+                // A blocking flush: the client may overwrite the slot once it is returned.
+                k.noc_async_writes_flushed().await;
+                served[c] += 1;
+                k.write_u32(m.word(c, CREDITED), served[c] as u32)?;
+                let Some((credit, _)) = worker[c] else {
+                    return Err(protocol(
+                        &k,
+                        format!("client {c} rang its doorbell without an open connection"),
+                    ));
+                };
+                k.noc_semaphore_inc(credit, 1).await?;
                 moved = true;
             }
         }
