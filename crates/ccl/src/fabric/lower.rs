@@ -24,7 +24,7 @@ use super::build::{Inject, Lowering, line_for, noc_of};
 use super::direct::{direct_reduction, point_to_point};
 use super::gather::{all_gather, all_gather_relay};
 use super::lines::{default_links, fabric_lines, runs_closed, session_payload};
-use super::mux::{Mux, Ports};
+use super::mux::{MUX_SLOTS_PER_CLIENT, Mux, Ports};
 use super::schedule::Schedule;
 use super::worker::Target;
 use super::{Fabric, FabricConfig, FabricKind};
@@ -104,6 +104,8 @@ impl Transport for FabricTransport {
         // Workers per link and direction of every op (reduce-scatter's W; 1 otherwise).
         let mut workers = vec![1usize; s.ops.len()];
         let mut runs = Vec::with_capacity(s.phases.len());
+        // Per phase, the slots of each client channel of a mux in front of its workers.
+        let mut mux_slots = Vec::with_capacity(s.phases.len());
         for (pi, p) in s.phases.iter().enumerate() {
             let one = |routers: Vec<usize>| routers.into_iter().map(|r| (r, 0)).collect::<Vec<Inject>>();
             let closed = line_for(&fabric, &s.ops[p.op]).1;
@@ -123,8 +125,9 @@ impl Transport for FabricTransport {
                 algorithm: sched.algo.name(closed),
             });
             injects.push(routers);
+            mux_slots.push(sched.mux_slots);
         }
-        let muxes = install_muxes(&mut cx, m, &injects)?;
+        let muxes = install_muxes(&mut cx, m, &injects, &mux_slots)?;
         // The host closes the fabric once every op has ended and every mux has let go.
         let close: Vec<SignalId> = s.done.iter().chain(&muxes).copied().collect();
         let mut programs = std::mem::take(&mut cx.programs);
@@ -145,11 +148,14 @@ impl Transport for FabricTransport {
 /// (a sender channel takes one worker) — a reduce-scatter's workers on one link, or ops that
 /// overlap: each group of such kernels becomes the clients of a mux. Kernels ordered by
 /// `after` (and an op's own phases) take the channel in turn, directly or through their own
-/// group's mux, each once the one before has let go of it (its phase ended, or its mux).
+/// group's mux, each once the one before has let go of it (its phase ended, or its mux). A mux
+/// of one phase's workers has that phase's `mux_slots` per client; one shared by ops,
+/// [`MUX_SLOTS_PER_CLIENT`].
 fn install_muxes(
     cx: &mut Lowering,
     m: &mut Machine,
     injects: &[Vec<Inject>],
+    mux_slots: &[u64],
 ) -> Result<Vec<SignalId>, CclError> {
     let (s, fabric, ports) = (cx.s, cx.fabric, cx.ports);
     let (phases, done) = (s.phases, s.done);
@@ -192,7 +198,12 @@ fn install_muxes(
             }
             let chip = fabric.routers[r].at.chip;
             let core = cx.take_core(&[chip])?;
-            let mux = Rc::new(Mux::new(fabric, r, noc_of(s.cluster, core), STAGING, members.len()));
+            let slots = match members[0].0 {
+                p if members.iter().all(|x| x.0 == p) => mux_slots[p],
+                _ => MUX_SLOTS_PER_CLIENT,
+            };
+            let at = noc_of(s.cluster, core);
+            let mux = Rc::new(Mux::new(fabric, r, at, STAGING, (members.len(), slots)));
             if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
                 return Err(CclError::Invalid(format!(
                     "{} ops inject into the fabric router on chip {} eth{} at once: their mux needs {} B of L1",

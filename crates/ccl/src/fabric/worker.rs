@@ -191,8 +191,10 @@ impl Connection {
     }
 }
 
-/// Slots per client channel (tt-metal's muxes take 1 or 2 by factory and size; meshsim's
-/// choice is 2, so a client can write one packet while the mux forwards the other).
+/// Slots per client channel of a mux whose clients are different ops sharing a router (no
+/// tt-metal factory builds such a mux: meshsim's choice is 2, so a client can write one packet
+/// while the mux forwards the other). An op's own workers take their factory's count
+/// (`Schedule::mux_slots`).
 pub const MUX_SLOTS_PER_CLIENT: u64 = 2;
 
 /// Bytes of a client channel's words (the router's channel-0 word offsets fit).
@@ -216,10 +218,16 @@ pub struct Mux {
 }
 
 impl Mux {
-    /// A mux feeding `router` of `fabric` from the core at `at`, with `clients` channels in its
-    /// L1 from `base`.
-    pub fn new(fabric: &Fabric, router: usize, at: CoreCoord, base: u64, clients: usize) -> Mux {
-        let slots = MUX_SLOTS_PER_CLIENT;
+    /// A mux feeding `router` of `fabric` from the core at `at`, with `clients` channels of
+    /// `slots` slots each in its L1 from `base`.
+    pub fn new(
+        fabric: &Fabric,
+        router: usize,
+        at: CoreCoord,
+        base: u64,
+        (clients, slots): (usize, u64),
+    ) -> Mux {
+        assert!(slots > 0, "a mux client channel has at least one slot");
         let slot_bytes = fabric.layout.slot_bytes;
         let headers = RefCell::new(vec![None; clients * slots as usize]);
         Mux { router, at, base, slots, clients, slot_bytes, headers }

@@ -14,8 +14,8 @@ mod view;
 
 pub use numbers::DIRECT_REDUCERS;
 pub(crate) use numbers::{
-    A2A_WINDOW, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, barrier_reach, packets,
-    plane_packets, relay_stripes, relay_workers, rs_workers,
+    A2A_WINDOW, Packing, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RS_CHUNKS_PER_SYNC, RS_MUX_SLOTS,
+    barrier_reach, packets, plane_packets, relay_mux_slots, relay_stripes, relay_workers, rs_workers,
 };
 
 pub(crate) use rs::{RS_CB_CHUNKS, RS_CHUNK_PAGES, RsBuf, RsItem, RsLane, RsStep};
@@ -48,6 +48,9 @@ pub(crate) struct Schedule {
     pub planes: usize,
     /// Workers per link and direction.
     pub workers: usize,
+    /// Slots per client channel of the mux its workers share a router through, when they do
+    /// (tt-metal's factory's; [`super::worker::MUX_SLOTS_PER_CLIENT`] for other phases).
+    pub mux_slots: u64,
     /// What the kernels do.
     pub work: Work,
     /// Whether the kernels run the entry barrier before their first read: all but a
@@ -198,6 +201,11 @@ impl Schedule {
             }
             _ => 1,
         };
+        let mux_slots = match x.algo {
+            Algo::Relay => relay_mux_slots(x.bytes / planes as u64, ring),
+            Algo::ReduceScatter => RS_MUX_SLOTS,
+            _ => super::worker::MUX_SLOTS_PER_CLIENT,
+        };
         let f = Frame { plan: &x.plan, pages: x.pages, ppp, planes, workers, ring };
         let work = match x.algo {
             Algo::Multicast => f.multicast(x.root),
@@ -216,6 +224,7 @@ impl Schedule {
             ppp,
             planes,
             workers,
+            mux_slots,
             work,
             entry_barrier: true,
         }

@@ -83,6 +83,16 @@ pub(crate) fn relay_workers(bytes_per_link: u64, packets_per_link: u64) -> usize
     if bytes_per_link <= 64 << 10 || packets_per_link >= 64 { 1 } else { 2 }
 }
 
+/// Slots per client channel of the mux in front of a relay all-gather's two workers
+/// (`shared/fabric.md` §7, `@022ab700`): 1 on a ring at 2 MiB or more per link, otherwise 2.
+pub(crate) fn relay_mux_slots(bytes_per_link: u64, ring: bool) -> u64 {
+    if ring && bytes_per_link >= 2 << 20 { 1 } else { 2 }
+}
+
+/// Slots per client channel of a reduce-scatter's mux: 1 per worker channel
+/// (`shared/fabric.md` §11.3).
+pub(crate) const RS_MUX_SLOTS: u64 = 1;
+
 /// tt-metal's reduce-scatter workers per link and direction for `bytes` of a rank's input on
 /// each link (`shared/fabric.md` §7): 1 up to 4 KiB; on a ring 2 below 1 MiB, 4 up to 50 MiB,
 /// 8 above; on a line 2 below 0.5 MB, 4 up to 4 MB, 8 above.
