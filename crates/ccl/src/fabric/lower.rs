@@ -198,12 +198,8 @@ fn install_muxes(
             }
             let chip = fabric.routers[r].at.chip;
             let core = cx.take_core(&[chip])?;
-            let slots = match members[0].0 {
-                p if members.iter().all(|x| x.0 == p) => mux_slots[p],
-                _ => MUX_SLOTS_PER_CLIENT,
-            };
-            let at = noc_of(s.cluster, core);
-            let mux = Rc::new(Mux::new(fabric, r, at, STAGING, (members.len(), slots)));
+            let slots = group_mux_slots(&members, mux_slots);
+            let mux = Rc::new(Mux::new(fabric, r, noc_of(s.cluster, core), STAGING, (members.len(), slots)));
             if STAGING + mux.l1_bytes() > crate::tensor::L1_TENSOR_BASE {
                 return Err(CclError::Invalid(format!(
                     "{} ops inject into the fabric router on chip {} eth{} at once: their mux needs {} B of L1",
@@ -232,6 +228,15 @@ fn install_muxes(
         }
     }
     Ok(ends)
+}
+
+/// Slots per client of the mux in front of `members` (phase, worker): their phase's
+/// (`mux_slots`) when they are one phase's workers, [`MUX_SLOTS_PER_CLIENT`] when ops share it.
+fn group_mux_slots(members: &[(usize, usize)], mux_slots: &[u64]) -> u64 {
+    match members[0].0 {
+        p if members.iter().all(|x| x.0 == p) => mux_slots[p],
+        _ => MUX_SLOTS_PER_CLIENT,
+    }
 }
 
 /// The first DRAM byte (per bank) above every phase's tensors.
