@@ -372,6 +372,17 @@ impl Costs<'_> {
         self.inject(pages, page, 0) + self.cyc(self.p.noc_issue_cycles as f64)
     }
 
+    /// The round trip of a mux client's slot: the client's send into it until it has left its
+    /// L1, its way `hops` NoC hops to the mux, the mux noticing the doorbell at its poll, the
+    /// mux's forwarding of it ([`Costs::mux`]), and the credit's NoC increment back to the
+    /// client, who notices it.
+    pub fn mux_client_loop(&self, pages: u64, page: u64, hops: f64) -> f64 {
+        let way = hops * (self.p.noc_hop_cycles as f64) + 1.0 + (self.p.noc_eject_cycles as f64);
+        let poll = self.p.core_poll_cycles as f64;
+        let credit = (self.p.noc_issue_cycles as f64) + (self.p.noc_inject_cycles as f64);
+        self.inject(pages, page, 0) + self.mux(pages, page) + self.cyc(2.0 * (way + poll) + credit)
+    }
+
     /// Summing `pages` tiles on a worker's Tensix.
     pub fn reduce(&self, pages: u64) -> f64 {
         self.cyc(pages as f64 * (self.p.tile_reduce_cycles as f64))

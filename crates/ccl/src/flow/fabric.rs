@@ -82,6 +82,9 @@ enum Key {
     TxDma(ChipIdx, ChipIdx, usize),
     /// The Tensix mux in front of a chip's router toward a neighbour on a plane.
     Mux(ChipIdx, ChipIdx, usize),
+    /// The slots of a worker's client channel on that mux: (phase, rank, plane, worker,
+    /// direction); a packet holds one for a round trip.
+    MuxSlots(usize, usize, usize, usize, u8),
     /// The slots of a sender channel of a chip's router toward a neighbour on a plane: a
     /// packet holds one for a round trip.
     Slots(ChipIdx, ChipIdx, usize, u8),
@@ -506,14 +509,15 @@ impl Network<'_, '_> {
     }
 
     /// One hop of a relay from rank `k` going forward (`d` 0) or backward (1) on `plane`: the
-    /// route's resources, the kernel's (`worker_ps` a packet) and, when `workers` share the
-    /// router, their mux's; and the chip it reaches.
+    /// route's resources, the kernel's (`worker_ps` a packet) and, when the workers share the
+    /// router through a mux (`mux` its slots per client), the mux's and the kernel's client
+    /// slots' loop; and the chip it reaches.
     fn relay_hop(
         &mut self,
         costs: &Costs,
         p: &Phase,
         (pi, k, d): (usize, usize, usize),
-        (plane, w, workers): (usize, usize, usize),
+        (plane, w, mux): (usize, usize, Option<u64>),
         (pages, page): (u64, u64),
         worker_ps: f64,
     ) -> (Uses, Chips, Wire) {
@@ -525,14 +529,20 @@ impl Network<'_, '_> {
         let (n, chips) = (req.comm.size(), req.comm.chips());
         let dir = if d == 0 { Dir::Forward } else { Dir::Backward };
         let down = if d == 0 { (k + 1) % n } else { (k + n - 1) % n };
-        let mux = Key::Mux(chips[k], chips[down], plane);
+        let mux_key = Key::Mux(chips[k], chips[down], plane);
         let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
         let Route { mut uses, reached, wire } =
             self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
         uses.push((worker, worker_ps));
-        if workers > 1 {
-            let mux = self.resource(mux);
-            uses.push((mux, costs.mux(pages, page)));
+        if let Some(slots) = mux {
+            let at = self.resource(mux_key);
+            uses.push((at, costs.mux(pages, page)));
+            // A client's slot goes round its send, the mux's turn and forwarding, and the
+            // credit back: a loop whose packets queue at the kernel and the mux.
+            let held = self.resource(Key::MuxSlots(pi, k, plane, w, d as u8));
+            let hops = self.round_hops(Memory::L1, 0) / 2.0;
+            uses.push((held, costs.mux_client_loop(pages, page, hops) / slots as f64));
+            self.set_loop(held, (slots as f64, vec![worker, at]));
         }
         let built: (Uses, Chips, Wire) = (uses.into(), reached.into(), wire.into());
         self.hops_built.insert(key, built.clone());
@@ -669,7 +679,8 @@ impl Network<'_, '_> {
         let req = &self.s.ops[p.op];
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
-        let (page, workers) = (sched.page, sched.workers);
+        let page = sched.page;
+        let mux = (sched.workers > 1).then_some(sched.mux_slots);
         // Two units a stripe at most (its first group and the rest): room for them at once.
         let stripes: usize = lanes.iter().flat_map(|l| l.stripes.iter().flatten()).map(Vec::len).sum();
         self.units.reserve(2 * stripes);
@@ -697,7 +708,7 @@ impl Network<'_, '_> {
                 let local = if i == 0 && d == 0 && own { pages } else { 0 };
                 let worker_ps = costs.windowed(pages, local, 0);
                 let (uses, reached, wire) =
-                    self.relay_hop(costs, p, (pi, k, d), (plane, w, workers), (pages, page), worker_ps);
+                    self.relay_hop(costs, p, (pi, k, d), (plane, w, mux), (pages, page), worker_ps);
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
                 let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
                 if i > 0
