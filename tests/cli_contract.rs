@@ -308,6 +308,20 @@ fn op_schedule_shows_what_each_worker_kernel_does() {
     let (code, text, _) = meshsim(&[&args[..], &["--schedule"]].concat());
     assert_eq!(code, 0);
     assert!(text.starts_with("op 'all-gather' ag: multicast on a 4-rank ring"), "{text}");
+    // One worker per link injects straight into its router; a reduce-scatter's four share it
+    // through a mux with tt-metal's one slot each (shared/fabric.md §11.3).
+    assert!(phase["mux_slots"].is_null(), "{phase}");
+    let rs = ["op", "reduce-scatter", "--shape", "1,1,32,65536", "--workers", "4", "--schedule"];
+    let (code, text, err) = meshsim(&rs);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.lines().next().is_some_and(
+            |l| l.ends_with("4 worker(s) per link and direction, behind a mux with 1 slot(s) each")
+        ),
+        "{text}"
+    );
+    let (_, out, _) = meshsim(&[&rs[..], &["--format", "json"]].concat());
+    assert_eq!(json(&out)[0]["mux_slots"], 1);
     let (code, _, err) = meshsim(&[&args[..], &["--schedule", "--stack", "edm"]].concat());
     assert_eq!(code, 2);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -28,6 +28,9 @@ pub struct ScheduleView {
     pub planes: usize,
     /// Workers per link and direction.
     pub workers: usize,
+    /// When the workers share each router through a Tensix mux (more than one per link and
+    /// direction), the slots each has on it.
+    pub mux_slots: Option<u64>,
     /// Every worker kernel.
     pub kernels: Vec<KernelView>,
 }
@@ -74,9 +77,10 @@ pub struct SendView {
 
 impl fmt::Display for ScheduleView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mux = self.mux_slots.map(|n| format!(", behind a mux with {n} slot(s) each")).unwrap_or_default();
         writeln!(
             f,
-            "op '{}' {}: {} on a {}-rank {}, {} B pages, {} per packet, {} plane(s), {} worker(s) per link and direction",
+            "op '{}' {}: {} on a {}-rank {}, {} B pages, {} per packet, {} plane(s), {} worker(s) per link and direction{mux}",
             self.op,
             self.collective,
             self.algorithm,
