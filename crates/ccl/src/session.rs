@@ -245,6 +245,21 @@ impl<'c> Session<'c> {
     }
 
     /// Puts the link faults into `m`, one merged fault per link.
+    /// The chips the session's ops run on and its faults touch (a faulted link's both ends):
+    /// the only chips its machine builds.
+    fn used_chips(&self) -> Vec<ChipIdx> {
+        let mut used: Vec<ChipIdx> = self.ops.iter().flat_map(|r| r.comm.chips().iter().copied()).collect();
+        for f in &self.faults {
+            if let Ok((_, Some(ep))) = f.resolve(self.cluster) {
+                used.push(ep.chip);
+                used.extend(self.cluster.connected(ep).map(|far| far.chip));
+            }
+        }
+        used.sort();
+        used.dedup();
+        used
+    }
+
     fn inject_faults(&self, m: &mut Machine) {
         let mut links: BTreeMap<Endpoint, meshsim_hw::eth::LinkFault> = BTreeMap::new();
         for f in &self.faults {
@@ -377,7 +392,8 @@ impl<'c> Session<'c> {
     /// schedule to show (the EDM's).
     pub fn schedule(mut self) -> Result<Option<Vec<ScheduleView>>, CclError> {
         self.prepare()?;
-        let mut m = Machine::new(self.cluster.clone(), self.params.clone(), Mode::Timing);
+        let used = self.used_chips();
+        let mut m = Machine::for_chips(self.cluster.clone(), self.params.clone(), Mode::Timing, &used);
         let phases = self.placed()?;
         let done = self.phase_events(&mut m, &phases);
         let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
@@ -459,7 +475,8 @@ impl<'c> Session<'c> {
         }
         self.prepare()?;
         let mode = if self.verify { Mode::Functional } else { Mode::Timing };
-        let mut m = Machine::new(self.cluster.clone(), self.params.clone(), mode);
+        let used = self.used_chips();
+        let mut m = Machine::for_chips(self.cluster.clone(), self.params.clone(), mode, &used);
         if self.trace {
             m.enable_trace();
         }

@@ -95,6 +95,9 @@ type Page = Box<[u8; PAGE_BYTES as usize]>;
 
 struct Space {
     name: String,
+    /// What the event log records for it: its id, or the id it would have had in a larger
+    /// build of which this one creates a part ([`Memory::add_space_keyed`]).
+    key: u32,
     size: u64,
     /// Page `i` holds bytes `[i * PAGE_BYTES, (i + 1) * PAGE_BYTES)`; grown on first write, so a
     /// space costs one pointer per page up to the highest page written.
@@ -114,9 +117,22 @@ pub struct Memory {
 impl Memory {
     /// Adds a space of `size` bytes named `name` (used in error messages and reports).
     pub fn add_space(&mut self, name: impl Into<String>, size: u64) -> MemSpace {
+        let key = u32::try_from(self.spaces.len()).expect("too many memory spaces");
+        self.add_space_keyed(name, size, key)
+    }
+
+    /// Adds a space as [`Memory::add_space`] does, whose event-log key is `key`: a world that
+    /// builds only some of its spaces keys each by the id it has where all are built, so that
+    /// the same run logs the same events either way.
+    pub fn add_space_keyed(&mut self, name: impl Into<String>, size: u64, key: u32) -> MemSpace {
         let id = MemSpace(u32::try_from(self.spaces.len()).expect("too many memory spaces"));
-        self.spaces.push(Space { name: name.into(), size, pages: Vec::new(), labels: Rc::default() });
+        self.spaces.push(Space { name: name.into(), key, size, pages: Vec::new(), labels: Rc::default() });
         id
+    }
+
+    /// A space's event-log key ([`Memory::add_space_keyed`]).
+    pub fn key(&self, space: MemSpace) -> u32 {
+        self.spaces[space.0 as usize].key
     }
 
     /// The name a space was created with.

@@ -163,9 +163,25 @@ pub struct Machine {
 impl Machine {
     /// Idle hardware for `cluster` with `params`, in `mode`.
     pub fn new(cluster: Cluster, params: Params, mode: Mode) -> Machine {
+        Machine::build(cluster, params, mode, None)
+    }
+
+    /// Idle hardware for the chips `used` of `cluster` alone: the others have no cores, ports
+    /// or memories, so a run on a few chips of a large machine costs what those chips cost.
+    /// Nothing may run on the others or send to them. A run logs the same events as on
+    /// [`Machine::new`]'s.
+    pub fn for_chips(cluster: Cluster, params: Params, mode: Mode, used: &[ChipIdx]) -> Machine {
+        let mut active = vec![false; cluster.chips().len()];
+        for c in used {
+            active[c.0 as usize] = true;
+        }
+        Machine::build(cluster, params, mode, Some(&active))
+    }
+
+    fn build(cluster: Cluster, params: Params, mode: Mode, active: Option<&[bool]>) -> Machine {
         let sim = Sim::new_with(|sched| {
             let soc = cluster.soc().clone();
-            Hw::new(Rc::new(cluster), soc, params, mode, sched)
+            Hw::new(Rc::new(cluster), soc, params, mode, (sched, active))
         });
         Machine { sim, kernels: None }
     }

@@ -255,57 +255,24 @@ pub enum HwEvent {
 }
 
 impl Hw {
-    /// Builds idle hardware for `cluster` and creates its memories in `sched`.
+    /// Builds idle hardware for `cluster` and creates its memories in `sched`: every chip's, or
+    /// only those of the chips `active` marks (the others have no cores, ports or memories,
+    /// and nothing may run on or send to them). Each memory's event-log key is its id in the
+    /// build of every chip, so a run logs the same events either way.
     pub(crate) fn new(
         cluster: Rc<Cluster>,
         soc: SocDescriptor,
         params: Params,
         mode: Mode,
-        sched: &mut Scheduler<HwEvent>,
+        (sched, active): (&mut Scheduler<HwEvent>, Option<&[bool]>),
     ) -> Hw {
         sched.set_poll_latency(params.cycles(params.core_poll_cycles));
-        let (gx, gy) = (soc.grid_x, soc.grid_y);
         let stall_slots = cluster.chips().len() * ETH_CHANNELS as usize;
         let mut labelled = Labelled::default();
         let chips: Vec<ChipHw> = (0..cluster.chips().len())
-            .map(|c| {
-                let id = cluster.chips()[c].id;
-                let mut cores = vec![None; (gx * gy) as usize];
-                let mut put = |at: CoreCoord, slot: CoreSlot| cores[(at.y * gx + at.x) as usize] = Some(slot);
-                for (chan, &at) in soc.eth_cores.iter().enumerate() {
-                    let mem = sched.add_space(format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
-                    let regs = sched.add_space(format!("chip{id}/eth{chan}/regs"), REGS_BYTES);
-                    let kind = CoreKind::Eth(chan as u8);
-                    labelled.name(sched, (&params, kind), mem, regs);
-                    put(at, CoreSlot { kind, mem, regs: Some(regs) });
-                }
-                for &at in &soc.workers {
-                    let mem = sched.add_space(format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
-                    let regs = sched.add_space(format!("chip{id}/worker{at}/regs"), REGS_BYTES);
-                    labelled.name(sched, (&params, CoreKind::Worker), mem, regs);
-                    put(at, CoreSlot { kind: CoreKind::Worker, mem, regs: Some(regs) });
-                }
-                for (bank, ends) in soc.dram.iter().enumerate() {
-                    let mem = sched.add_space(format!("chip{id}/dram{bank}"), params.dram_bank_bytes);
-                    for &at in ends {
-                        put(at, CoreSlot { kind: CoreKind::Dram(bank as u8), mem, regs: None });
-                    }
-                }
-                let eth = (0..ETH_CHANNELS)
-                    .map(|chan| {
-                        let free =
-                            [0, 1].map(|q| sched.new_signal(format!("chip{id}/eth{chan}/txq{q} free")));
-                        EthPort::new(free)
-                    })
-                    .collect();
-                ChipHw {
-                    noc: Noc::new(gx, gy),
-                    cores,
-                    eth,
-                    dram_free: vec![Time::ZERO; soc.dram.len()],
-                    dram_endpoint_free: vec![Time::ZERO; 2 * soc.dram.len()],
-                    dram_busy: vec![(Time::ZERO, 0); soc.dram.len()],
-                }
+            .map(|c| match active.is_none_or(|a| a[c]) {
+                true => build_chip(&cluster, &soc, &params, c, (sched, &mut labelled)),
+                false => ChipHw::absent(),
             })
             .collect();
         let erisc_kernels = vec![KernelCount::default(); chips.len() * ETH_CHANNELS as usize];
@@ -365,7 +332,7 @@ impl Hw {
         if at.x >= gx || at.y >= self.soc.grid_y {
             return None;
         }
-        self.chips[chip.0 as usize].cores[(at.y * gx + at.x) as usize]
+        self.chips[chip.0 as usize].cores.get((at.y * gx + at.x) as usize).copied().flatten()
     }
 
     /// The register block of the Ethernet core on `chan` of `chip`.
@@ -624,6 +591,74 @@ impl World for Hw {
 /// The first Ethernet and worker core named ([`label_core`]): every other core of the kind is
 /// laid out alike and shares their names (a 8,192-chip machine would otherwise hold a copy per
 /// core).
+/// Chip `c`'s idle hardware, its memories created in `sched`, keyed by their ids in the build
+/// of every chip (chip `c`'s come after those of the chips before it).
+fn build_chip(
+    cluster: &Cluster,
+    soc: &SocDescriptor,
+    params: &Params,
+    c: usize,
+    (sched, labelled): (&mut Scheduler<HwEvent>, &mut Labelled),
+) -> ChipHw {
+    let (gx, gy) = (soc.grid_x, soc.grid_y);
+    let id = cluster.chips()[c].id;
+    let per_chip = 2 * (soc.eth_cores.len() + soc.workers.len()) + soc.dram.len();
+    let mut key = u32::try_from(c * per_chip).expect("too many memory spaces");
+    let mut space = |sched: &mut Scheduler<HwEvent>, name: String, size: u64| {
+        key += 1;
+        sched.add_space_keyed(name, size, key - 1)
+    };
+    let mut cores = vec![None; (gx * gy) as usize];
+    let mut put = |at: CoreCoord, slot: CoreSlot| cores[(at.y * gx + at.x) as usize] = Some(slot);
+    for (chan, &at) in soc.eth_cores.iter().enumerate() {
+        let mem = space(sched, format!("chip{id}/eth{chan}/l1"), params.erisc_l1_bytes);
+        let regs = space(sched, format!("chip{id}/eth{chan}/regs"), REGS_BYTES);
+        let kind = CoreKind::Eth(chan as u8);
+        labelled.name(sched, (params, kind), mem, regs);
+        put(at, CoreSlot { kind, mem, regs: Some(regs) });
+    }
+    for &at in &soc.workers {
+        let mem = space(sched, format!("chip{id}/worker{at}/l1"), params.worker_l1_bytes);
+        let regs = space(sched, format!("chip{id}/worker{at}/regs"), REGS_BYTES);
+        labelled.name(sched, (params, CoreKind::Worker), mem, regs);
+        put(at, CoreSlot { kind: CoreKind::Worker, mem, regs: Some(regs) });
+    }
+    for (bank, ends) in soc.dram.iter().enumerate() {
+        let mem = space(sched, format!("chip{id}/dram{bank}"), params.dram_bank_bytes);
+        for &at in ends {
+            put(at, CoreSlot { kind: CoreKind::Dram(bank as u8), mem, regs: None });
+        }
+    }
+    let eth = (0..ETH_CHANNELS)
+        .map(|chan| {
+            let free = [0, 1].map(|q| sched.new_signal(format!("chip{id}/eth{chan}/txq{q} free")));
+            EthPort::new(free)
+        })
+        .collect();
+    ChipHw {
+        noc: Noc::new(gx, gy),
+        cores,
+        eth,
+        dram_free: vec![Time::ZERO; soc.dram.len()],
+        dram_endpoint_free: vec![Time::ZERO; 2 * soc.dram.len()],
+        dram_busy: vec![(Time::ZERO, 0); soc.dram.len()],
+    }
+}
+
+impl ChipHw {
+    /// A chip the run does not use: no cores, ports, NoC state or memories.
+    fn absent() -> ChipHw {
+        ChipHw {
+            noc: Noc::new(0, 0),
+            cores: Vec::new(),
+            eth: Vec::new(),
+            dram_free: Vec::new(),
+            dram_endpoint_free: Vec::new(),
+            dram_busy: Vec::new(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Labelled {
     eth: Option<(MemSpace, MemSpace)>,

@@ -307,6 +307,11 @@ impl<E: Hash + fmt::Debug + 'static> Scheduler<E> {
         self.memory.add_space(name, size)
     }
 
+    /// Adds a memory space whose event-log key is `key` ([`Memory::add_space_keyed`]).
+    pub fn add_space_keyed(&mut self, name: impl Into<String>, size: u64, key: u32) -> MemSpace {
+        self.memory.add_space_keyed(name, size, key)
+    }
+
     /// Reads the word at `addr` (with the deferred adds that have happened by now).
     #[inline(always)]
     pub fn read_u32(&self, space: MemSpace, addr: u64) -> Result<u32, MemError> {
@@ -825,7 +830,8 @@ impl<W: World> Sim<W> {
                     }
                     &Action::Settle { space, addr } => {
                         s.stats.world_events += 1;
-                        s.log(t, seq, 2, (space.0, addr));
+                        let key = s.memory.key(space);
+                        s.log(t, seq, 2, (key, addr));
                         s.settle(space, addr);
                     }
                 }
