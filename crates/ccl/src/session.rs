@@ -244,7 +244,6 @@ impl<'c> Session<'c> {
         }
     }
 
-    /// Puts the link faults into `m`, one merged fault per link.
     /// The chips the session's ops run on and its faults touch (a faulted link's both ends):
     /// the only chips its machine builds.
     fn used_chips(&self) -> Vec<ChipIdx> {
@@ -260,6 +259,7 @@ impl<'c> Session<'c> {
         used
     }
 
+    /// Puts the link faults into `m`, one merged fault per link.
     fn inject_faults(&self, m: &mut Machine) {
         let mut links: BTreeMap<Endpoint, meshsim_hw::eth::LinkFault> = BTreeMap::new();
         for f in &self.faults {
