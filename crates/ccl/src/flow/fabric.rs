@@ -680,7 +680,7 @@ impl Network<'_, '_> {
         let (n, chips) = (req.comm.size(), req.comm.chips().to_vec());
         let t = p.tensors;
         let page = sched.page;
-        let mux = (sched.workers > 1).then_some(sched.mux_slots);
+        let mux = sched.mux();
         // Two units a stripe at most (its first group and the rest): room for them at once.
         let stripes: usize = lanes.iter().flat_map(|l| l.stripes.iter().flatten()).map(Vec::len).sum();
         self.units.reserve(2 * stripes);

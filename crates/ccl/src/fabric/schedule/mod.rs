@@ -230,6 +230,12 @@ impl Schedule {
         }
     }
 
+    /// The slots each worker has on the mux its workers share a router through, when they
+    /// do (more than one worker per link and direction).
+    pub(crate) fn mux(&self) -> Option<u64> {
+        (self.workers > 1).then_some(self.mux_slots)
+    }
+
     /// Whether the phase runs as a ring.
     pub(crate) fn ring(&self) -> bool {
         self.topology == Topology::Ring

@@ -52,7 +52,7 @@ impl Schedule {
             pages_per_packet: self.ppp,
             planes: self.planes,
             workers: self.workers,
-            mux_slots: (self.workers > 1).then_some(self.mux_slots),
+            mux_slots: self.mux(),
             kernels,
         }
     }

@@ -180,7 +180,7 @@ impl Network<'_, '_> {
             costs,
             p,
             (pi, k, d),
-            (lane.plane, lane.worker, (sched.workers > 1).then_some(sched.mux_slots)),
+            (lane.plane, lane.worker, sched.mux()),
             (pages, page),
             worker_ps,
         );
