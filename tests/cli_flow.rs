@@ -19,7 +19,6 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("fabric-galaxy-ag-rows-bf16", "planes sharing the Ethernet row's NoC"),
     ("fabric-galaxy-torus-ag-rows-relay-bf16", "planes sharing the Ethernet row's NoC"),
     ("fabric-t3000-ag-ring-bfp8", "the ring router's loop"),
-    ("fabric-n300-send-recv-bf16", "the point-to-point sender's path"),
     ("fabric-t3000-workload-mux", "a reduce-scatter worker's three kernels"),
 ];
 

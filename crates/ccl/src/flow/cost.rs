@@ -317,13 +317,21 @@ impl Costs<'_> {
 
     /// Per packet, the steady state of a producer that works in waves of `window` packets
     /// against its channel's `slots` credits: each wave it spends `read` (its reads and the wait
-    /// for the last wave's writes), then writes its packets one after another, `write` each,
-    /// each into a slot whose credit came back `rtt` after the router began sending the packet
-    /// that held it, the router sending one every `link`. A slot credited back during the read
-    /// phase waits for the next send phase, so the period can exceed both the producer's own
-    /// work and the link's. A short deterministic walk of the loop (40 waves, the second half
-    /// timed), from the same figures.
-    pub fn credit_period(&self, window: u64, slots: u64, read: f64, write: f64, link: f64, rtt: f64) -> f64 {
+    /// for the last wave's writes), then writes its packets one after another, `write` each
+    /// (the commands it issues), each into a slot whose credit came back `rtt` after the router
+    /// began sending the packet that held it. The router begins a packet once the packet's
+    /// bytes have crossed into its slot and it has noticed the doorbell (`flight` after the
+    /// write) and the link has sent the one before (one every `link`). A slot credited back
+    /// during the read phase waits for the next send phase, so the period can exceed both the
+    /// producer's own work and the link's. A short deterministic walk of the loop (40 waves,
+    /// the second half timed), from the same figures.
+    pub fn credit_period(
+        &self,
+        (window, slots): (u64, u64),
+        (read, write, flight): (f64, f64, f64),
+        link: f64,
+        rtt: f64,
+    ) -> f64 {
         const WAVES: usize = 40;
         let mut free: std::collections::BinaryHeap<std::cmp::Reverse<u64>> =
             (0..slots.max(1)).map(|_| std::cmp::Reverse(0)).collect();
@@ -336,7 +344,7 @@ impl Costs<'_> {
             for _ in 0..window {
                 let std::cmp::Reverse(at) = free.pop().expect("a slot");
                 t = t.max(at as f64) + write;
-                let send = t.max(link_free);
+                let send = (t + flight).max(link_free);
                 link_free = send + link;
                 free.push(std::cmp::Reverse((send + rtt).round() as u64));
             }
@@ -349,6 +357,13 @@ impl Costs<'_> {
     /// write).
     pub fn slot_rtt(&self, payload: u64, writes: u64, page: u64, round_hops: f64, dram: bool) -> f64 {
         self.slot_loop(payload, writes, page, round_hops, dram) - self.fill(payload)
+    }
+
+    /// A producer's packet of `payload` from its issued write until the router has noticed it
+    /// in its slot: the write's way into the slot and the router's notice ([`Costs::fill`]
+    /// without the issue, which the producer's own work holds).
+    pub fn slot_flight(&self, payload: u64) -> f64 {
+        self.fill(payload) - self.cyc(self.p.noc_issue_cycles as f64)
     }
 
     /// The wait for a packet of `bytes` to leave a worker's L1 once issued.
@@ -430,13 +445,21 @@ mod tests {
     fn a_wave_producer_waits_for_credits_it_has_too_few_of() {
         let c = wormhole();
         let (read, write, link) = (1_000_000.0, 100_000.0, 150_000.0);
-        let free = c.credit_period(8, 64, read, write, link, 2_000_000.0);
+        let free = c.credit_period((8, 64), (read, write, 0.0), link, 2_000_000.0);
         assert!((free - (read + 8.0 * write) / 8.0).abs() < 1.0, "{free}");
-        let short = c.credit_period(8, 4, read, write, link, 2_000_000.0);
+        let short = c.credit_period((8, 4), (read, write, 0.0), link, 2_000_000.0);
         assert!(short > free * 1.5, "{short} vs {free}");
         // A producer with no work of its own, paced by the link once its slots are in flight.
-        let paced = c.credit_period(8, 16, 0.0, 0.0, link, 4.0 * link);
+        let paced = c.credit_period((8, 16), (0.0, 0.0, 0.0), link, 4.0 * link);
         assert!((paced - link).abs() < 1.0, "{paced}");
+        // A slot's packet leaves only once it has crossed into the router's slot: with too few
+        // credits each is held the flight longer, and the period grows by the flight over the
+        // slots.
+        let late = c.credit_period((8, 4), (read, write, 200_000.0), link, 2_000_000.0);
+        assert!((late - (short + 200_000.0 / 4.0)).abs() < 1.0, "{late} vs {short}");
+        // With credits to spare, the producer's pace is its own whatever the flight.
+        let spare = c.credit_period((8, 64), (read, write, 200_000.0), link, 2_000_000.0);
+        assert!((spare - free).abs() < 1.0, "{spare} vs {free}");
     }
 
     /// On a ring the sender's ERISC waits for the tx DMA of a large packet, not of a small one;

@@ -777,8 +777,13 @@ impl Network<'_, '_> {
                 let read = costs.reads(window * pages, page, hops, dram) + costs.noc_flush(out);
                 let rtt = costs.slot_rtt(pages * page, pages, page, hops, dram);
                 let link = costs.link_forward(pages * page);
-                let credited =
-                    costs.credit_period(window, self.slots.0, read, costs.send_issues(), link, rtt);
+                let flight = costs.slot_flight(pages * page);
+                let credited = costs.credit_period(
+                    (window, self.slots.0),
+                    (read, costs.send_issues(), flight),
+                    link,
+                    rtt,
+                );
                 let serial = own.max(credited);
                 let mut before: Vec<usize> = Vec::new();
                 for tr in sender.sends.iter().copied() {
