@@ -63,7 +63,6 @@ const EXCEPTIONS: &[(&str, &str, &[u64], &str)] = &[
     ("t3000-ring", "reduce-scatter", &[M1, M16], RS_KERNELS),
     ("t3000-ring", "all-reduce", &[M1], RS_KERNELS),
     ("t3000-ring", "all-to-all", &[M1, M16], RING_LOOP),
-    ("t3000-ring", "broadcast", &[M1, M16], OPEN),
     ("t3000-ring", "reduce", &[M1], RS_KERNELS),
     ("t3000-ring", "scatter", &[M1, M16], OPEN),
     ("t3000-line4", "all-gather", &[M1, M16], LONG_LINES),
@@ -101,6 +100,7 @@ const EXCEPTIONS: &[(&str, &str, &[u64], &str)] = &[
     ("bh-loudbox", "reduce-scatter", &[K64, M1, M16], BH_NOC),
     ("bh-loudbox", "all-reduce", &[K64, M1, M16], BH_NOC),
     ("bh-loudbox", "all-to-all", &[K64, M1, M16], OPEN),
+    ("bh-loudbox", "broadcast", &[K64, M1, M16], BH_NOC),
     ("bh-loudbox", "reduce", &[K64, M1, M16], BH_NOC),
     ("bh-loudbox", "gather", &[M1, M16], OPEN),
     ("bh-loudbox", "scatter", &[K64, M1, M16], OPEN),
@@ -108,6 +108,7 @@ const EXCEPTIONS: &[(&str, &str, &[u64], &str)] = &[
     ("bh-galaxy-axis", "reduce-scatter", &[K64, M1, M16], BH_NOC),
     ("bh-galaxy-axis", "all-reduce", &[K64, M1, M16], BH_NOC),
     ("bh-galaxy-axis", "all-to-all", &[M1], OPEN),
+    ("bh-galaxy-axis", "broadcast", &[K64, M1, M16], BH_NOC),
     ("bh-galaxy-axis", "reduce", &[K64, M1, M16], BH_NOC),
     ("bh-galaxy-axis", "scatter", &[K64, M1, M16], OPEN),
 ];

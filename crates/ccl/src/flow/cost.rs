@@ -252,13 +252,20 @@ impl Costs<'_> {
     /// A worker's sending of one packet of `pages` pages of `page` bytes into its router:
     /// `local` pages also written into its own output first, the payload, the header and the
     /// doorbell, until the writes have left its L1 (the next packet's buffer is this one's).
+    /// Its port sends one write's flits while the core issues the next, so the writes leave
+    /// once the last is issued and every flit from the slowest stretch on has gone: the later
+    /// of, over each write k, k issues, the injection and the flits of writes k on.
     pub fn inject(&self, pages: u64, page: u64, local: u64) -> f64 {
-        let issues = (local + 3) as f64 * (self.p.noc_issue_cycles as f64);
-        let out = (local + 1) as f64 * (self.p.noc_issue_cycles as f64)
-            + (self.p.noc_inject_cycles as f64)
-            + local as f64 * self.flits(page)
-            + self.flits(pages * page)
-            + self.flits(self.header);
+        let issue = self.p.noc_issue_cycles as f64;
+        let issues = (local + 3) as f64 * issue;
+        let flits: Vec<f64> = std::iter::repeat_n(self.flits(page), local as usize)
+            .chain([self.flits(pages * page), self.flits(self.header)])
+            .collect();
+        let out = (0..flits.len())
+            .map(|k| {
+                (k + 1) as f64 * issue + (self.p.noc_inject_cycles as f64) + flits[k..].iter().sum::<f64>()
+            })
+            .fold(0.0, f64::max);
         self.cyc(issues.max(out))
     }
 
@@ -472,6 +479,20 @@ mod tests {
         assert!(large > small + 100_000.0, "{large} vs {small}");
         let line = Costs { ring: false, ..c };
         assert_eq!(line.send(4096), line.send(0));
+    }
+
+    /// A worker's writes leave its port while it issues the next: large pages are gone once the
+    /// first write is issued and every flit has left (not after every issue, then every flit);
+    /// small ones once the last command is issued.
+    #[test]
+    fn a_worker_s_port_sends_while_it_issues() {
+        let c = wormhole();
+        let p = c.p;
+        let issue = p.noc_issue_cycles as f64;
+        let flits = 2.0 * c.flits(2048) + c.flits(4096) + c.flits(c.header);
+        let large = c.cyc(issue + p.noc_inject_cycles as f64 + flits);
+        assert!((c.inject(2, 2048, 2) - large).abs() < 1e-6, "{} vs {large}", c.inject(2, 2048, 2));
+        assert!((c.inject(1, 32, 4) - c.cyc(7.0 * issue)).abs() < 1e-6, "{}", c.inject(1, 32, 4));
     }
 
     /// The receiver's DMA of a packet's last MTU piece is paid when that piece is full too
