@@ -251,22 +251,26 @@ impl Costs<'_> {
 
     /// A worker's sending of one packet of `pages` pages of `page` bytes into its router:
     /// `local` pages also written into its own output first, the payload, the header and the
-    /// doorbell, until the writes have left its L1 (the next packet's buffer is this one's).
-    /// Its port sends one write's flits while the core issues the next, so the writes leave
-    /// once the last is issued and every flit from the slowest stretch on has gone: the later
-    /// of, over each write k, k issues, the injection and the flits of writes k on.
+    /// doorbell (a command with no flits), until the writes have left its L1 (the next
+    /// packet's buffer is this one's).
     pub fn inject(&self, pages: u64, page: u64, local: u64) -> f64 {
+        let writes = std::iter::repeat_n(self.flits(page), local as usize)
+            .chain([self.flits(pages * page), self.flits(self.header)]);
+        self.leave(writes, local + 3)
+    }
+
+    /// NoC writes issued one after another, of the given flits each, among `commands` commands
+    /// in all, until they have left the worker's L1: its port sends one write's flits while the
+    /// core issues the next, each write's once it is issued and injected and the one before
+    /// has left; and all of them no sooner than the last command is issued.
+    fn leave(&self, writes: impl Iterator<Item = f64>, commands: u64) -> f64 {
         let issue = self.p.noc_issue_cycles as f64;
-        let issues = (local + 3) as f64 * issue;
-        let flits: Vec<f64> = std::iter::repeat_n(self.flits(page), local as usize)
-            .chain([self.flits(pages * page), self.flits(self.header)])
-            .collect();
-        let out = (0..flits.len())
-            .map(|k| {
-                (k + 1) as f64 * issue + (self.p.noc_inject_cycles as f64) + flits[k..].iter().sum::<f64>()
-            })
-            .fold(0.0, f64::max);
-        self.cyc(issues.max(out))
+        let inject = self.p.noc_inject_cycles as f64;
+        let mut port = 0.0f64;
+        for (k, flits) in writes.enumerate() {
+            port = port.max((k + 1) as f64 * issue + inject) + flits;
+        }
+        self.cyc(port.max(commands as f64 * issue))
     }
 
     /// The serial path of a worker that reads a packet, waits for it and sends it before the
@@ -282,12 +286,9 @@ impl Costs<'_> {
     }
 
     /// `pages` NoC writes of `page` bytes a worker issues one after another, until they have
-    /// left its L1: its issues, or the first issue and then its port's flits when they take
-    /// longer.
+    /// left its L1 ([`Costs::leave`]).
     pub fn writes(&self, pages: u64, page: u64) -> f64 {
-        let p = pages as f64;
-        let issue = self.p.noc_issue_cycles as f64;
-        self.cyc((p * issue).max(issue + (self.p.noc_inject_cycles as f64) + p * self.flits(page)))
+        self.leave(std::iter::repeat_n(self.flits(page), pages as usize), pages)
     }
 
     /// A worker that reads a window of packets ahead while it sends (the relay all-gather's
