@@ -19,7 +19,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("fabric-galaxy-ag-rows-bf16", "planes sharing the Ethernet row's NoC"),
     ("fabric-galaxy-torus-ag-rows-relay-bf16", "planes sharing the Ethernet row's NoC"),
     ("fabric-t3000-ag-ring-bfp8", "the ring router's loop"),
-    ("fabric-t3000-workload-mux", "a reduce-scatter worker's three kernels"),
+    ("fabric-t3000-ag-ring-in-place-relay-bf16", "the ring router's loop"),
 ];
 
 #[test]

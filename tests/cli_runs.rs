@@ -285,11 +285,14 @@ scenarios:
         let (code, out, err) = meshsim(&["regress", "--suite", s, "--check-determinism"]);
         assert_eq!(code, 0, "{out}{err}");
         assert!(err.contains("deterministic"), "{err}");
-        // A slower link moves the exact scenarios; the loose one stays within its 50 %.
+        // A slower link moves the exact scenarios; the loose one stays within its 50 %. (The
+        // small all-gather's time moves in steps with the link's latency, as its routers'
+        // passes and the completion increments line up: 14.4 µs at 318 ns, 13.9 at 400, 15.3
+        // at 500; 500 ns is a plain slowdown.)
         let params = file("regress/slow.yaml", b"");
         let yaml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/wormhole_b0.yaml"))
             .unwrap()
-            .replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 400");
+            .replace("eth_link_latency_ns: 318", "eth_link_latency_ns: 500");
         std::fs::write(&params, yaml).unwrap();
         let (code, out, err) = meshsim(&["regress", "--suite", s, "--params", params.to_str().unwrap()]);
         assert_eq!(code, 1, "{out}{err}");

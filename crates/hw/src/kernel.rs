@@ -482,7 +482,8 @@ impl Kernel {
                     let flits = p.cycles(crate::noc::packet_flits(&p, n));
                     ready = first.max(done.saturating_sub(flits));
                 }
-                let arrive = hw.chips[self.chip.0 as usize].noc.send(&p, self.noc, src_at, self.at, n, ready);
+                let arrive =
+                    hw.chips[self.chip.0 as usize].noc.send_later(&p, self.noc, src_at, self.at, n, ready);
                 // In timing mode DRAM holds nothing (writes into it carry nothing), so reads
                 // from it carry nothing either.
                 let carried = match (hw.mode, kind) {

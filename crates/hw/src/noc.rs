@@ -11,6 +11,12 @@
 //! injection and ejection ports of each core are links too. A later packet on the same route
 //! therefore never overtakes an earlier one, so a write and the semaphore increment issued after
 //! it on the same NoC arrive in order.
+//!
+//! A link serves packets in the order their heads reach it, as the hardware's arbiters do, not
+//! in the order they were booked: a packet that reaches a link later than it would on an idle
+//! NoC (a DRAM read's answer that waits for its bank, a packet queued at an earlier link)
+//! leaves the link idle until then, and a packet whose head arrives in that idle time and whose
+//! flits fit in it crosses first ([`Noc::book`]). A link keeps its latest four such intervals.
 
 use meshsim_engine::Time;
 use meshsim_topology::soc::CoreCoord;
@@ -21,22 +27,152 @@ use crate::params::Params;
 pub struct Noc {
     grid_x: u32,
     grid_y: u32,
-    /// `[noc][(y * grid_x + x) * 2 + dim]`: the out-link of a router along `dim` (0 = x,
-    /// 1 = y). A route walk touches each link's free time and occupancy together, so they
-    /// sit side by side.
-    links: [Vec<LinkState>; 2],
-    /// `[noc][y * grid_x + x]`: when a core's injection / ejection port is next free.
-    inject: [Vec<Time>; 2],
-    eject: [Vec<Time>; 2],
-    /// Total occupancy of the ports: injection ports, then ejection ports.
-    busy: [Vec<u64>; 2],
+    /// `[noc][i]`: a link or port, `i` as [`Noc::busiest`] counts them: the out-link of router
+    /// `(y * grid_x + x)` along `dim` (0 = x, 1 = y) at `(y * grid_x + x) * 2 + dim`, then the
+    /// cores' injection ports, then their ejection ports. A route walk touches each once.
+    res: [Vec<LinkState>; 2],
+    /// `[noc][i]`: the older idle intervals of the same link or port, touched only when one
+    /// still open gives way to a newer one or a packet that finds the link busy may take one.
+    idle: [Vec<Idle>; 2],
+    /// The simulated time of the latest send: no packet is injected before it.
+    now: u64,
 }
 
-/// One NoC link: when it is next free and how long packets have occupied it, in picoseconds.
+/// One NoC link or port, in picoseconds: when it is next free, how long packets have occupied
+/// it, its newest idle interval before a later booking, and until when the older ones it keeps
+/// (in [`Noc`]'s `idle`) last (at most: 0 when it keeps none).
 #[derive(Clone, Copy, Default)]
 struct LinkState {
     free: u64,
     busy: u64,
+    gap: Gap,
+    older_to: u64,
+}
+
+/// Older idle intervals a link or port keeps beside its newest ([`Idle`]).
+const OLDER: usize = 3;
+
+/// The older idle intervals of a link or port ([`Gap`]), a ring whose newest is at `newest`.
+#[derive(Clone, Copy, Default)]
+struct Idle {
+    gaps: [Gap; OLDER],
+    newest: usize,
+}
+
+/// An idle interval of a link or port before a later booking (`from..to`, empty when equal),
+/// and the earliest head arrival of the packets booked after it and before the next interval:
+/// a packet whose head came later than any packet booked after an interval may not take it
+/// (first come, first served, so packets on one route stay in order).
+#[derive(Clone, Copy, Default)]
+struct Gap {
+    from: u64,
+    to: u64,
+    first: u64,
+}
+
+impl Gap {
+    /// Where a head at `t` that must come before `after` starts in the interval if it holds
+    /// `occupy`.
+    fn fit(&self, t: u64, occupy: u64, after: u64) -> Option<u64> {
+        let start = self.from.max(t);
+        (t < after && start + occupy <= self.to).then_some(start)
+    }
+}
+
+impl Idle {
+    /// Keeps `g` as the newest older interval (the oldest kept goes).
+    fn push(&mut self, g: Gap) {
+        self.newest = (self.newest + 1) % OLDER;
+        self.gaps[self.newest] = g;
+    }
+
+    /// For a head at `t` that must come before `after` (the earliest head booked after the
+    /// older intervals): the start of the earliest interval that holds `occupy` and that the
+    /// head reaches before every packet booked after it, which stays idle after the packet;
+    /// `None` if none does. A packet booked after them all notes its head in the newest.
+    fn take(&mut self, t: u64, occupy: u64, after: u64) -> Option<u64> {
+        // Newest to oldest: the earliest head booked after each interval.
+        let mut firsts = [0; OLDER];
+        let mut first = after;
+        for (j, f) in firsts.iter_mut().enumerate() {
+            first = first.min(self.gaps[(self.newest + OLDER - j) % OLDER].first);
+            *f = first;
+        }
+        for j in (0..OLDER).rev() {
+            let i = (self.newest + OLDER - j) % OLDER;
+            if let Some(start) = self.gaps[i].fit(t, occupy, firsts[j]) {
+                // Booked after the interval before this one.
+                self.gaps[i].from = start + occupy;
+                if j + 1 < OLDER {
+                    let p = &mut self.gaps[(i + OLDER - 1) % OLDER];
+                    p.first = p.first.min(t);
+                }
+                return Some(start);
+            }
+        }
+        None
+    }
+}
+
+impl Noc {
+    /// Books `occupy` on link or port `i` of `noc` for a head that arrives at `t`: first come,
+    /// first served by head arrival. A head that finds it busy takes the earliest idle
+    /// interval before a later booking that holds it and that it reaches before every packet
+    /// booked after it, else waits until it is free. A `delayed` head (its packet queued
+    /// earlier on its route or waits for its data) leaves the time until it arrives idle for
+    /// others; a packet that is not delayed claims its route from its issue (the cycles its
+    /// head takes to travel are not offered to others). Returns when the packet starts on it.
+    #[inline]
+    fn book(&mut self, noc: usize, i: usize, t: u64, occupy: u64, delayed: bool) -> u64 {
+        let (l, now) = (&mut self.res[noc][i], self.now);
+        l.busy += occupy;
+        if t >= l.free {
+            // A tail booking's head comes after every interval's first: nothing to note.
+            let idle = l.free.max(now);
+            l.free = t + occupy;
+            if delayed && t > idle {
+                let g = std::mem::replace(&mut l.gap, Gap { from: idle, to: t, first: t });
+                if g.to > now && g.from < g.to {
+                    l.older_to = g.to;
+                    self.idle[noc][i].push(g);
+                }
+            }
+            return t;
+        }
+        self.book_busy(noc, i, t, occupy)
+    }
+
+    /// [`Noc::book`] of a head that finds its link or port busy.
+    #[inline(never)]
+    fn book_busy(&mut self, noc: usize, i: usize, t: u64, occupy: u64) -> u64 {
+        let (l, now) = (&mut self.res[noc][i], self.now);
+        if t >= l.gap.to {
+            // After every interval (the newest ends last), and after every head booked after
+            // them (each came no later than the newest's end).
+            let start = l.free;
+            l.free += occupy;
+            return start;
+        }
+        let (gap, older) = (l.gap, l.older_to > now && t < l.older_to);
+        let taken = if older { self.idle[noc][i].take(t, occupy, gap.first) } else { None };
+        let l = &mut self.res[noc][i];
+        if let Some(start) = taken {
+            return start;
+        }
+        if let Some(start) = gap.fit(t, occupy, gap.first) {
+            l.gap.from = start + occupy;
+            if older {
+                let idle = &mut self.idle[noc][i];
+                let p = &mut idle.gaps[idle.newest];
+                p.first = p.first.min(t);
+            }
+            return start;
+        }
+        l.gap.first = l.gap.first.min(t);
+        let start = l.free;
+        l.free += occupy;
+        start
+    }
 }
 
 /// A NoC link or port of one router.
@@ -73,17 +209,9 @@ pub fn packet_flits(p: &Params, bytes: u64) -> u64 {
 impl Noc {
     /// Idle NoCs on a `grid_x` by `grid_y` grid.
     pub fn new(grid_x: u32, grid_y: u32) -> Noc {
-        let nodes = (grid_x * grid_y) as usize;
-        let v = |n| vec![Time::ZERO; n];
-        let l = || vec![LinkState::default(); nodes * 2];
-        Noc {
-            grid_x,
-            grid_y,
-            links: [l(), l()],
-            inject: [v(nodes), v(nodes)],
-            eject: [v(nodes), v(nodes)],
-            busy: [vec![0; nodes * 2], vec![0; nodes * 2]],
-        }
+        let n = (grid_x * grid_y) as usize * 4;
+        let (r, i) = (|| vec![LinkState::default(); n], || vec![Idle::default(); n]);
+        Noc { grid_x, grid_y, res: [r(), r()], idle: [i(), i()], now: 0 }
     }
 
     /// The most occupied link or port of either NoC (the first such by NoC, position and port
@@ -91,9 +219,8 @@ impl Noc {
     pub fn busiest(&self) -> Option<PortUse> {
         let nodes = (self.grid_x * self.grid_y) as usize;
         let mut best: Option<PortUse> = None;
-        for (noc, ports) in self.busy.iter().enumerate() {
-            let links = self.links[noc].iter().map(|l| l.busy);
-            for (i, b) in links.chain(ports.iter().copied()).enumerate() {
+        for (noc, res) in self.res.iter().enumerate() {
+            for (i, b) in res.iter().map(|l| l.busy).enumerate() {
                 if b == 0 || best.is_some_and(|x| x.busy.0 >= b) {
                     continue;
                 }
@@ -133,8 +260,8 @@ impl Noc {
         )
     }
 
-    /// Sends a packet of `bytes` payload from `src` to `dst` on `noc`, injected no earlier than
-    /// `ready`; books every link it uses and returns when its last flit is in `dst`.
+    /// Sends a packet of `bytes` payload from `src` to `dst` on `noc`, ready at `now`, the
+    /// simulated time; books every link it uses and returns when its last flit is in `dst`.
     pub fn send(
         &mut self,
         p: &Params,
@@ -142,9 +269,9 @@ impl Noc {
         src: CoreCoord,
         dst: CoreCoord,
         bytes: u64,
-        ready: Time,
+        now: Time,
     ) -> Time {
-        self.send_packet(p, noc, src, dst, bytes, ready).arrive
+        self.send_packet(p, noc, src, dst, bytes, now).arrive
     }
 
     /// [`Noc::send`], also telling when the packet's last flit left `src`.
@@ -155,6 +282,35 @@ impl Noc {
         src: CoreCoord,
         dst: CoreCoord,
         bytes: u64,
+        now: Time,
+    ) -> Sent {
+        self.now = self.now.max(now.0);
+        self.book_route(p, noc, (src, dst), bytes, now)
+    }
+
+    /// Sends a packet that will be ready at `ready`, later than the simulated time (a read's
+    /// answer, which leaves once its request has arrived and, from DRAM, once the bank has
+    /// streamed it): the links it will cross stay free to earlier packets until it reaches
+    /// them. Returns when it is in `dst`.
+    pub fn send_later(
+        &mut self,
+        p: &Params,
+        noc: usize,
+        src: CoreCoord,
+        dst: CoreCoord,
+        bytes: u64,
+        ready: Time,
+    ) -> Time {
+        self.book_route(p, noc, (src, dst), bytes, ready).arrive
+    }
+
+    /// Books a packet's injection port, route links and ejection port from `ready` on.
+    fn book_route(
+        &mut self,
+        p: &Params,
+        noc: usize,
+        (src, dst): (CoreCoord, CoreCoord),
+        bytes: u64,
         ready: Time,
     ) -> Sent {
         let flits = packet_flits(p, bytes);
@@ -163,23 +319,23 @@ impl Noc {
         let cyc = |n: u64| period.map_or_else(|| p.cycles(n).0, |ps| n * ps);
         let occupy = cyc(flits);
         let hop = cyc(p.noc_hop_cycles);
-        let s = self.node(src);
-        let nodes = self.inject[noc].len();
-        let inject = &mut self.inject[noc][s];
-        let mut t = (ready.0 + cyc(p.noc_inject_cycles)).max(inject.0);
-        *inject = Time(t + occupy);
+        let nodes = (self.grid_x * self.grid_y) as usize;
+        let (s, d) = (self.node(src), self.node(dst));
+        // Whether the packet's head is later than on an idle NoC: it waits for its data, or
+        // queued at an earlier link or port.
+        let mut delayed = ready.0 > self.now;
+        let mut t = ready.0 + cyc(p.noc_inject_cycles);
+        let start = self.book(noc, nodes * 2 + s, t, occupy, delayed);
+        delayed |= start > t;
+        t = start;
         let flushed = Time(t + occupy);
-        self.busy[noc][s] += occupy;
         let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
-        let links = &mut self.links[noc];
-        // Walk the route in plain integers: the head crosses each link once it is free, holding
-        // it for the packet's flits, and moves on one hop latency later.
-        let mut cross = |link: usize, t: &mut u64| {
-            let l = &mut links[link];
-            let start = (*t).max(l.free);
-            l.free = start + occupy;
+        // Walk the route: the head crosses each link once it may, holding it for the
+        // packet's flits, and moves on one hop latency later.
+        let mut cross = |noc_: &mut Noc, link: usize, t: &mut u64| {
+            let start = noc_.book(noc, link, *t, occupy, delayed);
+            delayed |= start > *t;
             *t = start + hop;
-            l.busy += occupy;
         };
         let (mut x, mut y) = (src.x as usize, src.y as usize);
         let (dx, dy) = (dst.x as usize, dst.y as usize);
@@ -188,12 +344,12 @@ impl Noc {
             // `src` (tt-isa-documentation's `NoC/RoutingPaths.md`, the same on both
             // architectures; `shared/fabric.md` §12).
             while y != dy {
-                cross((y * gx + x) * 2 + 1, &mut t);
+                cross(self, (y * gx + x) * 2 + 1, &mut t);
                 y = if y == 0 { gy - 1 } else { y - 1 };
             }
         }
         while x != dx {
-            cross((y * gx + x) * 2, &mut t);
+            cross(self, (y * gx + x) * 2, &mut t);
             x = if noc == 0 {
                 if x + 1 == gx { 0 } else { x + 1 }
             } else if x == 0 {
@@ -203,7 +359,7 @@ impl Noc {
             };
         }
         while y != dy {
-            cross((y * gx + x) * 2 + 1, &mut t);
+            cross(self, (y * gx + x) * 2 + 1, &mut t);
             y = if noc == 0 {
                 if y + 1 == gy { 0 } else { y + 1 }
             } else if y == 0 {
@@ -212,11 +368,7 @@ impl Noc {
                 y - 1
             };
         }
-        let d = self.node(dst);
-        let eject = &mut self.eject[noc][d];
-        let start = t.max(eject.0);
-        *eject = Time(start + occupy);
-        self.busy[noc][nodes + d] += occupy;
+        let start = self.book(noc, nodes * 3 + d, t, occupy, delayed);
         Sent { arrive: Time(start + occupy + cyc(p.noc_eject_cycles)), flushed }
     }
 }
@@ -277,9 +429,53 @@ mod tests {
         let big = noc.send(&p, 0, c(1, 1), c(4, 1), 8192, Time::ZERO);
         let sem = noc.send(&p, 0, c(1, 1), c(4, 1), 4, Time::ZERO);
         assert!(sem > big, "the increment arrives after the write it follows");
-        // A packet from another core crossing one shared link waits for it.
-        let other = noc.send(&p, 0, c(2, 1), c(3, 1), 32, Time::ZERO);
+        // A packet from another core that reaches a shared link while the write holds it
+        // waits for it.
+        let other = noc.send(&p, 0, c(2, 1), c(3, 1), 32, Time::from_ns(20));
         assert!(other > Time::from_ns(257));
+    }
+
+    #[test]
+    fn a_packet_crosses_a_link_in_the_idle_time_before_a_later_booking() {
+        let p = Params::default();
+        let mut noc = Noc::new(10, 12);
+        // A DRAM answer from (1,1) to (4,1) booked to leave 1 µs from now holds the x links
+        // out of (1,1), (2,1) and (3,1) only from then on.
+        let late = noc.send_later(&p, 0, c(1, 1), c(4, 1), 2048, Time::from_ns(1000));
+        assert!(late > Time::from_ns(1000));
+        // A write across the same links now goes first, as on an idle NoC.
+        let idle = Noc::new(10, 12).send(&p, 0, c(2, 1), c(4, 1), 2048, Time::ZERO);
+        assert_eq!(noc.send(&p, 0, c(2, 1), c(4, 1), 2048, Time::ZERO), idle);
+        // One that does not fit before the booking waits for it.
+        let mut noc = Noc::new(10, 12);
+        noc.send_later(&p, 0, c(1, 1), c(4, 1), 2048, Time::from_ns(20));
+        assert!(noc.send(&p, 0, c(2, 1), c(4, 1), 2048, Time::ZERO) > late - Time::from_ns(1000));
+    }
+
+    #[test]
+    fn a_later_packet_never_passes_one_whose_head_came_first() {
+        let p = Params::default();
+        // The x link out of (3,1) is booked from 100 ns on, for a DRAM answer.
+        let booked = || {
+            let mut noc = Noc::new(10, 12);
+            noc.send_later(&p, 0, c(3, 1), c(5, 1), 4096, Time::from_ns(100));
+            noc
+        };
+        // A large write from (0,1) reaches it after 3 hops but does not fit before the
+        // booking, so it goes after; an increment from (3,1) whose head gets there first fits
+        // and passes both.
+        let mut noc = booked();
+        let write = noc.send(&p, 0, c(0, 1), c(5, 1), 8192, Time::ZERO);
+        let first = noc.send(&p, 0, c(3, 1), c(4, 1), 4, Time::ZERO);
+        assert!(first < Time::from_ns(100) && write > Time::from_ns(357));
+        // One issued once the write's head is there would fit as well, but may not pass it.
+        let late = noc.send(&p, 0, c(3, 1), c(4, 1), 4, Time::from_ns(40));
+        assert!(late > Time::from_ns(357), "{late:?}");
+        // Nor may the increment issued behind the write on its own route.
+        let mut noc = booked();
+        let write = noc.send(&p, 0, c(2, 1), c(5, 1), 8192, Time::ZERO);
+        let inc = noc.send(&p, 0, c(2, 1), c(5, 1), 4, Time::ZERO);
+        assert!(inc > write, "the increment lands after the write it follows");
     }
 
     #[test]
@@ -290,7 +486,7 @@ mod tests {
         let x_links = |noc: &Noc| {
             let mut v: Vec<(u32, u32)> = (0..10)
                 .flat_map(|x| (0..12).map(move |y| (x, y)))
-                .filter(|&(x, y)| noc.links[1][(y as usize * 10 + x as usize) * 2].busy > 0)
+                .filter(|&(x, y)| noc.res[1][(y as usize * 10 + x as usize) * 2].busy > 0)
                 .collect();
             v.sort();
             v
@@ -302,7 +498,7 @@ mod tests {
         let mut noc0 = Noc::new(10, 12);
         noc0.send(&p, 0, c(2, 8), c(5, 1), 64, Time::ZERO);
         let row: Vec<(u32, u32)> =
-            (0..10).filter(|&x| noc0.links[0][(8 * 10 + x) * 2].busy > 0).map(|x| (x as u32, 8)).collect();
+            (0..10).filter(|&x| noc0.res[0][(8 * 10 + x) * 2].busy > 0).map(|x| (x as u32, 8)).collect();
         assert_eq!(row, vec![(2, 8), (3, 8), (4, 8)]);
         // The same hops on either NoC, so an idle packet takes the same time.
         assert_eq!(t, Noc::new(10, 12).send(&p, 0, c(2, 8), c(5, 1), 64, Time::ZERO));
