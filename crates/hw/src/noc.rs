@@ -89,7 +89,7 @@ impl Idle {
     /// For a head at `t` that must come before `after` (the earliest head booked after the
     /// older intervals): the start of the earliest interval that holds `occupy` and that the
     /// head reaches before every packet booked after it, which stays idle after the packet;
-    /// `None` if none does. A packet booked after them all notes its head in the newest.
+    /// `None` if none does (the caller then books it later and notes its head there).
     fn take(&mut self, t: u64, occupy: u64, after: u64) -> Option<u64> {
         // Newest to oldest: the earliest head booked after each interval.
         let mut firsts = [0; OLDER];
