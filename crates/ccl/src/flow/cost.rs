@@ -303,24 +303,25 @@ impl Costs<'_> {
     }
 
     /// Per packet, a worker that works in waves of `window` packets (the point-to-point
-    /// senders', the reduce-scatter's): it waits for the last wave's writes to leave, issues
-    /// the reads of the wave (`reads` pages per packet), waits for them, then spends `after`
-    /// on each packet (its sums and the three commands of a send, or its local writes); each
-    /// packet sends `out` bytes from its L1 (its payload and header, or its local writes).
-    #[allow(clippy::too_many_arguments)]
+    /// senders'): it waits for the last wave's writes to leave, issues the reads of the wave
+    /// (`reads` pages per packet), waits for them, then issues each packet's `commands`, among
+    /// them NoC writes of `writes` bytes (a send's payload and header, or a copy's pages). Its
+    /// port sends one write's flits while the core issues the next, across the whole wave
+    /// ([`Costs::leave`]): a wave of 2 KiB page writes leaves at the port's pace, not at the
+    /// issues'.
     pub fn wave(
         &self,
         window: u64,
         reads: u64,
         page: u64,
         (round_hops, dram): (f64, bool),
-        after: f64,
-        out: u64,
+        (writes, commands): (&[u64], u64),
     ) -> f64 {
         let w = window as f64;
         let read = if reads > 0 { self.reads(window * reads, page, round_hops, dram) } else { 0.0 };
-        // The last packet's bytes leave after its commands; the next wave waits for them.
-        (read + w * after + self.noc_flush(out)) / w
+        let flits: Vec<f64> = writes.iter().map(|&b| self.flits(b)).collect();
+        let out = (0..window).flat_map(|_| flits.iter().copied());
+        (read + self.leave(out, window * commands)) / w
     }
 
     /// Per packet, the steady state of a producer that works in waves of `window` packets
@@ -382,11 +383,6 @@ impl Costs<'_> {
     /// The three commands of a send into a router or mux: payload, header, doorbell.
     pub fn send_issues(&self) -> f64 {
         self.cyc(3.0 * (self.p.noc_issue_cycles as f64))
-    }
-
-    /// `n` NoC commands a worker issues.
-    pub fn issues(&self, n: u64) -> f64 {
-        self.cyc(n as f64 * (self.p.noc_issue_cycles as f64))
     }
 
     /// A Tensix mux's work per packet it forwards: the send into the router slot, the blocking

@@ -772,7 +772,8 @@ impl Network<'_, '_> {
                 // A wave is at most a chunk: a chunk smaller than the window is a wave of its own.
                 let window = (A2A_WINDOW as u64).min(chunk.len().max(1) as u64);
                 let out = pages * page + costs.header;
-                let own = costs.wave(window, pages, page, (hops, dram), costs.send_issues(), out);
+                let sent = [pages * page, costs.header];
+                let own = costs.wave(window, pages, page, (hops, dram), (&sent, 3));
                 // Its waves against the first hop's credits.
                 let read = costs.reads(window * pages, page, hops, dram) + costs.noc_flush(out);
                 let rtt = costs.slot_rtt(pages * page, pages, page, hops, dram);
@@ -816,8 +817,8 @@ impl Network<'_, '_> {
                 }
                 // The rank's own chunk is copied after the sends, in the same waves.
                 if local {
-                    let copy =
-                        costs.wave(window, pages, page, (hops, dram), costs.issues(pages), pages * page);
+                    let copied = vec![page; pages as usize];
+                    let copy = costs.wave(window, pages, page, (hops, dram), (&copied, pages));
                     self.unit(pi, count, Rc::new([(worker, copy)]), copy, &before, Rc::new([chip]));
                 }
             }
