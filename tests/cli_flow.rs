@@ -235,3 +235,33 @@ fn a_workload_on_the_flow_model_names_the_links_its_ops_contended_on() {
         assert!(apart.lines().any(|l| l.trim_end().ends_with(op)), "{op} crossed links: {apart}");
     }
 }
+
+/// A chip whose kernels only send ends when its sends do, on the flow model as on the packet
+/// model: a scatter's root on a line end sends every chunk and receives nothing, and an
+/// all-to-all's line ends send for as long as the ranks next to them. (The flow model once
+/// ended such a chip with what reached it: the scatter's root with its local copy, at an
+/// eighth of its time.)
+#[test]
+fn a_chip_that_only_sends_ends_with_its_sends_on_the_flow_model() {
+    let line = ["--stack", "fabric", "--cluster", "t3000", "--topology", "line", "--shape", "1,1,256,4096"];
+    // The ranks whose own sends end last on them: the scatter's root, the all-to-all's ends.
+    for (op, ranks) in [("scatter", &[0][..]), ("all-to-all", &[0, 7][..])] {
+        let ends = |model: &str| -> Vec<f64> {
+            let mut args = vec!["op", op, "--model", model, "--format", "json"];
+            args.extend(line);
+            let (code, out, err) = meshsim(&args);
+            assert_eq!(code, 0, "{err}");
+            let v = json(&out);
+            v["per_chip"].as_array().unwrap().iter().map(|c| c["end_us"].as_f64().unwrap()).collect()
+        };
+        let (packet, flow) = (ends("packet"), ends("flow"));
+        for &rank in ranks {
+            let (p, f) = (packet[rank], flow[rank]);
+            let error = 100.0 * (f / p - 1.0);
+            assert!(
+                error.abs() < 3.0,
+                "{op}, rank {rank}: flow {f} us against packet {p} us ({error:+.1} %)"
+            );
+        }
+    }
+}

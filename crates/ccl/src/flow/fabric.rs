@@ -110,6 +110,11 @@ struct Unit {
     ready: f64,
     dependents: Vec<usize>,
     chips: Chips,
+    /// The chip whose kernel sends it, and how long before the unit's end that kernel is
+    /// done with it (its last packet's way, less the connection's close), if the kernel ends
+    /// with its sends (a point-to-point sender's chip may receive nothing: a gather's
+    /// non-root ranks, a scatter's root, a line end of an all-to-all).
+    from: Option<(ChipIdx, f64)>,
     /// What each of its packets puts on the link directions it crosses.
     wire: Wire,
     /// When its first packet landed and when it ended, once run.
@@ -431,6 +436,7 @@ impl Network<'_, '_> {
             ready: 0.0,
             dependents: Vec::new(),
             chips,
+            from: None,
             wire: self.no_wire.clone(),
             began: 0.0,
             ended: 0.0,
@@ -800,6 +806,9 @@ impl Network<'_, '_> {
                     let u = self.unit(pi, count, uses.into(), way, &before, reached.clone());
                     self.units[u].chained = before.first().map(|&b| b as u32);
                     self.units[u].wire = wire.into();
+                    // The kernel is done once its last packet has left and its router has
+                    // acknowledged the connection's close.
+                    self.units[u].from = Some((chip, way - costs.close()));
                     before = vec![u];
                     if reduce {
                         // Once the chunk has landed, the destination's reducers each read their
@@ -883,6 +892,10 @@ impl Network<'_, '_> {
             for &c in self.units[u].chips.clone().iter() {
                 let e = self.phases[pi].chip_end.entry(c).or_insert(0.0);
                 *e = e.max(t + tail);
+            }
+            if let Some((c, before)) = self.units[u].from {
+                let e = self.phases[pi].chip_end.entry(c).or_insert(0.0);
+                *e = e.max(t - before);
             }
             for d in std::mem::take(&mut self.units[u].dependents) {
                 let unit = &mut self.units[d];
