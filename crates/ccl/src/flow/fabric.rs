@@ -777,21 +777,7 @@ impl Network<'_, '_> {
                 let local = sender.own.is_some();
                 // A wave is at most a chunk: a chunk smaller than the window is a wave of its own.
                 let window = (A2A_WINDOW as u64).min(chunk.len().max(1) as u64);
-                let out = pages * page + costs.header;
-                let sent = [pages * page, costs.header];
-                let own = costs.wave(window, pages, page, (hops, dram), (&sent, 3));
-                // Its waves against the first hop's credits.
-                let read = costs.reads(window * pages, page, hops, dram) + costs.noc_flush(out);
-                let rtt = costs.slot_rtt(pages * page, pages, page, hops, dram);
-                let link = costs.link_forward(pages * page);
-                let flight = costs.slot_flight(pages * page);
-                let credited = costs.credit_period(
-                    (window, self.slots.0),
-                    (read, costs.send_issues(), flight),
-                    link,
-                    rtt,
-                );
-                let serial = own.max(credited);
+                let serial = self.sender_pace(costs, window, (pages, page), (hops, dram));
                 let mut before: Vec<usize> = Vec::new();
                 for tr in sender.sends.iter().copied() {
                     let Route { mut uses, reached, wire } =
@@ -832,6 +818,28 @@ impl Network<'_, '_> {
                 }
             }
         }
+    }
+
+    /// Per packet, a point-to-point sender's pace: its waves of `window` packets of `pages`
+    /// pages (their reads, then their sends), or those waves against the first hop's credits
+    /// where the slots bind (`Costs::credit_period`).
+    fn sender_pace(
+        &self,
+        costs: &Costs,
+        window: u64,
+        (pages, page): (u64, u64),
+        (hops, dram): (f64, bool),
+    ) -> f64 {
+        let out = pages * page + costs.header;
+        let sent = [pages * page, costs.header];
+        let own = costs.wave(window, pages, page, (hops, dram), (&sent, 3));
+        let read = costs.reads(window * pages, page, hops, dram) + costs.noc_flush(out);
+        let rtt = costs.slot_rtt(pages * page, pages, page, hops, dram);
+        let link = costs.link_forward(pages * page);
+        let flight = costs.slot_flight(pages * page);
+        let credited =
+            costs.credit_period((window, self.slots.0), (read, costs.send_issues(), flight), link, rtt);
+        own.max(credited)
     }
 
     /// Runs every phase: a phase starts when those it depends on have ended; a unit starts
