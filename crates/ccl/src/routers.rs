@@ -29,13 +29,16 @@ pub struct RouterStats {
     pub peak_rx_slots: u64,
     /// Time a sender channel had a packet to send but the peer's receiver had no free slot.
     pub credit_wait: Time,
-    /// Time its main loop spent on passes that moved something.
+    /// Time its main loop spent on passes that moved something: on a router that runs on two
+    /// ERISCs (Blackhole's senders on one, its receiver on the other), the busier one's, so
+    /// that it is a share of one core's time.
     pub busy: Time,
 }
 
 impl RouterStats {
     /// Adds what another kernel of the same router did (a two-ERISC router's receiver loop to
-    /// its sender loop's figures): counts and times add, peaks take the larger.
+    /// its sender loop's figures): counts and credit waits add, peaks and the busy time (each
+    /// kernel's own core's) take the larger.
     pub fn absorb(&mut self, o: &RouterStats) {
         for c in 0..SENDER_CHANNELS {
             self.sent[c] += o.sent[c];
@@ -46,7 +49,7 @@ impl RouterStats {
         self.written += o.written;
         self.peak_rx_slots = self.peak_rx_slots.max(o.peak_rx_slots);
         self.credit_wait += o.credit_wait;
-        self.busy += o.busy;
+        self.busy = self.busy.max(o.busy);
     }
 }
 
