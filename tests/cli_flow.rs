@@ -237,15 +237,20 @@ fn a_workload_on_the_flow_model_names_the_links_its_ops_contended_on() {
 }
 
 /// A chip whose kernels only send ends when its sends do, on the flow model as on the packet
-/// model: a scatter's root on a line end sends every chunk and receives nothing, and an
-/// all-to-all's line ends send for as long as the ranks next to them. (The flow model once
-/// ended such a chip with what reached it: the scatter's root with its local copy, at an
-/// eighth of its time.)
+/// model: a scatter's root on a line end sends every chunk and receives nothing, an
+/// all-to-all's line ends send for as long as the ranks next to them, and a line
+/// reduce-scatter's ends send their partials long after their own slice has reached them. (The
+/// flow model once ended such a chip with what reached it: the scatter's root with its local
+/// copy, at an eighth of its time; the reduce-scatter's ends 27 % early.) The reduce-scatter's
+/// bound is wider: the op itself is 9 % fast on the flow model here (a worker's three kernels,
+/// docs/model.md).
 #[test]
 fn a_chip_that_only_sends_ends_with_its_sends_on_the_flow_model() {
     let line = ["--stack", "fabric", "--cluster", "t3000", "--topology", "line", "--shape", "1,1,256,4096"];
-    // The ranks whose own sends end last on them: the scatter's root, the all-to-all's ends.
-    for (op, ranks) in [("scatter", &[0][..]), ("all-to-all", &[0, 7][..])] {
+    // The ranks whose own sends end last on them: the scatter's root, the line's ends.
+    let cases =
+        [("scatter", &[0][..], 3.0), ("all-to-all", &[0, 7][..], 3.0), ("reduce-scatter", &[0, 7][..], 5.0)];
+    for (op, ranks, bound) in cases {
         let ends = |model: &str| -> Vec<f64> {
             let mut args = vec!["op", op, "--model", model, "--format", "json"];
             args.extend(line);
@@ -259,7 +264,7 @@ fn a_chip_that_only_sends_ends_with_its_sends_on_the_flow_model() {
             let (p, f) = (packet[rank], flow[rank]);
             let error = 100.0 * (f / p - 1.0);
             assert!(
-                error.abs() < 3.0,
+                error.abs() < bound,
                 "{op}, rank {rank}: flow {f} us against packet {p} us ({error:+.1} %)"
             );
         }

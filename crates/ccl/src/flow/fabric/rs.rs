@@ -206,6 +206,11 @@ impl Network<'_, '_> {
         } else {
             head
         };
+        // The worker's part ends once its last packet has left (a hop before it lands) and its
+        // connection is closed: a line end's forward worker sends long after its own slice
+        // has reached it.
+        let chip = self.s.ops[p.op].comm.chips()[k];
+        self.units[tail].from = Some((chip, costs.hop(pages * page) - costs.close()));
         Units { head, tail }
     }
 
