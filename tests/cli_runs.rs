@@ -84,6 +84,36 @@ mod trace {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// A Blackhole router runs on two ERISCs, senders on one and its receiver on the other:
+    /// its busy time is one core's (the busier's), a share of the op's time, and the verdict
+    /// does not call it binding for the two cores' sum (the LoudBox reduce-scatter below had a
+    /// router "113 % busy" when the two were added; each is under 65 %).
+    #[test]
+    fn a_two_erisc_routers_busy_time_is_one_cores_share() {
+        let args = [
+            "op",
+            "reduce-scatter",
+            "--cluster",
+            "bh_loudbox",
+            "--shape",
+            "1,1,256,4096",
+            "--stack",
+            "fabric",
+            "--links",
+            "--format",
+            "json",
+        ];
+        let (code, out, err) = meshsim(&args);
+        assert_eq!(code, 0, "{err}");
+        let report = json(&out);
+        let routers = report["routers"].as_array().unwrap();
+        assert!(!routers.is_empty());
+        for r in routers {
+            assert!(r["busy_pct"].as_f64().unwrap() <= 100.0, "{r}");
+        }
+        assert!(report["bound_by"]["busy_pct"].as_f64().unwrap() <= 100.0, "{}", report["bound_by"]);
+    }
+
     #[test]
     fn a_galaxy_all_gather_trace_is_valid_and_shows_every_links_packets() {
         let args = [
