@@ -209,9 +209,10 @@ pub fn packet_flits(p: &Params, bytes: u64) -> u64 {
 impl Noc {
     /// Idle NoCs on a `grid_x` by `grid_y` grid.
     pub fn new(grid_x: u32, grid_y: u32) -> Noc {
-        let n = (grid_x * grid_y) as usize * 4;
-        let (r, i) = (|| vec![LinkState::default(); n], || vec![Idle::default(); n]);
-        Noc { grid_x, grid_y, res: [r(), r()], idle: [i(), i()], now: 0 }
+        // Each NoC's links and ports are made when its first packet crosses it
+        // ([`Noc::book_route`]): a chip whose NoCs carry nothing (every chip of a flow-model
+        // run) holds no state for them.
+        Noc { grid_x, grid_y, res: [Vec::new(), Vec::new()], idle: [Vec::new(), Vec::new()], now: 0 }
     }
 
     /// The most occupied link or port of either NoC (the first such by NoC, position and port
@@ -320,6 +321,10 @@ impl Noc {
         let occupy = cyc(flits);
         let hop = cyc(p.noc_hop_cycles);
         let nodes = (self.grid_x * self.grid_y) as usize;
+        if self.res[noc].is_empty() {
+            self.res[noc] = vec![LinkState::default(); nodes * 4];
+            self.idle[noc] = vec![Idle::default(); nodes * 4];
+        }
         let (s, d) = (self.node(src), self.node(dst));
         // Whether the packet's head is later than on an idle NoC: it waits for its data, or
         // queued at an earlier link or port.
