@@ -319,8 +319,7 @@ impl Costs<'_> {
     ) -> f64 {
         let w = window as f64;
         let read = if reads > 0 { self.reads(window * reads, page, round_hops, dram) } else { 0.0 };
-        let flits: Vec<f64> = writes.iter().map(|&b| self.flits(b)).collect();
-        let out = (0..window).flat_map(|_| flits.iter().copied());
+        let out = (0..window).flat_map(|_| writes.iter().map(|&b| self.flits(b)));
         (read + self.leave(out, window * commands)) / w
     }
 
