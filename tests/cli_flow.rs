@@ -270,3 +270,56 @@ fn a_chip_that_only_sends_ends_with_its_sends_on_the_flow_model() {
         }
     }
 }
+
+/// With `flow_noc_ports: 1` every chip's NoC links and ports are flow resources: the Galaxy
+/// torus rows' reduce-scatter, whose planes' workers, muxes and routers all write through each
+/// chip's Ethernet row, comes within the grid's bound (3 % at 1 MiB per rank) of the packet
+/// model's recorded time (`configs/flow_grid.csv`), where without them the flow model is some
+/// 40 % fast. The default leaves them out, and its time is the one without.
+#[test]
+fn noc_ports_as_flow_resources_bring_a_many_plane_reduce_scatter_within_bound() {
+    let record =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/flow_grid.csv")).unwrap();
+    let packet: f64 = record
+        .lines()
+        .find_map(|l| l.strip_prefix("galaxy-torus-rows,reduce-scatter,1048576,"))
+        .expect("the grid's point")
+        .parse()
+        .unwrap();
+    let params =
+        include_str!("../configs/wormhole_b0.yaml").replace("flow_noc_ports: 0", "flow_noc_ports: 1");
+    assert!(params.contains("flow_noc_ports: 1"));
+    let path = file("flow_noc.yaml", params.as_bytes());
+    let time = |more: &[&str]| {
+        let mut args = vec![
+            "op",
+            "reduce-scatter",
+            "--stack",
+            "fabric",
+            "--shape",
+            "1,1,1024,4096",
+            "--cluster",
+            "galaxy_torus",
+            "--axis",
+            "1",
+            "--model",
+            "flow",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(more);
+        let (code, out, err) = meshsim(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["time_us"].as_f64().unwrap()
+    };
+    let (default, without, with) = (
+        time(&[]),
+        time(&["--params", concat!(env!("CARGO_MANIFEST_DIR"), "/configs/wormhole_b0.yaml")]),
+        time(&["--params", path.to_str().unwrap()]),
+    );
+    assert_eq!(default, without, "the default leaves the NoC out");
+    let error = |t: f64| 100.0 * (t / packet - 1.0);
+    assert!(error(without) < -30.0, "without NoC ports {without} µs against {packet}");
+    assert!(error(with).abs() <= 3.0, "with NoC ports {with} µs against {packet}: {:+.1} %", error(with));
+}

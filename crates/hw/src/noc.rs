@@ -334,48 +334,78 @@ impl Noc {
         delayed |= start > t;
         t = start;
         let flushed = Time(t + occupy);
-        let (gx, gy) = (self.grid_x as usize, self.grid_y as usize);
         // Walk the route: the head crosses each link once it may, holding it for the
         // packet's flits, and moves on one hop latency later.
-        let mut cross = |noc_: &mut Noc, link: usize, t: &mut u64| {
-            let start = noc_.book(noc, link, *t, occupy, delayed);
-            delayed |= start > *t;
-            *t = start + hop;
-        };
-        let (mut x, mut y) = (src.x as usize, src.y as usize);
-        let (dx, dy) = (dst.x as usize, dst.y as usize);
-        if noc == 1 {
-            // NoC1 goes −y (up) first, then −x: the reverse of the NoC0 route from `dst` to
-            // `src` (tt-isa-documentation's `NoC/RoutingPaths.md`, the same on both
-            // architectures; `shared/fabric.md` §12).
-            while y != dy {
-                cross(self, (y * gx + x) * 2 + 1, &mut t);
-                y = if y == 0 { gy - 1 } else { y - 1 };
-            }
-        }
-        while x != dx {
-            cross(self, (y * gx + x) * 2, &mut t);
-            x = if noc == 0 {
-                if x + 1 == gx { 0 } else { x + 1 }
-            } else if x == 0 {
-                gx - 1
-            } else {
-                x - 1
-            };
-        }
-        while y != dy {
-            cross(self, (y * gx + x) * 2 + 1, &mut t);
-            y = if noc == 0 {
-                if y + 1 == gy { 0 } else { y + 1 }
-            } else if y == 0 {
-                gy - 1
-            } else {
-                y - 1
-            };
-        }
+        walk_links(self.grid_x, self.grid_y, noc, (src, dst), |link| {
+            let start = self.book(noc, link, t, occupy, delayed);
+            delayed |= start > t;
+            t = start + hop;
+        });
         let start = self.book(noc, nodes * 3 + d, t, occupy, delayed);
         Sent { arrive: Time(start + occupy + cyc(p.noc_eject_cycles)), flushed }
     }
+}
+
+/// Calls `cross` with every link of the route from `src` to `dst` on `noc`, in order, each
+/// numbered as [`Noc`] numbers its links (the out-link of router `(y * grid_x + x)` along x at
+/// `2 * router`, along y at `2 * router + 1`): NoC0 goes +x (wrapping) then +y, NoC1 −y
+/// (up, wrapping) first, then −x — the reverse of the NoC0 route from `dst` to `src`
+/// (tt-isa-documentation's `NoC/RoutingPaths.md`, the same on both architectures;
+/// `shared/fabric.md` §12). The packet model books these links; the flow model shares them.
+#[inline(always)]
+pub fn walk_links(
+    grid_x: u32,
+    grid_y: u32,
+    noc: usize,
+    (src, dst): (CoreCoord, CoreCoord),
+    mut cross: impl FnMut(usize),
+) {
+    let (gx, gy) = (grid_x as usize, grid_y as usize);
+    let (mut x, mut y) = (src.x as usize, src.y as usize);
+    let (dx, dy) = (dst.x as usize, dst.y as usize);
+    if noc == 1 {
+        while y != dy {
+            cross((y * gx + x) * 2 + 1);
+            y = if y == 0 { gy - 1 } else { y - 1 };
+        }
+    }
+    while x != dx {
+        cross((y * gx + x) * 2);
+        x = if noc == 0 {
+            if x + 1 == gx { 0 } else { x + 1 }
+        } else if x == 0 {
+            gx - 1
+        } else {
+            x - 1
+        };
+    }
+    while y != dy {
+        cross((y * gx + x) * 2 + 1);
+        y = if noc == 0 {
+            if y + 1 == gy { 0 } else { y + 1 }
+        } else if y == 0 {
+            gy - 1
+        } else {
+            y - 1
+        };
+    }
+}
+
+/// Calls `cross` with every link and port a packet from `src` to `dst` on `noc` holds, in
+/// order, numbered as [`Noc`] numbers them: `src`'s injection port, the route's links
+/// ([`walk_links`]), `dst`'s ejection port.
+pub fn walk_ports(
+    grid_x: u32,
+    grid_y: u32,
+    noc: usize,
+    (src, dst): (CoreCoord, CoreCoord),
+    mut cross: impl FnMut(usize),
+) {
+    let nodes = (grid_x * grid_y) as usize;
+    let node = |c: CoreCoord| (c.y * grid_x + c.x) as usize;
+    cross(nodes * 2 + node(src));
+    walk_links(grid_x, grid_y, noc, (src, dst), &mut cross);
+    cross(nodes * 3 + node(dst));
 }
 
 /// When a NoC packet's last flit left its source and when it was in its destination.
@@ -402,6 +432,28 @@ mod tests {
         assert_eq!(noc.hops(1, c(9, 0), c(1, 0)), 8);
         assert_eq!(noc.hops(0, c(1, 1), c(1, 11)), 10);
         assert_eq!(noc.hops(1, c(1, 1), c(1, 11)), 2);
+    }
+
+    /// The ports `walk_ports` names (which the flow model's NoC resources follow) are the ones
+    /// a packet books, on both NoCs and across the wrap.
+    #[test]
+    fn walk_ports_names_the_ports_a_packet_books() {
+        let p = Params::default();
+        let pairs = [(c(1, 1), c(9, 0)), (c(4, 1), c(2, 0)), (c(9, 0), c(5, 11)), (c(2, 6), c(2, 6))];
+        for noc in 0..2 {
+            for &(src, dst) in &pairs {
+                let mut booked = Noc::new(10, 12);
+                booked.send(&p, noc, src, dst, 64, Time::ZERO);
+                let busy: Vec<usize> =
+                    (0..booked.res[noc].len()).filter(|&i| booked.res[noc][i].busy > 0).collect();
+                let mut walked = Vec::new();
+                walk_ports(10, 12, noc, (src, dst), |i| walked.push(i));
+                let hops = booked.hops(noc, src, dst) as usize;
+                assert_eq!(walked.len(), hops + 2, "NoC{noc} {src} -> {dst}: {walked:?}");
+                walked.sort_unstable();
+                assert_eq!(walked, busy, "NoC{noc} {src} -> {dst}");
+            }
+        }
     }
 
     #[test]

@@ -117,6 +117,11 @@ pub struct Params {
     pub dram_endpoint_bytes_per_cycle: u64,
     /// Access latency of a DRAM bank, cycles.
     pub dram_latency_cycles: u64,
+    /// Whether the flow model makes each chip's NoC links and ports resources (1) or leaves
+    /// the NoC out (0): more accurate where the NoC binds, several times slower on big
+    /// machines. The packet model always has its NoCs.
+    #[serde(default)]
+    pub flow_noc_ports: u64,
 }
 
 /// `(field, description with unit)` for every parameter, in file order.
@@ -182,6 +187,10 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
     ),
     ("dram_endpoint_bytes_per_cycle", "read rate of one NoC's endpoint of a DRAM bank, bytes/cycle"),
     ("dram_latency_cycles", "DRAM access latency, cycles"),
+    (
+        "flow_noc_ports",
+        "1: the flow model makes every chip's NoC links and ports resources (slower on big machines); 0: it leaves the NoC out",
+    ),
 ];
 
 fn one() -> u64 {
@@ -320,6 +329,9 @@ impl Params {
                 "fabric_router_l1_bytes {} plus the router's {FABRIC_CONFIG_BYTES} B of configuration exceeds erisc_kernel_l1_bytes {}",
                 self.fabric_router_l1_bytes, self.erisc_kernel_l1_bytes
             ));
+        }
+        if self.flow_noc_ports > 1 {
+            return Err(format!("flow_noc_ports {} must be 0 or 1", self.flow_noc_ports));
         }
         if !(1..=2).contains(&self.fabric_router_eriscs) {
             return Err(format!("fabric_router_eriscs {} must be 1 or 2", self.fabric_router_eriscs));

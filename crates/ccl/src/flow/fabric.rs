@@ -28,21 +28,20 @@ use rustc_hash::FxHashMap as HashMap;
 use meshsim_engine::Time;
 use meshsim_hw::noc::Noc;
 use meshsim_topology::ChipIdx;
+use meshsim_topology::soc::CoreCoord;
 
 mod links;
 mod loops;
+mod noc;
+mod p2p;
 mod rs;
 
 pub(crate) use links::FlowLink;
 
 use super::cost::Costs;
 use super::net::{FlowId, FlowNet, ResourceId};
-use crate::fabric::algo::Algo;
 use crate::fabric::lines::{fabric_lines, runs_closed, session_payload};
-use crate::fabric::schedule::{
-    A2A_WINDOW, ChunkSender, DIRECT_REDUCERS, Multicaster, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RelayLane,
-    Schedule, Work, packets,
-};
+use crate::fabric::schedule::{Multicaster, RELAY_CHUNKS_PER_SYNC, RELAY_WINDOW, RelayLane, Schedule, Work};
 use crate::fabric::{Layout, Line, RECEIVER_TRIDS};
 use crate::op::{CclError, Topology};
 use crate::phase::Phase;
@@ -127,8 +126,21 @@ type Uses = Rc<[(ResourceId, f64)]>;
 /// The chips a unit's packets reach (shared likewise).
 type Chips = Rc<[ChipIdx]>;
 /// A relay hop as built: (phase, rank, direction, plane, worker, pages, page, the worker's
-/// time per packet as bits).
-type HopKey = (usize, usize, usize, usize, usize, u64, u64, u64);
+/// time per packet as bits, its [`Side`]: the pages it reads and copies per packet as bits,
+/// whether it reads DRAM and whether its packets land in DRAM).
+type HopKey = (usize, usize, usize, usize, usize, u64, u64, u64, [u64; 2], bool, bool);
+
+/// A worker kernel's side of a hop on the NoC: its core, the pages it reads per packet and
+/// from where, where its packets land, and the pages it copies into its own output per packet
+/// (a relay's own slice).
+#[derive(Clone, Copy, Debug)]
+struct Side {
+    core: CoreCoord,
+    reads: f64,
+    from: Memory,
+    land: Memory,
+    copies: f64,
+}
 /// Per link direction a unit's packets cross (its link resource), the bytes and Ethernet
 /// packets each of its packets puts on it.
 type Wire = Rc<[(ResourceId, u64, u64)]>;
@@ -155,6 +167,8 @@ struct PhaseState {
     end: Option<f64>,
     /// Looked up, and folded by max (which no order changes).
     chip_end: HashMap<ChipIdx, f64>,
+    /// The first worker core its kernels run on ([`Network::take_cores`]).
+    core: usize,
 }
 
 impl PhaseState {
@@ -169,6 +183,7 @@ impl PhaseState {
             left: 0,
             end: None,
             chip_end: HashMap::default(),
+            core: 0,
         }
     }
 }
@@ -196,12 +211,30 @@ struct Network<'a, 'c> {
     /// DMA and the two routers' ERISCs of its hop; a forwarding channel's also the ERISC of the
     /// receiver that fills it).
     /// Indexed by resource.
-    loops: Vec<Option<(f64, Vec<ResourceId>)>>,
+    loops: Vec<Option<loops::Loop>>,
     /// [`Network::relay_hop`]'s answers by (phase, rank, direction, plane, worker, pages,
     /// page, the worker's bits): every stripe of a kernel's hop has the same.
     hops_built: HashMap<HopKey, (Uses, Chips, Wire)>,
     /// The wire of a unit that crosses no link (shared).
     no_wire: Wire,
+    /// Whether the chips' NoC ports are resources (`flow_noc_ports`).
+    noc: bool,
+    /// One core cycle, ps: a NoC port serves a flit a cycle.
+    cycle_ps: f64,
+    /// Per chip, the next worker core free ([`Network::take_cores`]).
+    next_core: HashMap<ChipIdx, usize>,
+    /// Per (NoC, core x and y, DRAM, read, page bytes), a page's traffic over the banks
+    /// ([`noc`]).
+    spreads: HashMap<(u8, u32, u32, bool, bool, u64), noc::Spread>,
+    /// The workers' legs through a mux, placed once every phase has taken its cores.
+    mux_legs: Vec<noc::MuxLeg>,
+    /// Per chip, the resource of each port of its NoCs (`u32::MAX` until a flow crosses it),
+    /// numbered as [`meshsim_hw::noc::walk_ports`] numbers them, NoC1's after NoC0's.
+    noc_ports: HashMap<ChipIdx, Vec<u32>>,
+    /// Per resource, whether it is a NoC port.
+    is_noc: Vec<bool>,
+    /// The ports of each NoC route found so far, by (NoC, source, destination).
+    noc_routes: HashMap<(u8, CoreCoord, CoreCoord), Rc<[u32]>>,
 }
 
 /// Solves every phase of the session on the flow model: each independent part of the session
@@ -276,6 +309,14 @@ fn solve_part(
         loops: Vec::new(),
         hops_built: HashMap::default(),
         no_wire: Rc::new([]),
+        noc: s.params.flow_noc_ports == 1,
+        cycle_ps: s.params.cycles(1_000_000).0 as f64 / 1e6,
+        next_core: HashMap::default(),
+        spreads: HashMap::default(),
+        mux_legs: Vec::new(),
+        noc_ports: HashMap::default(),
+        is_noc: Vec::new(),
+        noc_routes: HashMap::default(),
     };
     let mut ran = Vec::new();
     for (pi, p) in s.phases.iter().enumerate() {
@@ -286,7 +327,9 @@ fn solve_part(
         }
         ran.push(m.phase(pi, p)?);
     }
+    m.place_muxes();
     m.queue_in_loops();
+    m.prune_idle_ports();
     m.run();
     let links = m.links();
     let phases = part
@@ -309,10 +352,11 @@ fn solve_part(
 }
 
 /// The session's independent parts: its phases grouped so that no two groups share a flow
-/// resource (their communicators hop between no common pair of chips) or a dependency, each
-/// group's phases in order, the groups in order of their first phase. The ops of a `--axis`
-/// run on every row of a mesh are one part each; so are an all-reduce on every row and one on
-/// every column running at once (rows and columns hop over different links).
+/// resource (their communicators hop between no common pair of chips; with NoC ports, share
+/// no chip) or a dependency, each group's phases in order, the groups in order of their first
+/// phase. The ops of a `--axis` run on every row of a mesh are one part each; so are an
+/// all-reduce on every row and one on every column running at once, unless the NoC ports are
+/// resources (rows and columns cross on every chip, on its NoCs).
 fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
     let n = s.phases.len();
     let mut parent: Vec<usize> = (0..n).collect();
@@ -328,20 +372,23 @@ fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
         parent[ra.max(rb)] = ra.min(rb);
     };
     // Every flow resource is a neighbouring pair's (a link direction, a router's ERISC, tx DMA,
-    // mux, slots) or a phase's own (workers, reducers): phases whose communicators hop between
-    // no common pair share none. A ring's closing hop counts even where it runs as a line.
-    let mut by_pair: BTreeMap<(ChipIdx, ChipIdx), usize> = BTreeMap::new();
+    // mux, slots), a chip's (its NoC ports, when they are resources) or a phase's own
+    // (workers, reducers): phases whose communicators hop between no common pair of chips (a
+    // ring's closing hop counts even where it runs as a line) share none; with NoC ports,
+    // phases whose communicators share no chip.
+    let noc = s.params.flow_noc_ports == 1;
+    let mut by_key: BTreeMap<(ChipIdx, ChipIdx), usize> = BTreeMap::new();
     for (pi, p) in s.phases.iter().enumerate() {
         for &d in &p.deps {
             join(&mut parent, pi, d);
         }
         let chips = s.ops[p.op].comm.chips();
         for (i, &a) in chips.iter().enumerate() {
-            let b = chips[(i + 1) % chips.len()];
-            match by_pair.get(&(a.min(b), a.max(b))) {
+            let b = if noc { a } else { chips[(i + 1) % chips.len()] };
+            match by_key.get(&(a.min(b), a.max(b))) {
                 Some(&other) => join(&mut parent, pi, other),
                 None => {
-                    by_pair.insert((a.min(b), a.max(b)), pi);
+                    by_key.insert((a.min(b), a.max(b)), pi);
                 }
             }
         }
@@ -367,6 +414,7 @@ impl Network<'_, '_> {
         // picoseconds per packet and amounts are packets.
         let r = self.net.resource(1e12);
         self.keys.insert(key, r);
+        self.is_noc.push(false);
         r
     }
 
@@ -446,8 +494,8 @@ impl Network<'_, '_> {
     }
 
     /// The resources a packet of `payload` uses over `hops` hops from rank `from` going `dir`
-    /// on `plane`, every rank on the way writing it (`writes` NoC commands) if `multicast`,
-    /// else only the last; and the chips on its route, nearest first.
+    /// on `plane`, every rank on the way writing it (`writes` NoC commands, pages into `land`)
+    /// if `multicast`, else only the last; and the chips on its route, nearest first.
     #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
@@ -456,7 +504,7 @@ impl Network<'_, '_> {
         (from, dir, hops): (usize, Dir, usize),
         plane: usize,
         payload: u64,
-        writes: u64,
+        (writes, land): (u64, Memory),
         multicast: bool,
     ) -> Route {
         let req = &self.s.ops[p.op];
@@ -473,6 +521,7 @@ impl Network<'_, '_> {
         let trids = if costs.ring { RECEIVER_TRIDS.1 } else { RECEIVER_TRIDS.0 } as f64;
         let (tx_slots, rx_slots) = (self.slots.0 as f64, self.slots.1 as f64);
         let mut producer: Option<ResourceId> = None;
+        let mut forwarded = None;
         for (i, &r) in ranks.iter().enumerate() {
             let next = chips[r];
             let last = i + 1 == ranks.len();
@@ -507,6 +556,19 @@ impl Network<'_, '_> {
             self.set_loop(rx, (rx_slots, stations));
             self.set_loop(ids, (trids, vec![recv]));
             uses.push((recv, costs.receive(u64::from(!last), w)));
+            // The receiver's NoC writes and forward hold its slot; the forward fills the next
+            // hop's forwarding channel.
+            if let Some(r) = forwarded.take() {
+                self.loop_route(slots, r);
+            }
+            let rx_core = self.router_core(next, at, plane);
+            let forward = (!last).then(|| self.router_core(next, chips[ranks[i + 1]], plane));
+            let (fwd, written) =
+                self.noc_receiver(next, rx_core, forward, (w, page, land), payload, &mut uses);
+            for r in fwd.iter().chain(&written) {
+                self.loop_route(rx, r.clone());
+            }
+            forwarded = fwd;
             producer = Some(recv);
             at = next;
         }
@@ -525,9 +587,22 @@ impl Network<'_, '_> {
         (pi, k, d): (usize, usize, usize),
         (plane, w, mux): (usize, usize, Option<u64>),
         (pages, page): (u64, u64),
-        worker_ps: f64,
+        (worker_ps, side): (f64, Side),
     ) -> (Uses, Chips, Wire) {
-        let key = (pi, k, d, plane, w, pages, page, worker_ps.to_bits());
+        let (dram_from, dram_land) = (side.from == Memory::Dram, side.land == Memory::Dram);
+        let key = (
+            pi,
+            k,
+            d,
+            plane,
+            w,
+            pages,
+            page,
+            worker_ps.to_bits(),
+            [side.reads.to_bits(), side.copies.to_bits()],
+            dram_from,
+            dram_land,
+        );
         if let Some(built) = self.hops_built.get(&key) {
             return built.clone();
         }
@@ -538,8 +613,22 @@ impl Network<'_, '_> {
         let mux_key = Key::Mux(chips[k], chips[down], plane);
         let worker = self.resource(Key::Worker(pi, k, plane, w, d as u8));
         let Route { mut uses, reached, wire } =
-            self.route(costs, p, (k, dir, 1), plane, pages * page, pages, false);
+            self.route(costs, p, (k, dir, 1), plane, pages * page, (pages, side.land), false);
         uses.push((worker, worker_ps));
+        let slots_loop = self.resource(Key::Slots(chips[k], chips[down], plane, 0));
+        if mux.is_none() {
+            let router = self.router_core(chips[k], chips[down], plane);
+            let reads = (side.reads, side.from, page);
+            let written = self.noc_sender(chips[k], (d, side.core), router, reads, pages * page, &mut uses);
+            self.loop_route(slots_loop, written);
+        } else {
+            // Its writes go to the mux, whose core is known once every phase has taken its
+            // cores ([`Network::place_muxes`]).
+            self.noc_pages(chips[k], (d, side.core), (side.from, true), (side.reads, page), &mut uses);
+        }
+        self.noc_pages(chips[k], (d, side.core), (side.land, false), (side.copies, page), &mut uses);
+        let mut uses = merge(uses);
+        let mut leg = None;
         if let Some(slots) = mux {
             let at = self.resource(mux_key);
             uses.push((at, costs.mux(pages, page)));
@@ -549,19 +638,27 @@ impl Network<'_, '_> {
             let hops = self.round_hops(Memory::L1, 0) / 2.0;
             uses.push((held, costs.mux_client_loop(pages, page, hops) / slots as f64));
             self.set_loop(held, (slots as f64, vec![worker, at]));
+            let (chip, to) = (chips[k], chips[down]);
+            let worker = (d, side.core);
+            leg = Some(noc::MuxLeg {
+                chip,
+                to,
+                plane,
+                phase: pi,
+                worker,
+                payload: pages * page,
+                held,
+                slots: slots_loop,
+                hop: None,
+            });
         }
         let built: (Uses, Chips, Wire) = (uses.into(), reached.into(), wire.into());
+        if let Some(mut leg) = leg.filter(|_| self.noc) {
+            leg.hop = Some(built.0.clone());
+            self.mux_legs.push(leg);
+        }
         self.hops_built.insert(key, built.clone());
         built
-    }
-
-    /// Records `r` as a credit loop of `credits` credits whose packets queue at `stations`.
-    fn set_loop(&mut self, r: ResourceId, (credits, stations): (f64, Vec<ResourceId>)) {
-        let i = r.0 as usize;
-        if self.loops.len() <= i {
-            self.loops.resize_with(i + 1, || None);
-        }
-        self.loops[i] = Some((credits, stations));
     }
 
     /// The latency of a hop chain's first packet (a relay stripe's, a reduce-scatter side's):
@@ -605,7 +702,26 @@ impl Network<'_, '_> {
         // connection (the completion barrier, `shared/fabric.md` §11.2).
         let closes = matches!(sched.work, Work::Multicast { .. });
         let tail = costs.hop(0) + costs.notice() + if closes { costs.close() } else { 0.0 };
-        self.phases.push(PhaseState { setup, tail, ..PhaseState::empty() });
+        // The worker cores its kernels take, as the packet model's lowering takes them: one per
+        // lane, per plane on a multicast all-gather, one for point-to-point senders.
+        let cores = match &sched.work {
+            Work::Multicast { .. } => sched.planes,
+            Work::Relay { lanes, .. } => lanes.len(),
+            Work::ReduceScatter { lanes } => lanes.len(),
+            Work::PointToPoint { .. } => 1,
+        };
+        let core = self.take_cores(req.comm.chips(), cores);
+        // A direct reduction's reducer cores, on the ranks that own a result.
+        if let Work::PointToPoint { reducers, .. } = &sched.work
+            && *reducers > 0
+        {
+            let owners: Vec<ChipIdx> = match req.collective.root() {
+                Some(r) => vec![req.comm.chips()[r]],
+                None => req.comm.chips().to_vec(),
+            };
+            self.take_cores(&owners, *reducers);
+        }
+        self.phases.push(PhaseState { setup, tail, core, ..PhaseState::empty() });
         match &sched.work {
             Work::Multicast { kernels, .. } => self.multicast(pi, p, &costs, (&sched, kernels)),
             Work::Relay { lanes, own } => self.relay(pi, p, &costs, (&sched, lanes, *own)),
@@ -637,6 +753,7 @@ impl Network<'_, '_> {
         let dram = t.input.memory == Memory::Dram;
         for w in kernels.iter().filter(|w| !w.mine.is_empty()) {
             let (k, plane, chip) = (w.rank, w.plane, chips[w.rank]);
+            let core = self.worker_core(self.phases[pi].core + plane);
             let d = usize::from(w.dir == Dir::Backward);
             let count = w.mine.len() as f64;
             let pages = w.mine.iter().map(|x| x.1).sum::<u64>().div_ceil(w.mine.len() as u64);
@@ -646,8 +763,13 @@ impl Network<'_, '_> {
             let worker = self.resource(Key::Worker(pi, k, plane, 0, d as u8));
             if w.sends.is_empty() {
                 if local {
+                    // Its reads, and its writes into its own output.
                     let copy = costs.copy(pages, page, hops, dram);
-                    self.unit(pi, count, Rc::new([(worker, copy)]), copy, &[], Rc::new([chip]));
+                    let mut uses = vec![(worker, copy)];
+                    let pages = pages as f64;
+                    self.noc_pages(chip, (d, core), (t.input.memory, true), (pages, page), &mut uses);
+                    self.noc_pages(chip, (d, core), (t.output.memory, false), (pages, page), &mut uses);
+                    self.unit(pi, count, merge(uses).into(), copy, &[], Rc::new([chip]));
                 }
                 continue;
             }
@@ -657,12 +779,27 @@ impl Network<'_, '_> {
                     Part::All if shares == 1.0 => count,
                     Part::All | Part::Alternate(_) | Part::Half(_) | Part::Parity(_) => count / 2.0,
                 };
+                let land = (pages, t.output.memory);
                 let Route { mut uses, mut reached, wire } =
-                    self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, pages, true);
+                    self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, land, true);
                 uses.push((worker, serial));
+                let next = if w.dir == Dir::Forward {
+                    (k + 1) % chips.len()
+                } else {
+                    (k + chips.len() - 1) % chips.len()
+                };
+                let router = self.router_core(chip, chips[next], plane);
+                let reads = (pages as f64, t.input.memory, page);
+                let written = self.noc_sender(chip, (d, core), router, reads, pages * page, &mut uses);
+                let slots = self.resource(Key::Slots(chip, chips[next], plane, 0));
+                self.loop_route(slots, written);
                 if local {
+                    // It also writes each packet into its own output.
+                    let out = (t.output.memory, false);
+                    self.noc_pages(chip, (d, core), out, (pages as f64, page), &mut uses);
                     reached.push(chip);
                 }
+                let uses = merge(uses);
                 // Its serial path is each packet's cost, the first's too; the last packet then
                 // takes its hops.
                 let latency = tr.hops as f64 * costs.hop(pages * page);
@@ -690,8 +827,9 @@ impl Network<'_, '_> {
         // Two units a stripe at most (its first group and the rest): room for them at once.
         let stripes: usize = lanes.iter().flat_map(|l| l.stripes.iter().flatten()).map(Vec::len).sum();
         self.units.reserve(2 * stripes);
-        for lane in lanes {
+        for (li, lane) in lanes.iter().enumerate() {
             let (plane, w, packets) = (lane.plane, lane.worker, &lane.packets);
+            let core = self.worker_core(self.phases[pi].core + li);
             let total = packets.len();
             if total == 0 {
                 continue;
@@ -713,8 +851,12 @@ impl Network<'_, '_> {
             for (i, d, k, count) in order {
                 let local = if i == 0 && d == 0 && own { pages } else { 0 };
                 let worker_ps = costs.windowed(pages, local, 0);
+                // The first stripe is the rank's own slice; the later ones landed in its output.
+                let from = if i == 0 { t.input.memory } else { t.output.memory };
+                let side =
+                    Side { core, reads: pages as f64, from, land: t.output.memory, copies: local as f64 };
                 let (uses, reached, wire) =
-                    self.relay_hop(costs, p, (pi, k, d), (plane, w, mux), (pages, page), worker_ps);
+                    self.relay_hop(costs, p, (pi, k, d), (plane, w, mux), (pages, page), (worker_ps, side));
                 let up = if d == 0 { (k + n - 1) % n } else { (k + 1) % n };
                 let mut after: Vec<usize> = last.get(&(k, d)).copied().into_iter().collect();
                 if i > 0
@@ -722,8 +864,6 @@ impl Network<'_, '_> {
                 {
                     after.push(h);
                 }
-                // The first stripe is the rank's own slice; the later ones landed in its output.
-                let from = if i == 0 { t.input.memory } else { t.output.memory };
                 let window = (RELAY_WINDOW as u64).min(count as u64) * pages;
                 let upstream = (i > 0).then_some(t.output.memory);
                 let latency =
@@ -744,102 +884,6 @@ impl Network<'_, '_> {
                 last.insert((k, d), end);
             }
         }
-    }
-
-    /// Point-to-point senders (all-to-all, gather, scatter, send/receive) and the direct
-    /// reductions built on them: per rank one kernel per direction on link 0 sends its chunks
-    /// one after another, farthest first; `reduce`: the owners' reducer cores add every
-    /// contribution as it lands.
-    fn point_to_point(
-        &mut self,
-        pi: usize,
-        p: &Phase,
-        costs: &Costs,
-        (sched, senders): (&Schedule, &[ChunkSender]),
-    ) {
-        let req = &self.s.ops[p.op];
-        let chips = req.comm.chips().to_vec();
-        let t = p.tensors;
-        let page = sched.page;
-        let reduce = sched.algo == Algo::DirectReduction;
-        let chunk = packets(sched.pages, sched.ppp);
-        let count = chunk.len() as f64;
-        let pages = t.slice.pages().div_ceil(chunk.len().max(1) as u64).max(1);
-        let dram = t.input.memory == Memory::Dram;
-        for sender in senders {
-            let (k, dir) = (sender.rank, sender.dir);
-            let (chip, d) = (chips[k], usize::from(dir == Dir::Backward));
-            {
-                let hops = self.round_hops(t.input.memory, d);
-                let worker = self.resource(Key::Worker(pi, k, 0, 0, d as u8));
-                // The rank's own chunk, if this kernel copies it (a direct reduction's reducers
-                // read it in place instead).
-                let local = sender.own.is_some();
-                // A wave is at most a chunk: a chunk smaller than the window is a wave of its own.
-                let window = (A2A_WINDOW as u64).min(chunk.len().max(1) as u64);
-                let serial = self.sender_pace(costs, window, (pages, page), (hops, dram));
-                let mut before: Vec<usize> = Vec::new();
-                for tr in sender.sends.iter().copied() {
-                    let Route { mut uses, reached, wire } =
-                        self.route(costs, p, (k, dir, tr.hops), 0, pages * page, pages, false);
-                    uses.push((worker, serial));
-                    // The kernel's waves are its packets' cost (`serial`, the first wave's reads
-                    // included); its packets reach their destination their hops later. Its next
-                    // destination's waves follow once these packets have left, not once they
-                    // have arrived: that unit takes back this one's way.
-                    let way = tr.hops as f64 * costs.hop(pages * page);
-                    let reached: Chips = reached.into();
-                    let u = self.unit(pi, count, uses.into(), way, &before, reached.clone());
-                    self.units[u].chained = before.first().map(|&b| b as u32);
-                    self.units[u].wire = wire.into();
-                    // The kernel is done once its last packet has left and its router has
-                    // acknowledged the connection's close.
-                    self.units[u].from = Some((chip, way - costs.close()));
-                    before = vec![u];
-                    if reduce {
-                        // Once the chunk has landed, the destination's reducers each read their
-                        // share of it from the receive buffer (DRAM) and add it to their sum,
-                        // one contribution after another; the last one's sums are then
-                        // written out.
-                        let dest = *reached.last().expect("a transfer reaches a rank");
-                        let r = self.resource(Key::Reducers(pi, dest));
-                        let share = chunk.len().div_ceil(DIRECT_REDUCERS) as u64 * pages;
-                        let add = costs.reads(share, page, self.round_hops(Memory::Dram, 0), true)
-                            + costs.reduce(share);
-                        let sum = self.unit(pi, 1.0, Rc::new([(r, add)]), 0.0, &[u], Rc::new([dest]));
-                        self.units[sum].way = costs.writes(share, page);
-                    }
-                }
-                // The rank's own chunk is copied after the sends, in the same waves.
-                if local {
-                    let copied = vec![page; pages as usize];
-                    let copy = costs.wave(window, pages, page, (hops, dram), (&copied, pages));
-                    self.unit(pi, count, Rc::new([(worker, copy)]), copy, &before, Rc::new([chip]));
-                }
-            }
-        }
-    }
-
-    /// Per packet, a point-to-point sender's pace: its waves of `window` packets of `pages`
-    /// pages (their reads, then their sends), or those waves against the first hop's credits
-    /// where the slots bind (`Costs::credit_period`).
-    fn sender_pace(
-        &self,
-        costs: &Costs,
-        window: u64,
-        (pages, page): (u64, u64),
-        (hops, dram): (f64, bool),
-    ) -> f64 {
-        let out = pages * page + costs.header;
-        let sent = [pages * page, costs.header];
-        let own = costs.wave(window, pages, page, (hops, dram), (&sent, 3));
-        let read = costs.reads(window * pages, page, hops, dram) + costs.noc_flush(out);
-        let rtt = costs.slot_rtt(pages * page, pages, page, hops, dram);
-        let link = costs.link_forward(pages * page);
-        let flight = costs.slot_flight(pages * page);
-        let credited =
-            costs.credit_period((window, self.slots.0), (read, costs.send_issues(), flight), link, rtt);
-        own.max(credited)
     }
 
     /// Runs every phase: a phase starts when those it depends on have ended; a unit starts

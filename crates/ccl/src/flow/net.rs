@@ -166,6 +166,11 @@ impl FlowNet {
         FlowId(id)
     }
 
+    /// Resources so far (numbered from 0 as [`FlowNet::resource`] adds them).
+    pub fn resource_count(&self) -> usize {
+        self.resources.len()
+    }
+
     /// Now.
     pub fn now(&self) -> Time {
         Time(self.now.round() as u64)

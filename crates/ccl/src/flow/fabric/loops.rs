@@ -3,11 +3,43 @@
 //! hop's link, tx DMA and ERISCs; its throughput, by mean value analysis, raises what a packet
 //! costs the loop where the network is slower than the loop's own bound.
 
+use std::rc::Rc;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{Network, ResourceId, Uses};
 
+/// A credit loop: its credits, the resources its packets queue at, and the NoC routes on its
+/// way (each the ports one of its packets' NoC transfers holds: they hold them at once, a
+/// worm, so a route queues as one station, its busiest port).
+pub(super) struct Loop {
+    credits: f64,
+    stations: Vec<ResourceId>,
+    routes: Vec<super::noc::Ports>,
+}
+
 impl Network<'_, '_> {
+    /// Records `r` as a credit loop of `credits` credits whose packets queue at `stations`
+    /// (keeping the NoC routes already on its way).
+    pub(super) fn set_loop(&mut self, r: ResourceId, (credits, stations): (f64, Vec<ResourceId>)) {
+        let i = r.0 as usize;
+        if self.loops.len() <= i {
+            self.loops.resize_with(i + 1, || None);
+        }
+        let routes = self.loops[i].take().map_or_else(Vec::new, |l| l.routes);
+        self.loops[i] = Some(Loop { credits, stations, routes });
+    }
+
+    /// Puts a NoC route (its ports) on loop `r`'s way, once.
+    pub(super) fn loop_route(&mut self, r: ResourceId, route: super::noc::Ports) {
+        if let Some(Some(l)) = self.loops.get_mut(r.0 as usize)
+            && !route.is_empty()
+            && !l.routes.iter().any(|x| x[..] == route[..])
+        {
+            l.routes.push(route);
+        }
+    }
+
     /// Charges each credit loop its queueing. A loop of N credits is a closed network: N
     /// packets go round it, each queueing at the resources on its way (its hop's link, tx DMA
     /// and ERISCs, and for a forwarding channel the previous hop's receiver that fills it, each
@@ -18,7 +50,7 @@ impl Network<'_, '_> {
     /// where the two meet: the packets of a loop wait for each other at a busy router. The loop
     /// resource then costs a packet one over that throughput, where that is dearer.
     pub(super) fn queue_in_loops(&mut self) {
-        let resources = self.keys.len();
+        let resources = self.net.resource_count();
         // Per phase, each resource's work (cost x packets) over its units, and the packets
         // that go round each loop; zeroed again after each phase.
         let mut work = vec![0.0f64; resources];
@@ -82,11 +114,29 @@ impl Network<'_, '_> {
     ) -> Uses {
         let mut out: Vec<(ResourceId, f64)> = uses.to_vec();
         for (i, &(r, c)) in uses.iter().enumerate() {
-            let Some(Some((n, stations))) = self.loops.get(r.0 as usize) else { continue };
+            let Some(Some(Loop { credits: n, stations, routes })) = self.loops.get(r.0 as usize) else {
+                continue;
+            };
             let through = packets[r.0 as usize];
+            // Each NoC route queues at its busiest port (the first such on a tie).
+            let busiest = |route: &Rc<[ResourceId]>| {
+                route.iter().copied().fold(None, |best: Option<(ResourceId, f64)>, p| {
+                    let w = work.get(p.0 as usize).copied().unwrap_or(0.0);
+                    if best.is_some_and(|b| b.1 >= w) { best } else { Some((p, w)) }
+                })
+            };
+            // A loop several senders share (their workers' writes into one channel, a
+            // receiver's from several) has a route per sender: a packet takes its own, the one
+            // whose first port (its source's injection port) it uses.
+            let own = |x: &&Rc<[ResourceId]>| x.first().is_some_and(|p| uses.iter().any(|u| u.0 == *p));
+            let ports = routes.iter().filter(own).filter_map(|x| busiest(x).map(|b| b.0));
             // Per station: this packet's own demand, and the rest of the phase's work there
             // per packet of the loop (the other flows it meets).
             let net: Vec<(f64, f64)> = stations
+                .iter()
+                .copied()
+                .chain(ports)
+                .collect::<Vec<_>>()
                 .iter()
                 .map(|&st| {
                     let mine = uses.iter().find(|x| x.0 == st).map_or(0.0, |x| x.1);

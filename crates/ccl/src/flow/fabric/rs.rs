@@ -10,7 +10,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use std::rc::Rc;
 
-use super::{Key, Network, Uses};
+use meshsim_topology::soc::CoreCoord;
+
+use super::{Key, Network, Side, Uses};
 use crate::fabric::schedule::{RsBuf, RsLane, RsStep, Schedule};
 use crate::flow::cost::Costs;
 use crate::phase::Phase;
@@ -79,7 +81,8 @@ impl Network<'_, '_> {
         // Two units a step at most (its first group and the rest): room for them at once.
         let steps: usize = lanes.iter().flat_map(|l| l.steps.iter().flatten()).map(Vec::len).sum();
         self.units.reserve(2 * steps);
-        for lane in lanes {
+        for (li, lane) in lanes.iter().enumerate() {
+            let core = self.worker_core(self.phases[pi].core + li);
             let count = lane.packets.len() as u64;
             if count == 0 {
                 continue;
@@ -106,14 +109,15 @@ impl Network<'_, '_> {
                     finals.push((k, d, step.slice, l));
                     continue;
                 }
-                let units = self.rs_hop(pi, p, costs, (sched, lane), (k, d, step.slice), (&l, pages), &b);
+                let units =
+                    self.rs_hop(pi, p, costs, (sched, lane, core), (k, d, step.slice), (&l, pages), &b);
                 b.done.insert((k, d, step.slice), units);
                 b.last.insert((k, d), units.tail);
             }
             // The line's forward worker hands its chunks to the backward one: forward first.
             finals.sort_by_key(|x| (x.1, x.0));
             for (k, d, j, l) in finals {
-                let units = self.rs_final(pi, p, costs, (sched, lane), (k, d, j), (&l, pages), &b);
+                let units = self.rs_final(pi, p, costs, (sched, lane, core), (k, d, j), (&l, pages), &b);
                 b.done.insert((k, d, j), units);
                 b.last.insert((k, d), units.tail);
             }
@@ -168,13 +172,17 @@ impl Network<'_, '_> {
         pi: usize,
         p: &Phase,
         costs: &Costs,
-        (sched, lane): (&Schedule, &RsLane),
+        (sched, lane, core): (&Schedule, &RsLane, CoreCoord),
         (k, d, j): (usize, usize, usize),
         (l, pages): (&Load, u64),
         b: &Built,
     ) -> Units {
         let page = sched.page;
         let write = costs.inject(pages, page, 0);
+        // Its reader reads each operand's pages (DRAM: the input and the partials); the packet
+        // lands in the next rank's partial, in DRAM.
+        let side =
+            Side { core, reads: l.reads * pages as f64, from: Memory::Dram, land: Memory::Dram, copies: 0.0 };
         let worker_ps = self.rs_worker_ps(costs, d, (l, pages, page), lane.per_chunk, write);
         let (uses, reached, wire) = self.relay_hop(
             costs,
@@ -182,7 +190,7 @@ impl Network<'_, '_> {
             (pi, k, d),
             (lane.plane, lane.worker, sched.mux()),
             (pages, page),
-            worker_ps,
+            (worker_ps, side),
         );
         let mut after: Vec<usize> = b.last.get(&(k, d)).copied().into_iter().collect();
         let sources = self.rs_sources(sched, (k, j), &l.waits_on, &b.done);
@@ -222,17 +230,22 @@ impl Network<'_, '_> {
         pi: usize,
         p: &Phase,
         costs: &Costs,
-        (sched, lane): (&Schedule, &RsLane),
+        (sched, lane, core): (&Schedule, &RsLane, CoreCoord),
         (k, d, j): (usize, usize, usize),
         (l, pages): (&Load, u64),
         b: &Built,
     ) -> Units {
         let page = sched.page;
         let chip = self.s.ops[p.op].comm.chips()[k];
+        let out = p.tensors.output.memory;
         let write = costs.writes(pages, page);
         let worker_ps = self.rs_worker_ps(costs, d, (l, pages, page), lane.per_chunk, write);
         let worker = self.resource(Key::Worker(pi, k, lane.plane, lane.worker, d as u8));
-        let uses: Uses = Rc::new([(worker, worker_ps)]);
+        // On its NoC: the operands its reader reads (DRAM), the sums its writer writes out.
+        let mut uses = vec![(worker, worker_ps)];
+        self.noc_pages(chip, (d, core), (Memory::Dram, true), (l.reads * pages as f64, page), &mut uses);
+        self.noc_pages(chip, (d, core), (out, false), (pages as f64, page), &mut uses);
+        let uses: Uses = super::merge(uses).into();
         let sources = self.rs_sources(sched, (k, j), &l.waits_on, &b.done);
         let mut heads: Vec<usize> = sources.iter().map(|u| u.head).collect();
         heads.extend(b.last.get(&(k, d)).copied());
