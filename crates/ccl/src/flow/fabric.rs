@@ -617,10 +617,9 @@ impl Network<'_, '_> {
         uses.push((worker, worker_ps));
         let slots_loop = self.resource(Key::Slots(chips[k], chips[down], plane, 0));
         if mux.is_none() {
-            let router = self.router_core(chips[k], chips[down], plane);
             let reads = (side.reads, side.from, page);
-            let written = self.noc_sender(chips[k], (d, side.core), router, reads, pages * page, &mut uses);
-            self.loop_route(slots_loop, written);
+            let hop = (chips[k], chips[down], plane);
+            self.noc_sender(hop, (d, side.core), reads, pages * page, &mut uses);
         } else {
             // Its writes go to the mux, whose core is known once every phase has taken its
             // cores ([`Network::place_muxes`]).
@@ -783,16 +782,9 @@ impl Network<'_, '_> {
                 let Route { mut uses, mut reached, wire } =
                     self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, land, true);
                 uses.push((worker, serial));
-                let next = if w.dir == Dir::Forward {
-                    (k + 1) % chips.len()
-                } else {
-                    (k + chips.len() - 1) % chips.len()
-                };
-                let router = self.router_core(chip, chips[next], plane);
                 let reads = (pages as f64, t.input.memory, page);
-                let written = self.noc_sender(chip, (d, core), router, reads, pages * page, &mut uses);
-                let slots = self.resource(Key::Slots(chip, chips[next], plane, 0));
-                self.loop_route(slots, written);
+                let hop = (chip, chips[neighbour(k, w.dir, chips.len())], plane);
+                self.noc_sender(hop, (d, core), reads, pages * page, &mut uses);
                 if local {
                     // It also writes each packet into its own output.
                     let out = (t.output.memory, false);
@@ -978,6 +970,11 @@ impl Network<'_, '_> {
         self.units[u].began = began;
         f
     }
+}
+
+/// The rank next to rank `k` of `n` going `dir` (round a ring).
+fn neighbour(k: usize, dir: Dir, n: usize) -> usize {
+    if dir == Dir::Forward { (k + 1) % n } else { (k + n - 1) % n }
 }
 
 /// Sums the demands on each resource (a route may pass a resource twice: a link's two

@@ -279,19 +279,23 @@ impl Network<'_, '_> {
     }
 
     /// Adds to `uses` what a worker kernel on `core` of `chip`, on its NoC `noc`, puts on the
-    /// NoCs per packet it sends through the router at `router`: the `reads` pages of `page`
-    /// bytes it reads from `memory`, the packet's `payload` and header written into the
-    /// router's sender slot, the doorbell it rings, and the credit the router returns to it
-    /// (an increment on the router's NoC1). Returns the ports of its write into the slot.
+    /// NoCs per packet it sends through its router toward `to` on `plane`: the `reads` pages of
+    /// `page` bytes it reads from `memory`, the packet's `payload` and header written into the
+    /// router's sender slot, the doorbell it rings, and the credit the router returns to it (an
+    /// increment on the router's NoC1); and puts its write into the slot on the way of the
+    /// slots' credit loop.
     pub(super) fn noc_sender(
         &mut self,
-        chip: ChipIdx,
+        (chip, to, plane): (ChipIdx, ChipIdx, usize),
         (noc, core): (usize, CoreCoord),
-        router: CoreCoord,
         (reads, memory, page): (f64, Memory, u64),
         payload: u64,
         uses: &mut Vec<(ResourceId, f64)>,
-    ) -> Ports {
+    ) {
+        if !self.noc {
+            return;
+        }
+        let router = self.router_core(chip, to, plane);
         self.noc_pages(chip, (noc, core), (memory, true), (reads, page), uses);
         if payload > 0 {
             self.noc_packets(chip, noc, (core, router), (1.0, payload), uses);
@@ -299,7 +303,9 @@ impl Network<'_, '_> {
         self.noc_packets(chip, noc, (core, router), (1.0, self.header), uses);
         self.noc_packets(chip, noc, (core, router), (1.0, 4), uses);
         self.noc_packets(chip, 1, (router, core), (1.0, 4), uses);
-        self.noc_route(chip, noc, (core, router))
+        let written = self.noc_route(chip, noc, (core, router));
+        let slots = self.resource(super::Key::Slots(chip, to, plane, 0));
+        self.loop_route(slots, written);
     }
 
     /// Adds to `uses` what a router's receiver on `chip` (its Ethernet core `at`, on NoC1)

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use meshsim_topology::ChipIdx;
 
-use super::{Chips, Key, Network, Route, merge};
+use super::{Chips, Key, Network, Route, merge, neighbour};
 use crate::fabric::algo::Algo;
 use crate::fabric::schedule::{A2A_WINDOW, ChunkSender, DIRECT_REDUCERS, Schedule, Work, packets};
 use crate::flow::cost::Costs;
@@ -55,13 +55,9 @@ impl Network<'_, '_> {
                     let Route { mut uses, reached, wire } =
                         self.route(costs, p, (k, dir, tr.hops), 0, pages * page, land, false);
                     uses.push((worker, serial));
-                    let n = chips.len();
-                    let next = if dir == Dir::Forward { (k + 1) % n } else { (k + n - 1) % n };
-                    let router = self.router_core(chip, chips[next], 0);
                     let reads = (pages as f64, t.input.memory, page);
-                    let written = self.noc_sender(chip, (d, core), router, reads, pages * page, &mut uses);
-                    let slots = self.resource(Key::Slots(chip, chips[next], 0, 0));
-                    self.loop_route(slots, written);
+                    let hop = (chip, chips[neighbour(k, dir, chips.len())], 0);
+                    self.noc_sender(hop, (d, core), reads, pages * page, &mut uses);
                     let uses = merge(uses);
                     // The kernel's waves are its packets' cost (`serial`, the first wave's reads
                     // included); its packets reach their destination their hops later. Its next
