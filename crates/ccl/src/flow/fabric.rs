@@ -561,10 +561,9 @@ impl Network<'_, '_> {
             if let Some(r) = forwarded.take() {
                 self.loop_route(slots, r);
             }
-            let rx_core = self.router_core(next, at, plane);
-            let forward = (!last).then(|| self.router_core(next, chips[ranks[i + 1]], plane));
+            let onward = (!last).then(|| chips[ranks[i + 1]]);
             let (fwd, written) =
-                self.noc_receiver(next, rx_core, forward, (w, page, land), payload, &mut uses);
+                self.noc_receiver((next, at, onward, plane), (w, page, land), payload, &mut uses);
             for r in fwd.iter().chain(&written) {
                 self.loop_route(rx, r.clone());
             }

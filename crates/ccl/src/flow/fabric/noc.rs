@@ -308,16 +308,14 @@ impl Network<'_, '_> {
         self.loop_route(slots, written);
     }
 
-    /// Adds to `uses` what a router's receiver on `chip` (its Ethernet core `at`, on NoC1)
-    /// puts on the chip's NoCs per packet of `payload` bytes: when it forwards the packet, the
-    /// packet and header into the next router's (`forward`) sender slot and that router's
-    /// doorbell; the `writes` pages of `page` bytes it writes into `land`. Returns the ports
-    /// of the forward, and every port its writes hold.
+    /// Adds to `uses` what the receiver of `chip`'s router from `from` on `plane` (on NoC1, from
+    /// its Ethernet core) puts on the chip's NoCs per packet of `payload` bytes: when it
+    /// forwards the packet on toward `onward`, the packet and header into that router's sender
+    /// slot and its doorbell; the `writes` pages of `page` bytes it writes into `land`. Returns
+    /// the ports of the forward, and every port its writes hold.
     pub(super) fn noc_receiver(
         &mut self,
-        chip: ChipIdx,
-        at: CoreCoord,
-        forward: Option<CoreCoord>,
+        (chip, from, onward, plane): (ChipIdx, ChipIdx, Option<ChipIdx>, usize),
         (writes, page, land): (u64, u64, Memory),
         payload: u64,
         uses: &mut Vec<(ResourceId, f64)>,
@@ -325,6 +323,8 @@ impl Network<'_, '_> {
         if !self.noc {
             return (None, None);
         }
+        let at = self.router_core(chip, from, plane);
+        let forward = onward.map(|to| self.router_core(chip, to, plane));
         let forwarded = forward.map(|next| {
             let bytes = (self.header + payload).next_multiple_of(16);
             self.noc_packets(chip, 1, (at, next), (1.0, bytes), uses);
