@@ -53,8 +53,11 @@ const EPS: f64 = 1e-9;
 struct Resource {
     /// Units per picosecond.
     capacity: f64,
-    /// The active flows through it.
+    /// The active flows through it, and flows that ended since the list was last swept of
+    /// them (a solve skips those): ending a flow costs its resources no search.
     flows: Vec<u32>,
+    /// How many of `flows` have ended.
+    ended: u32,
 }
 
 struct Flow {
@@ -127,7 +130,7 @@ impl FlowNet {
     /// Adds a resource of `per_second` units per second.
     pub fn resource(&mut self, per_second: f64) -> ResourceId {
         assert!(per_second > 0.0, "a resource's capacity must be positive");
-        self.resources.push(Resource { capacity: per_second * 1e-12, flows: Vec::new() });
+        self.resources.push(Resource { capacity: per_second * 1e-12, flows: Vec::new(), ended: 0 });
         ResourceId(self.resources.len() as u32 - 1)
     }
 
@@ -264,15 +267,19 @@ impl FlowNet {
         f.remaining = 0.0;
         f.version += 1;
         self.live -= 1;
-        // An ended flow uses nothing any more.
-        for (ResourceId(r), _) in std::mem::take(&mut f.uses) {
-            // Order within a resource's list does not matter: a solve sorts what it collects.
-            let flows = &mut self.resources[r as usize].flows;
-            if let Some(at) = flows.iter().position(|&j| j == i) {
-                flows.swap_remove(at);
+        // An ended flow uses nothing any more. It leaves its resources' lists lazily: each is
+        // swept once half of it has ended, so an end costs no search of a long list.
+        let flows = &self.flows;
+        for &(ResourceId(r), _) in &flows[i as usize].uses {
+            let res = &mut self.resources[r as usize];
+            res.ended += 1;
+            if 2 * res.ended as usize > res.flows.len() {
+                res.flows.retain(|&j| !flows[j as usize].done);
+                res.ended = 0;
             }
             self.left_resources.push(r);
         }
+        self.flows[i as usize].uses = Vec::new();
     }
 
     /// Weighted max-min fair rates, by progressive filling, of the flows whose share may have
@@ -294,22 +301,7 @@ impl FlowNet {
             f.since = self.now;
             f.rate = 0.0;
         }
-        let mut frozen = vec![false; active.len()];
-        let mut level = 0.0f64;
-        while self.weigh(&active, &frozen) {
-            let Some(rise) = self.rise(&active, &frozen, level) else {
-                // Flows that use nothing and have no cap: move instantly.
-                for (k, &i) in active.iter().enumerate() {
-                    if !frozen[k] {
-                        self.flows[i as usize].rate = f64::MAX;
-                        frozen[k] = true;
-                    }
-                }
-                break;
-            };
-            level += rise;
-            self.freeze(&active, &mut frozen, level, rise);
-        }
+        self.fill(&active);
         for &i in &active {
             let f = &mut self.flows[i as usize];
             f.version += 1;
@@ -328,10 +320,11 @@ impl FlowNet {
     fn component(&mut self) -> Vec<u32> {
         let stamp = self.solves;
         let (nr, nf) = (self.resources.len(), self.flows.len());
-        let Scratch { mark, left, weight, touched, flow_mark } = &mut self.scratch;
+        let Scratch { mark, left, weight, count, touched, flow_mark, .. } = &mut self.scratch;
         mark.resize(nr, 0);
         left.resize(nr, 0.0);
         weight.resize(nr, 0.0);
+        count.resize(nr, 0);
         flow_mark.resize(nf, 0);
         touched.clear();
         let mut active = Vec::new();
@@ -362,62 +355,83 @@ impl FlowNet {
         active
     }
 
-    /// Per resource, the weight of the unfrozen flows through it; whether any flow is unfrozen.
-    fn weigh(&mut self, active: &[u32], frozen: &[bool]) -> bool {
-        let Scratch { weight, touched, .. } = &mut self.scratch;
+    /// Progressive filling of the component `active` (its resources marked by
+    /// [`FlowNet::component`]): every unfrozen rate rises together until a resource saturates
+    /// or a flow meets its cap; the flows through a saturated resource and those at their cap
+    /// freeze at the level reached. Each resource keeps the weight and the count of its
+    /// unfrozen flows, taken down as they freeze, so a level costs the resources still in play
+    /// and the flows it freezes, not every flow of the component.
+    fn fill(&mut self, active: &[u32]) {
+        let stamp = self.solves;
+        let Scratch { left, weight, count, touched, flow_mark, frozen, .. } = &mut self.scratch;
+        frozen.resize(self.flows.len(), 0);
         for &r in touched.iter() {
             weight[r as usize] = 0.0;
+            count[r as usize] = 0;
         }
-        let mut any = false;
-        for (k, &i) in active.iter().enumerate() {
-            if frozen[k] {
-                continue;
-            }
-            any = true;
+        for &i in active {
             for &(r, w) in &self.flows[i as usize].uses {
                 weight[r.0 as usize] += w;
+                count[r.0 as usize] += 1;
             }
         }
-        any
-    }
-
-    /// How far every unfrozen rate can rise from `level`: the tightest resource or cap (none if
-    /// nothing bounds it).
-    fn rise(&self, active: &[u32], frozen: &[bool], level: f64) -> Option<f64> {
-        let Scratch { left, weight, touched, .. } = &self.scratch;
-        let mut rise = f64::INFINITY;
-        for &r in touched.iter() {
-            let (r, w) = (r as usize, weight[r as usize]);
-            if w > 0.0 {
-                rise = rise.min(left[r].max(0.0) / w);
+        let mut live: Vec<u32> = touched.iter().copied().filter(|&r| count[r as usize] > 0).collect();
+        let mut capped: Vec<u32> =
+            active.iter().copied().filter(|&i| self.flows[i as usize].cap.is_finite()).collect();
+        let mut unfrozen = active.len();
+        let mut level = 0.0f64;
+        let mut freezing = Vec::new();
+        while unfrozen > 0 {
+            let mut rise = f64::INFINITY;
+            for &r in &live {
+                rise = rise.min(left[r as usize].max(0.0) / weight[r as usize]);
             }
-        }
-        for (k, &i) in active.iter().enumerate() {
-            if !frozen[k] {
+            for &i in &capped {
                 rise = rise.min(self.flows[i as usize].cap - level);
             }
-        }
-        rise.is_finite().then(|| rise.max(0.0))
-    }
-
-    /// Raises every unfrozen rate by `rise` to `level`, spending the resources' capacity, and
-    /// freezes the flows through a saturated resource and those at their cap.
-    fn freeze(&mut self, active: &[u32], frozen: &mut [bool], level: f64, rise: f64) {
-        let Scratch { left, weight, touched, .. } = &mut self.scratch;
-        for &r in touched.iter() {
-            left[r as usize] -= weight[r as usize] * rise;
-        }
-        let resources = &self.resources;
-        let saturated = |r: ResourceId| left[r.0 as usize] <= EPS * resources[r.0 as usize].capacity;
-        for (k, &i) in active.iter().enumerate() {
-            if frozen[k] {
-                continue;
+            if !rise.is_finite() {
+                // Flows that use nothing and have no cap: move instantly.
+                for &i in active {
+                    if frozen[i as usize] != stamp {
+                        self.flows[i as usize].rate = f64::MAX;
+                    }
+                }
+                break;
             }
-            let f = &mut self.flows[i as usize];
-            if level >= f.cap * (1.0 - EPS) || f.uses.iter().any(|&(r, _)| saturated(r)) {
+            let rise = rise.max(0.0);
+            level += rise;
+            freezing.clear();
+            for &r in &live {
+                let r = r as usize;
+                left[r] -= weight[r] * rise;
+                if left[r] <= EPS * self.resources[r].capacity {
+                    freezing.extend(
+                        self.resources[r]
+                            .flows
+                            .iter()
+                            .copied()
+                            .filter(|&i| flow_mark[i as usize] == stamp && frozen[i as usize] != stamp),
+                    );
+                }
+            }
+            freezing.extend(
+                capped.iter().copied().filter(|&i| level >= self.flows[i as usize].cap * (1.0 - EPS)),
+            );
+            for &i in &freezing {
+                if frozen[i as usize] == stamp {
+                    continue;
+                }
+                frozen[i as usize] = stamp;
+                unfrozen -= 1;
+                let f = &mut self.flows[i as usize];
                 f.rate = level.min(f.cap);
-                frozen[k] = true;
+                for &(r, w) in &f.uses {
+                    weight[r.0 as usize] -= w;
+                    count[r.0 as usize] -= 1;
+                }
             }
+            live.retain(|&r| count[r as usize] > 0);
+            capped.retain(|&i| frozen[i as usize] != stamp);
         }
     }
 }
@@ -430,8 +444,10 @@ struct Scratch {
     mark: Vec<u64>,
     left: Vec<f64>,
     weight: Vec<f64>,
+    count: Vec<u32>,
     touched: Vec<u32>,
     flow_mark: Vec<u64>,
+    frozen: Vec<u64>,
 }
 
 #[cfg(test)]
@@ -486,6 +502,26 @@ mod tests {
         net.solve();
         assert!((net.rate(b) - 1e9).abs() < 1.0, "{}", net.rate(b));
         assert!((net.rate(a) - (4e6 * 4096.0 - 1e9)).abs() < 10.0, "{}", net.rate(a));
+    }
+
+    #[test]
+    fn rates_freeze_level_by_level_and_what_a_frozen_flow_leaves_goes_to_the_rest() {
+        // x (6 GB/s) carries a, b, c; y (10 GB/s) carries c and d; d is capped at 1 GB/s.
+        // Level 1: d meets its cap at 1. Level 2: x saturates at 2 each (a, b, c). y then has
+        // 10 - 2 - 1 = 7 left and nothing unfrozen: rates 2, 2, 2, 1.
+        let mut net = FlowNet::new();
+        let x = net.resource(6e9);
+        let y = net.resource(10e9);
+        let a = net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0)], None);
+        let b = net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0)], None);
+        let c = net.start(Time::ZERO, 1e6, Time::ZERO, &[(x, 1.0), (y, 1.0)], None);
+        let d = net.start(Time::ZERO, 1e6, Time::ZERO, &[(y, 1.0)], Some(1e9));
+        net.solve();
+        for (f, want) in [(a, 2e9), (b, 2e9), (c, 2e9), (d, 1e9)] {
+            assert!((net.rate(f) - want).abs() < 1.0, "{f:?}: {}", net.rate(f));
+        }
+        // Once a, b and c end (500 us), d is still held to its cap.
+        assert_eq!(ends(&mut net), vec![(500_000, 0), (500_000, 1), (500_000, 2), (1_000_000, 3)]);
     }
 
     #[test]

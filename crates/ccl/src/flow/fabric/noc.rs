@@ -197,6 +197,7 @@ impl Network<'_, '_> {
             })
             .collect();
         let idle = self.twins(&is_noc, idle);
+        let idle = self.dominated(&is_noc, idle);
         let mut kept: HashMap<*const (ResourceId, f64), Uses> = HashMap::default();
         for u in &mut self.units {
             let new = kept
@@ -235,6 +236,44 @@ impl Network<'_, '_> {
             }
         }
         idle.iter().zip(&same).map(|(a, b)| *a || *b).collect()
+    }
+
+    /// `idle` and the ports whose flows are a proper subset of another resource's, each with
+    /// no more demand on the port than on that resource (every resource is a server of one
+    /// picosecond per picosecond): the port is never busier than the other, so it saturates
+    /// only with it and then freezes no flow the other does not. A route's ports past the
+    /// point where traffic leaves it are such ports. Exact for max-min rates, like the rest.
+    fn dominated(&self, is_noc: &[bool], idle: Vec<bool>) -> Vec<bool> {
+        let mut carried: Vec<Vec<(u32, f64)>> = vec![Vec::new(); is_noc.len()];
+        let mut by_id: Vec<&Uses> = Vec::new();
+        let mut seen: HashMap<*const (ResourceId, f64), ()> = HashMap::default();
+        for u in &self.units {
+            if seen.insert(u.uses.as_ptr(), ()).is_some() {
+                continue;
+            }
+            let id = by_id.len() as u32;
+            by_id.push(&u.uses);
+            for x in u.uses.iter().filter(|x| !idle[x.0.0 as usize]) {
+                carried[x.0.0 as usize].push((id, x.1));
+            }
+        }
+        let mut out = idle.clone();
+        for (r, c) in carried.iter().enumerate() {
+            if !is_noc[r] || c.is_empty() {
+                continue;
+            }
+            let within = |q: usize| {
+                let cq = &carried[q];
+                q != r
+                    && cq.len() > c.len()
+                    && c.iter()
+                        .all(|&(id, w)| cq.binary_search_by_key(&id, |e| e.0).is_ok_and(|k| cq[k].1 >= w))
+            };
+            if by_id[c[0].0 as usize].iter().any(|x| within(x.0.0 as usize)) {
+                out[r] = true;
+            }
+        }
+        out
     }
 
     /// Adds to `uses` what `count` NoC packets of `bytes` from `src` to `dst` on `noc` of
