@@ -12,7 +12,6 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("bh-p300-rs-line-bf16", "Blackhole: NoC contention"),
     ("bh-quietbox-ag-ring-bf16", "Blackhole: NoC contention"),
     ("bh-quietbox-ar-ring-bf16", "Blackhole: NoC contention"),
-    ("bh-loudbox-ag-ring-bfp8", "Blackhole: NoC contention"),
     ("bh-galaxy-ag-axis-ring-bf16", "Blackhole: NoC contention"),
     ("bh-galaxy-rs-axis-ring-bf16", "Blackhole: NoC contention"),
     ("galaxy-workload-defaults", "planes sharing the Ethernet row's NoC"),

@@ -77,11 +77,19 @@ impl Costs<'_> {
         if self.ring { 2 } else { 1 }
     }
 
+    /// Whether a router's sender and receiver channels run on two ERISCs, each its own loop on
+    /// its own tx queue (`fabric_router_eriscs`; the packet model's `Role::Senders` and
+    /// `Role::Receiver`).
+    fn two_eriscs(&self) -> bool {
+        self.p.fabric_router_eriscs >= 2
+    }
+
     /// The sender channel's ERISC work per packet: the step reading its state, the data send,
     /// the wait for the tx queue to take it, the counter send, the credit it returns to its
-    /// producer and its pass. On a ring the receiver step's acknowledgement comes next in the
-    /// same pass and waits for the tx queue, which takes it only once the DMA has moved the
-    /// data: the ERISC spins for the rest of the DMA.
+    /// producer and its pass. On a ring on one ERISC the receiver step's acknowledgement comes
+    /// next in the same pass and waits for the tx queue, which takes it only once the DMA has
+    /// moved the data: the ERISC spins for the rest of the DMA. On two ERISCs the receiver
+    /// sends its acknowledgements on its own queue, and the sender does not wait for them.
     pub fn send(&self, payload: u64) -> f64 {
         let own = self.cyc(
             (self.p.fabric_router_step_cycles as f64)
@@ -90,7 +98,7 @@ impl Costs<'_> {
                 + (self.p.fabric_router_noc_cycles as f64)
                 + (self.p.fabric_router_pass_cycles as f64),
         );
-        let spin = if self.ring {
+        let spin = if self.ring && !self.two_eriscs() {
             (self.dma(self.eth_bytes(payload))
                 - self.cyc((self.p.eth_send_initiate_cycles as f64) + (self.p.eth_txq_latch_cycles as f64)))
             .max(0.0)
@@ -108,15 +116,13 @@ impl Costs<'_> {
 
     /// The receiver channel's ERISC work per packet: a ring's acknowledgement, `forwards`
     /// forwards into the next router (the packet and its doorbell), `writes` local NoC commands,
-    /// the completion, and on a line its pass.
+    /// the completion, and its pass where the sender's does not carry it.
     pub fn receive(&self, forwards: u64, writes: u64) -> f64 {
-        // On a ring every router sends as it receives, one pass doing both: the sender's
-        // work carries the pass.
-        let (ack, pass) = if self.ring {
-            ((self.p.eth_send_initiate_cycles as f64), 0.0)
-        } else {
-            (0.0, (self.p.fabric_router_pass_cycles as f64))
-        };
+        // On a ring on one ERISC every router sends as it receives, one pass doing both: the
+        // sender's work carries the pass. On two, the receiver's loop is its own.
+        let ack = if self.ring { self.p.eth_send_initiate_cycles as f64 } else { 0.0 };
+        let pass =
+            if self.ring && !self.two_eriscs() { 0.0 } else { self.p.fabric_router_pass_cycles as f64 };
         self.cyc(
             ack + (2 * forwards + writes) as f64 * (self.p.fabric_router_noc_cycles as f64)
                 + (self.p.eth_send_initiate_cycles as f64)
@@ -475,6 +481,24 @@ mod tests {
         assert!(large > small + 100_000.0, "{large} vs {small}");
         let line = Costs { ring: false, ..c };
         assert_eq!(line.send(4096), line.send(0));
+    }
+
+    /// On two ERISCs (Blackhole's router) the receiver's loop is its own: a ring's receiver
+    /// pays its pass, and the sender no longer waits for the tx DMA before the acknowledgement,
+    /// which the receiver sends on its own queue. On one the pass is the sender's.
+    #[test]
+    fn two_eriscs_give_the_receiver_its_own_pass_and_the_sender_no_spin() {
+        let one = wormhole();
+        let mut p = one.p.clone();
+        p.fabric_router_eriscs = 2;
+        let two = Costs { p: Box::leak(Box::new(p)), ..one };
+        let pass = one.cyc(one.p.fabric_router_pass_cycles as f64);
+        assert!((two.receive(1, 2) - one.receive(1, 2) - pass).abs() < 1e-6);
+        assert!(two.send(4096) < one.send(4096) - 100_000.0, "{} vs {}", two.send(4096), one.send(4096));
+        assert_eq!(two.send(4096), two.send(0));
+        // A line's receiver paid its pass on one ERISC already.
+        let (l1, l2) = (Costs { ring: false, ..one }, Costs { ring: false, ..two });
+        assert_eq!(l1.receive(1, 2), l2.receive(1, 2));
     }
 
     /// A worker's writes leave its port while it issues the next: large pages are gone once the
