@@ -436,9 +436,9 @@ impl FlowNet {
     }
 }
 
-/// What a solve reuses: per resource the solve that last touched it, its capacity left and
-/// the weight through it; the resources this solve touched; per flow the solve that last
-/// took it in.
+/// What a solve reuses: per resource the solve that last touched it, its capacity left, and
+/// the weight and count of its unfrozen flows; the resources this solve touched; per flow the
+/// solve that last took it in and the solve that last froze it.
 #[derive(Default)]
 struct Scratch {
     mark: Vec<u64>,
