@@ -320,12 +320,13 @@ impl FlowNet {
     fn component(&mut self) -> Vec<u32> {
         let stamp = self.solves;
         let (nr, nf) = (self.resources.len(), self.flows.len());
-        let Scratch { mark, left, weight, count, touched, flow_mark, .. } = &mut self.scratch;
+        let Scratch { mark, left, weight, count, touched, flow_mark, frozen } = &mut self.scratch;
         mark.resize(nr, 0);
         left.resize(nr, 0.0);
         weight.resize(nr, 0.0);
         count.resize(nr, 0);
         flow_mark.resize(nf, 0);
+        frozen.resize(nf, 0);
         touched.clear();
         let mut active = Vec::new();
         let mut queue: Vec<u32> = std::mem::take(&mut self.new_flows);
@@ -364,7 +365,6 @@ impl FlowNet {
     fn fill(&mut self, active: &[u32]) {
         let stamp = self.solves;
         let Scratch { left, weight, count, touched, flow_mark, frozen, .. } = &mut self.scratch;
-        frozen.resize(self.flows.len(), 0);
         for &r in touched.iter() {
             weight[r as usize] = 0.0;
             count[r as usize] = 0;

@@ -196,8 +196,9 @@ impl Network<'_, '_> {
                     })
             })
             .collect();
-        let idle = self.twins(&is_noc, idle);
-        let idle = self.dominated(&is_noc, idle);
+        let (carried, by_id) = self.carried(&idle);
+        let idle = twins(&is_noc, &carried, idle);
+        let idle = dominated(&is_noc, (&carried, &by_id), idle);
         let mut kept: HashMap<*const (ResourceId, f64), Uses> = HashMap::default();
         for u in &mut self.units {
             let new = kept
@@ -209,42 +210,11 @@ impl Network<'_, '_> {
         self.is_noc = is_noc;
     }
 
-    /// `idle` and the ports that carry the same flows with the same demands as a port before
-    /// them (a route's links one after another, where no other traffic joins): they bind
-    /// together, so one of them stands for all.
-    fn twins(&self, is_noc: &[bool], idle: Vec<bool>) -> Vec<bool> {
-        let mut carried: Vec<Vec<(usize, u64)>> = vec![Vec::new(); is_noc.len()];
-        let mut seen: HashMap<*const (ResourceId, f64), usize> = HashMap::default();
-        for u in &self.units {
-            let n = seen.len();
-            let id = *seen.entry(u.uses.as_ptr()).or_insert(n);
-            if id < n {
-                continue;
-            }
-            for x in u.uses.iter().filter(|x| is_noc[x.0.0 as usize] && !idle[x.0.0 as usize]) {
-                carried[x.0.0 as usize].push((id, x.1.to_bits()));
-            }
-        }
-        let mut first: HashMap<&[(usize, u64)], usize> = HashMap::default();
-        let mut same = vec![false; is_noc.len()];
-        for (r, c) in carried.iter().enumerate() {
-            if c.is_empty() {
-                continue;
-            }
-            if first.insert(c.as_slice(), r).is_some() {
-                same[r] = true;
-            }
-        }
-        idle.iter().zip(&same).map(|(a, b)| *a || *b).collect()
-    }
-
-    /// `idle` and the ports whose flows are a proper subset of another resource's, each with
-    /// no more demand on the port than on that resource (every resource is a server of one
-    /// picosecond per picosecond): the port is never busier than the other, so it saturates
-    /// only with it and then freezes no flow the other does not. A route's ports past the
-    /// point where traffic leaves it are such ports. Exact for max-min rates, like the rest.
-    fn dominated(&self, is_noc: &[bool], idle: Vec<bool>) -> Vec<bool> {
-        let mut carried: Vec<Vec<(u32, f64)>> = vec![Vec::new(); is_noc.len()];
+    /// What every resource that is not `idle` carries: per resource, each distinct uses (units
+    /// that share theirs are one kernel's and count once, numbered in the units' order) that
+    /// puts a demand on it, with that demand's bits; and the uses by number.
+    fn carried(&self, idle: &[bool]) -> (Carried, Vec<&Uses>) {
+        let mut carried: Carried = vec![Vec::new(); idle.len()];
         let mut by_id: Vec<&Uses> = Vec::new();
         let mut seen: HashMap<*const (ResourceId, f64), ()> = HashMap::default();
         for u in &self.units {
@@ -254,26 +224,10 @@ impl Network<'_, '_> {
             let id = by_id.len() as u32;
             by_id.push(&u.uses);
             for x in u.uses.iter().filter(|x| !idle[x.0.0 as usize]) {
-                carried[x.0.0 as usize].push((id, x.1));
+                carried[x.0.0 as usize].push((id, x.1.to_bits()));
             }
         }
-        let mut out = idle.clone();
-        for (r, c) in carried.iter().enumerate() {
-            if !is_noc[r] || c.is_empty() {
-                continue;
-            }
-            let within = |q: usize| {
-                let cq = &carried[q];
-                q != r
-                    && cq.len() > c.len()
-                    && c.iter()
-                        .all(|&(id, w)| cq.binary_search_by_key(&id, |e| e.0).is_ok_and(|k| cq[k].1 >= w))
-            };
-            if by_id[c[0].0 as usize].iter().any(|x| within(x.0.0 as usize)) {
-                out[r] = true;
-            }
-        }
-        out
+        (carried, by_id)
     }
 
     /// Adds to `uses` what `count` NoC packets of `bytes` from `src` to `dst` on `noc` of
@@ -450,4 +404,50 @@ impl Network<'_, '_> {
         self.spreads.insert(key, s.clone());
         s
     }
+}
+
+/// Per resource, the distinct uses it carries with their demands' bits ([`Network::carried`]).
+type Carried = Vec<Vec<(u32, u64)>>;
+
+/// `idle` and the NoC ports that carry the same flows with the same demands as a port before
+/// them (a route's links one after another, where no other traffic joins): they bind together,
+/// so one of them stands for all.
+fn twins(is_noc: &[bool], carried: &Carried, idle: Vec<bool>) -> Vec<bool> {
+    let mut first: HashMap<&[(u32, u64)], usize> = HashMap::default();
+    let mut out = idle;
+    for (r, c) in carried.iter().enumerate() {
+        if is_noc[r] && !c.is_empty() && first.insert(c.as_slice(), r).is_some() {
+            out[r] = true;
+        }
+    }
+    out
+}
+
+/// `idle` and the NoC ports whose flows are a proper subset of another resource's, each with
+/// no more demand on the port than on that resource (every resource is a server of one
+/// picosecond per picosecond): the port is never busier than the other, so it saturates only
+/// with it and then freezes no flow the other does not. A route's ports past the point where
+/// traffic leaves it are such ports. Exact for max-min rates, like the rest. (A twin [`twins`]
+/// dropped carries its kept twin's flows, so it may stand as the other resource.)
+fn dominated(is_noc: &[bool], (carried, by_id): (&Carried, &[&Uses]), idle: Vec<bool>) -> Vec<bool> {
+    let mut out = idle.clone();
+    for (r, c) in carried.iter().enumerate() {
+        if !is_noc[r] || idle[r] || c.is_empty() {
+            continue;
+        }
+        let within = |q: usize| {
+            let cq = &carried[q];
+            q != r
+                && cq.len() > c.len()
+                && c.iter().all(|&(id, w)| {
+                    cq.binary_search_by_key(&id, |e| e.0)
+                        .is_ok_and(|k| f64::from_bits(cq[k].1) >= f64::from_bits(w))
+                })
+        };
+        // A resource that carries every one of the port's flows carries its first.
+        if by_id[c[0].0 as usize].iter().any(|x| within(x.0.0 as usize)) {
+            out[r] = true;
+        }
+    }
+    out
 }
