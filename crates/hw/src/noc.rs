@@ -363,31 +363,29 @@ pub fn walk_links(
     let (gx, gy) = (grid_x as usize, grid_y as usize);
     let (mut x, mut y) = (src.x as usize, src.y as usize);
     let (dx, dy) = (dst.x as usize, dst.y as usize);
+    // One hop along a torus dimension of `n`: up on NoC0, down on NoC1.
+    let step = |v: usize, n: usize| {
+        if noc == 0 {
+            if v + 1 == n { 0 } else { v + 1 }
+        } else if v == 0 {
+            n - 1
+        } else {
+            v - 1
+        }
+    };
     if noc == 1 {
         while y != dy {
             cross((y * gx + x) * 2 + 1);
-            y = if y == 0 { gy - 1 } else { y - 1 };
+            y = step(y, gy);
         }
     }
     while x != dx {
         cross((y * gx + x) * 2);
-        x = if noc == 0 {
-            if x + 1 == gx { 0 } else { x + 1 }
-        } else if x == 0 {
-            gx - 1
-        } else {
-            x - 1
-        };
+        x = step(x, gx);
     }
     while y != dy {
         cross((y * gx + x) * 2 + 1);
-        y = if noc == 0 {
-            if y + 1 == gy { 0 } else { y + 1 }
-        } else if y == 0 {
-            gy - 1
-        } else {
-            y - 1
-        };
+        y = step(y, gy);
     }
 }
 
