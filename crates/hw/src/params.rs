@@ -120,8 +120,12 @@ pub struct Params {
     /// Whether the flow model makes each chip's NoC links and ports resources (1) or leaves
     /// the NoC out (0): more accurate where the NoC binds, several times slower on big
     /// machines. The packet model always has its NoCs.
-    #[serde(default)]
+    #[serde(default = "one")]
     pub flow_noc_ports: u64,
+    /// The most chips a session's ops may use for `flow_noc_ports` to apply: on more, the flow
+    /// model leaves the NoC out, so that its cost stays linear in the machine.
+    #[serde(default = "noc_max_chips")]
+    pub flow_noc_ports_max_chips: u64,
 }
 
 /// `(field, description with unit)` for every parameter, in file order.
@@ -191,10 +195,18 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "flow_noc_ports",
         "1: the flow model makes every chip's NoC links and ports resources (slower on big machines); 0: it leaves the NoC out",
     ),
+    (
+        "flow_noc_ports_max_chips",
+        "the most chips a session's ops may use for flow_noc_ports to apply; on more the flow model leaves the NoC out",
+    ),
 ];
 
 fn one() -> u64 {
     1
+}
+
+fn noc_max_chips() -> u64 {
+    64
 }
 
 /// Bytes at the start of the ERISC window a fabric router keeps for its configuration and

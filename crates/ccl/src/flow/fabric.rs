@@ -309,7 +309,7 @@ fn solve_part(
         loops: Vec::new(),
         hops_built: HashMap::default(),
         no_wire: Rc::new([]),
-        noc: s.params.flow_noc_ports == 1,
+        noc: noc::noc_ports(s),
         cycle_ps: s.params.cycles(1_000_000).0 as f64 / 1e6,
         next_core: HashMap::default(),
         spreads: HashMap::default(),
@@ -376,7 +376,7 @@ fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
     // (workers, reducers): phases whose communicators hop between no common pair of chips (a
     // ring's closing hop counts even where it runs as a line) share none; with NoC ports,
     // phases whose communicators share no chip.
-    let noc = s.params.flow_noc_ports == 1;
+    let noc = noc::noc_ports(s);
     let mut by_key: BTreeMap<(ChipIdx, ChipIdx), usize> = BTreeMap::new();
     for (pi, p) in s.phases.iter().enumerate() {
         for &d in &p.deps {

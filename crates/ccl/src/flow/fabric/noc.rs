@@ -24,10 +24,23 @@ use meshsim_topology::ChipIdx;
 use meshsim_topology::soc::CoreCoord;
 use rustc_hash::FxHashMap as HashMap;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Network, ResourceId, Uses, merge};
 use crate::tensor::Memory;
+use crate::transport::LowerCx;
+
+/// Whether the session's NoC links and ports are flow resources: `flow_noc_ports`, on a
+/// session whose ops use at most `flow_noc_ports_max_chips` chips (beyond, ops whose
+/// communicators cross on a chip would become one part, and the cost would outgrow the
+/// machine).
+pub(super) fn noc_ports(s: &LowerCx) -> bool {
+    let p = s.params;
+    p.flow_noc_ports == 1 && {
+        let used: BTreeSet<ChipIdx> = s.ops.iter().flat_map(|o| o.comm.chips().iter().copied()).collect();
+        used.len() as u64 <= p.flow_noc_ports_max_chips
+    }
+}
 
 /// Per port of a chip's NoC (numbered as [`walk_ports`] numbers them), the flits one page's
 /// traffic puts on it, spread over its memory's banks.
