@@ -252,13 +252,14 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     // The lowering context holds the gates' kernel times, which are not shared between
     // threads: each part gets the rest of it, and kernel times of its own it never uses.
     let (cluster, params, ops, given, phases, done) = (s.cluster, s.params, s.ops, s.given, s.phases, s.done);
-    let solved: Vec<Result<PartSolved, CclError>> = parts(s)
+    let noc = noc::noc_ports(s);
+    let solved: Vec<Result<PartSolved, CclError>> = parts(s, noc)
         .into_par_iter()
         .with_max_len(1)
         .map(|part| {
             let times: KernelTimes = Rc::new(RefCell::new(Vec::new()));
             let cx = LowerCx { cluster, params, ops, given, phases, done, times: &times };
-            solve_part(&cx, part, (&lines, payload, &layout))
+            solve_part(&cx, part, (&lines, payload, &layout), noc)
         })
         .collect();
     let mut runs: Vec<Option<PhaseRun>> = (0..n).map(|_| None).collect();
@@ -285,11 +286,13 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
 /// ends; and its link directions' use.
 type PartSolved = (Vec<(usize, PhaseRun, usize, Time, Vec<(ChipIdx, Time)>)>, Vec<FlowLink>);
 
-/// Builds and runs the flow network of one independent part of the session.
+/// Builds and runs the flow network of one independent part of the session, with the chips'
+/// NoC ports as resources if `noc` ([`noc::noc_ports`]).
 fn solve_part(
     s: &LowerCx,
     part: Vec<usize>,
     (lines, payload, layout): (&[Line], u64, &Layout),
+    noc: bool,
 ) -> Result<PartSolved, CclError> {
     let mut m = Network {
         s,
@@ -309,7 +312,7 @@ fn solve_part(
         loops: Vec::new(),
         hops_built: HashMap::default(),
         no_wire: Rc::new([]),
-        noc: noc::noc_ports(s),
+        noc,
         cycle_ps: s.params.cycles(1_000_000).0 as f64 / 1e6,
         next_core: HashMap::default(),
         spreads: HashMap::default(),
@@ -356,8 +359,8 @@ fn solve_part(
 /// no chip) or a dependency, each group's phases in order, the groups in order of their first
 /// phase. The ops of a `--axis` run on every row of a mesh are one part each; so are an
 /// all-reduce on every row and one on every column running at once, unless the NoC ports are
-/// resources (rows and columns cross on every chip, on its NoCs).
-fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
+/// resources (`noc`: rows and columns cross on every chip, on its NoCs).
+fn parts(s: &LowerCx, noc: bool) -> Vec<Vec<usize>> {
     let n = s.phases.len();
     let mut parent: Vec<usize> = (0..n).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -376,7 +379,6 @@ fn parts(s: &LowerCx) -> Vec<Vec<usize>> {
     // (workers, reducers): phases whose communicators hop between no common pair of chips (a
     // ring's closing hop counts even where it runs as a line) share none; with NoC ports,
     // phases whose communicators share no chip.
-    let noc = noc::noc_ports(s);
     let mut by_key: BTreeMap<(ChipIdx, ChipIdx), usize> = BTreeMap::new();
     for (pi, p) in s.phases.iter().enumerate() {
         for &d in &p.deps {
