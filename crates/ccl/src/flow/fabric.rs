@@ -217,7 +217,7 @@ struct Network<'a, 'c> {
     hops_built: HashMap<HopKey, (Uses, Chips, Wire)>,
     /// The wire of a unit that crosses no link (shared).
     no_wire: Wire,
-    /// Whether the chips' NoC ports are resources (`flow_noc_ports`).
+    /// Whether the chips' NoC ports are resources ([`noc::noc_ports`]).
     noc: bool,
     /// One core cycle, ps: a NoC port serves a flit a cycle.
     cycle_ps: f64,
