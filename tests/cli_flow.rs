@@ -10,7 +10,6 @@ use common::*;
 const EXCEPTIONS: &[(&str, &str)] = &[
     ("bh-p300-ag-line-bf16", "Blackhole: not traced"),
     ("bh-p300-rs-line-bf16", "Blackhole: not traced"),
-    ("bh-quietbox-ag-ring-bf16", "Blackhole's ring routers"),
     ("bh-quietbox-ar-ring-bf16", "Blackhole's ring routers"),
     ("bh-galaxy-ag-axis-ring-bf16", "Blackhole's ring routers"),
     ("bh-galaxy-rs-axis-ring-bf16", "Blackhole's ring routers"),

@@ -455,18 +455,10 @@ impl Hw {
     ) -> Time {
         let p = &self.params;
         let c = &mut self.chips[chip.0 as usize];
-        let stream = p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle));
-        let free = &mut c.dram_free[bank as usize];
-        *free = at.max(*free) + stream;
         let busy = &mut c.dram_busy[bank as usize];
-        *busy = (busy.0 + stream, busy.1 + bytes);
-        let mut out = *free;
-        if let Some(noc) = read_on {
-            let ep = &mut c.dram_endpoint_free[2 * bank as usize + noc];
-            *ep = at.max(*ep) + p.cycles(bytes.div_ceil(p.dram_endpoint_bytes_per_cycle));
-            out = out.max(*ep);
-        }
-        out + p.cycles(p.dram_latency_cycles)
+        *busy = (busy.0 + p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle)), busy.1 + bytes);
+        let endpoint = read_on.map(|noc| &mut c.dram_endpoint_free[2 * bank as usize + noc]);
+        dram_serve(p, (&mut c.dram_free[bank as usize], endpoint), bytes, at)
     }
 
     fn latch(
@@ -748,4 +740,25 @@ fn label_core(sched: &mut Scheduler<HwEvent>, p: &Params, kind: CoreKind, mem: M
 /// taken the previous command (one command waits behind the one being moved).
 pub(crate) fn latch_time(p: &Params, now: Time, dma_start: Time) -> Time {
     (now + p.cycles(p.eth_txq_latch_cycles)).max(dma_start)
+}
+
+/// A DRAM bank's service of an access of `bytes` that reaches it at `at`, given when the bank
+/// is next free (`bank`) and, for a read, when the NoC endpoint it streams through is
+/// (`endpoint`): it waits for the bank, streams at `dram_bank_bytes_per_cycle`, a read also
+/// through the endpoint at `dram_endpoint_bytes_per_cycle`, and adds the access latency. Moves
+/// both on; returns when the data is out of (or into) the bank. The packet model's banks
+/// ([`Hw`]) and the flow model's step of workers in step share it.
+pub fn dram_serve(
+    p: &Params,
+    (bank, endpoint): (&mut Time, Option<&mut Time>),
+    bytes: u64,
+    at: Time,
+) -> Time {
+    *bank = at.max(*bank) + p.cycles(bytes.div_ceil(p.dram_bank_bytes_per_cycle));
+    let mut out = *bank;
+    if let Some(ep) = endpoint {
+        *ep = at.max(*ep) + p.cycles(bytes.div_ceil(p.dram_endpoint_bytes_per_cycle));
+        out = out.max(*ep);
+    }
+    out + p.cycles(p.dram_latency_cycles)
 }

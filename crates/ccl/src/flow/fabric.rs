@@ -35,6 +35,7 @@ mod loops;
 mod noc;
 mod p2p;
 mod rs;
+mod step;
 
 pub(crate) use links::FlowLink;
 
@@ -751,7 +752,8 @@ impl Network<'_, '_> {
         let t = p.tensors;
         let page = sched.page;
         let dram = t.input.memory == Memory::Dram;
-        for w in kernels.iter().filter(|w| !w.mine.is_empty()) {
+        let in_step = self.multicasters_in_step(pi, p, (sched, kernels));
+        for (w, in_step) in kernels.iter().zip(in_step).filter(|(w, _)| !w.mine.is_empty()) {
             let (k, plane, chip) = (w.rank, w.plane, chips[w.rank]);
             let core = self.worker_core(self.phases[pi].core + plane);
             let d = usize::from(w.dir == Dir::Backward);
@@ -782,7 +784,8 @@ impl Network<'_, '_> {
                 let land = (pages, t.output.memory);
                 let Route { mut uses, mut reached, wire } =
                     self.route(costs, p, (k, w.dir, tr.hops), plane, pages * page, land, true);
-                uses.push((worker, serial));
+                // What running in step with the chip's other readers adds to its packets.
+                uses.push((worker, serial + in_step));
                 let reads = (pages as f64, t.input.memory, page);
                 let hop = (chip, chips[neighbour(k, w.dir, chips.len())], plane);
                 self.noc_sender(hop, (d, core), reads, pages * page, &mut uses);

@@ -1,0 +1,328 @@
+//! Worker kernels in step on a chip's NoCs: what a fluid share cannot see. A worker that
+//! reads a packet, waits for it and writes it on sends its writes in a burst, and its next
+//! read requests follow the burst down the same links; the chip's other such workers start
+//! their bursts at the same moments, so a request finds the links busy with their bursts far
+//! more often than their mean load says, and waits behind them (the packet model shows it: on
+//! a two-link ring's broadcast the root's two NoC0 readers wait about one burst each per
+//! packet, with the links a quarter busy). The flow model therefore steps these workers'
+//! commands through the packet model's own NoC ([`Noc`]) and DRAM banks ([`dram_serve`]) for a
+//! few dozen packets, together and each alone, and charges each worker the difference in its
+//! period.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use meshsim_engine::Time;
+use meshsim_hw::Params;
+use meshsim_hw::noc::{Noc, packet_flits};
+use meshsim_hw::world::dram_serve;
+use meshsim_topology::soc::{CoreCoord, SocDescriptor};
+
+use super::{Network, neighbour};
+use crate::fabric::schedule::{Multicaster, Schedule, Work};
+use crate::phase::Phase;
+use crate::plan::Dir;
+use crate::tensor::Memory;
+
+/// Packets each worker is stepped through: enough for the workers to settle into their
+/// pattern over the banks; the period is measured over the second half.
+const STEPPED_PACKETS: usize = 48;
+
+/// One worker kernel's NoC commands per packet, in the order its kernel issues them.
+pub(super) struct Stepper {
+    /// Its NoC and core.
+    pub noc: usize,
+    pub core: CoreCoord,
+    /// Per packet (taken in turn), the banks of the pages it reads, each a page of `page`
+    /// bytes, from DRAM (`dram`) or workers' L1.
+    pub reads: Vec<Vec<usize>>,
+    pub page: u64,
+    pub dram: bool,
+    /// Per packet (taken in turn), the writes it issues once its reads have landed:
+    /// (destination core, bytes).
+    pub writes: Vec<Vec<(CoreCoord, u64)>>,
+}
+
+impl Network<'_, '_> {
+    /// Per multicast kernel, what running in step with the chip's other multicast kernels adds
+    /// to its packets, ps ([`step`]): their reads of its input, its copies into its output and
+    /// its writes into its router, stepped through the chip's NoCs. None without the NoC.
+    pub(super) fn multicasters_in_step(
+        &mut self,
+        pi: usize,
+        p: &Phase,
+        (sched, kernels): (&Schedule, &[Multicaster]),
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; kernels.len()];
+        if !self.noc {
+            return out;
+        }
+        let req = &self.s.ops[p.op];
+        let chips = req.comm.chips().to_vec();
+        let t = p.tensors;
+        let (soc, params) = (self.s.cluster.soc(), self.s.params);
+        // The slice its kernels move: a broadcast's root's only chunk, else each rank's own.
+        let rooted = matches!(sched.work, Work::Multicast { root: Some(_), .. });
+        let whole =
+            |k: usize, q: u64| t.slice.page_in_whole(t.dim, t.n, if rooted { 0 } else { k as u64 }, q);
+        let mut by_chip: BTreeMap<usize, Vec<(usize, Stepper)>> = BTreeMap::new();
+        for (i, w) in kernels.iter().enumerate() {
+            if w.mine.is_empty() || w.packets.is_empty() {
+                continue;
+            }
+            let d = usize::from(w.dir == Dir::Backward);
+            let core = self.worker_core(self.phases[pi].core + w.plane);
+            let router = (!w.sends.is_empty()).then(|| {
+                self.router_core(chips[w.rank], chips[neighbour(w.rank, w.dir, chips.len())], w.plane)
+            });
+            let read =
+                |q: u64| if t.in_place { t.output.page(whole(w.rank, q)).0 } else { t.input.page(q).0 };
+            let reads = w
+                .packets
+                .iter()
+                .take(STEPPED_PACKETS)
+                .map(|&(lo, n)| (lo..lo + n).map(|q| read(q) as usize).collect())
+                .collect();
+            let writes = w
+                .packets
+                .iter()
+                .zip(&w.ranges)
+                .take(STEPPED_PACKETS)
+                .map(|(&(lo, n), &range)| {
+                    let mut out: Vec<(CoreCoord, u64)> = Vec::new();
+                    if w.local_copy {
+                        let bank = |q: u64| t.output.page(whole(w.rank, q)).0;
+                        out.extend(
+                            (lo..lo + n).map(|q| (self.bank_core(t.output.memory, d, bank(q)), sched.page)),
+                        );
+                    }
+                    if let Some(r) = router.filter(|_| range > 0) {
+                        out.extend([(r, n * sched.page), (r, self.header), (r, 4)]);
+                    }
+                    out
+                })
+                .collect();
+            let dram = t.input.memory == Memory::Dram;
+            by_chip
+                .entry(w.rank)
+                .or_default()
+                .push((i, Stepper { noc: d, core, reads, page: sched.page, dram, writes }));
+        }
+        for (_, group) in by_chip {
+            let (idx, steppers): (Vec<usize>, Vec<Stepper>) = group.into_iter().unzip();
+            for (i, wait) in idx.into_iter().zip(waits(params, soc, &steppers)) {
+                out[i] = wait;
+            }
+        }
+        out
+    }
+
+    /// The core holding bank `bank` of a tensor interleaved over `memory`'s banks, as `noc`
+    /// sees it.
+    fn bank_core(&self, memory: Memory, noc: usize, bank: u64) -> CoreCoord {
+        let soc = self.s.cluster.soc();
+        match memory {
+            Memory::Dram => soc.dram_endpoint(bank as usize % soc.dram.len(), noc),
+            Memory::L1 => soc.workers[bank as usize % soc.workers.len()],
+        }
+    }
+}
+
+/// Where a stepped worker is in its packet.
+#[derive(Clone, Copy)]
+enum Stage {
+    /// Sending read `i`'s request.
+    Read(usize),
+    /// Waiting for its reads' answers.
+    Landed,
+    /// Sending write `i`.
+    Write(usize),
+    /// Waiting for its writes to leave its L1.
+    Flushed,
+}
+
+/// One worker's progress.
+struct State {
+    stage: Stage,
+    packet: usize,
+    /// When its reads' last answer lands, and its writes' last flit leaves, this packet.
+    landed: Time,
+    flushed: Time,
+    /// When each packet began.
+    began: Vec<Time>,
+}
+
+/// Each worker's added time per packet, ps, for running in step with the others: its period
+/// stepped together with them less its period stepped alone (never below 0).
+pub(super) fn waits(p: &Params, soc: &SocDescriptor, workers: &[Stepper]) -> Vec<f64> {
+    if workers.len() < 2 {
+        return vec![0.0; workers.len()];
+    }
+    let together = periods(p, soc, workers.iter().collect());
+    workers.iter().zip(together).map(|(w, t)| (t - periods(p, soc, vec![w])[0]).max(0.0)).collect()
+}
+
+/// The steady period per packet, ps, of each of `workers` stepped together from the same
+/// moment through one chip's NoCs and DRAM banks.
+fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>) -> Vec<f64> {
+    let mut chip = Chip {
+        noc: Noc::new(soc.grid_x, soc.grid_y),
+        banks: vec![Time::ZERO; soc.dram.len()],
+        endpoints: vec![Time::ZERO; 2 * soc.dram.len()],
+    };
+    let mut states: Vec<State> = workers
+        .iter()
+        .map(|_| State {
+            stage: Stage::Read(0),
+            packet: 0,
+            landed: Time::ZERO,
+            flushed: Time::ZERO,
+            began: vec![Time::ZERO],
+        })
+        .collect();
+    // Events in time order (ties by worker): each is a worker's next command, at its time.
+    let mut due: BinaryHeap<Reverse<(Time, usize)>> =
+        (0..workers.len()).map(|w| Reverse((p.cycles(p.noc_read_issue_cycles), w))).collect();
+    while let Some(Reverse((t, i))) = due.pop() {
+        let (w, st) = (workers[i], &mut states[i]);
+        let packet = st.packet;
+        let next = match st.stage {
+            Stage::Read(r) => {
+                let reads = &w.reads[packet % w.reads.len()];
+                if let Some(&bank) = reads.get(r) {
+                    st.landed = st.landed.max(chip.read(p, soc, w, bank, t));
+                }
+                if r + 1 < reads.len() {
+                    st.stage = Stage::Read(r + 1);
+                    Some(t + p.cycles(p.noc_read_issue_cycles))
+                } else {
+                    st.stage = Stage::Landed;
+                    // Its read barrier notices the last answer a polling pass later.
+                    Some(st.landed.max(t) + p.cycles(p.core_poll_cycles))
+                }
+            }
+            Stage::Landed => {
+                st.stage = Stage::Write(0);
+                Some(t + p.cycles(p.noc_issue_cycles))
+            }
+            Stage::Write(k) => {
+                let writes = &w.writes[packet % w.writes.len()];
+                if let Some(&(to, bytes)) = writes.get(k) {
+                    st.flushed = st.flushed.max(chip.noc.send_packet(p, w.noc, w.core, to, bytes, t).flushed);
+                }
+                if k + 1 < writes.len() {
+                    st.stage = Stage::Write(k + 1);
+                    Some(t + p.cycles(p.noc_issue_cycles))
+                } else {
+                    st.stage = Stage::Flushed;
+                    Some(st.flushed.max(t))
+                }
+            }
+            Stage::Flushed => {
+                st.packet += 1;
+                st.began.push(t);
+                st.stage = Stage::Read(0);
+                (st.packet < STEPPED_PACKETS).then(|| t + p.cycles(p.noc_read_issue_cycles))
+            }
+        };
+        if let Some(at) = next {
+            due.push(Reverse((at, i)));
+        }
+    }
+    states
+        .iter()
+        .map(|s| {
+            let half = s.began.len() / 2;
+            let last = s.began.len() - 1;
+            (s.began[last].0 - s.began[half].0) as f64 / (last - half).max(1) as f64
+        })
+        .collect()
+}
+
+/// The chip's NoCs and DRAM banks as the stepped workers find them: when each bank, and each
+/// bank's endpoint on each NoC, is next free.
+struct Chip {
+    noc: Noc,
+    banks: Vec<Time>,
+    endpoints: Vec<Time>,
+}
+
+impl Chip {
+    /// `w`'s read of a page from `bank`, its request sent at `t`, as the packet model's
+    /// `noc_async_read` times it: the request's way, the bank's answer (a DRAM bank streams it
+    /// out through its endpoint on the worker's NoC) and the answer's way back. Returns when
+    /// the page has landed.
+    fn read(&mut self, p: &Params, soc: &SocDescriptor, w: &Stepper, bank: usize, t: Time) -> Time {
+        let at = bank_core(soc, w, bank);
+        let mut ready = self.noc.send(p, w.noc, w.core, at, 0, t);
+        if w.dram {
+            let b = bank % soc.dram.len();
+            let first = ready + p.cycles(p.dram_latency_cycles);
+            let ends = (&mut self.banks[b], Some(&mut self.endpoints[2 * b + w.noc]));
+            let done = dram_serve(p, ends, w.page, ready);
+            let flits = p.cycles(packet_flits(p, w.page));
+            ready = first.max(Time(done.0.saturating_sub(flits.0)));
+        }
+        self.noc.send_later(p, w.noc, at, w.core, w.page, ready)
+    }
+}
+
+/// The core that holds bank `bank` of the worker's reads: a DRAM bank's endpoint on the
+/// worker's NoC, or a worker's L1.
+fn bank_core(soc: &SocDescriptor, w: &Stepper, bank: usize) -> CoreCoord {
+    if w.dram {
+        soc.dram_endpoint(bank % soc.dram.len(), w.noc)
+    } else {
+        soc.workers[bank % soc.workers.len()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Stepper, periods, waits};
+    use meshsim_hw::Params;
+    use meshsim_topology::Arch;
+    use meshsim_topology::soc::CoreCoord;
+
+    /// A Wormhole multicast reader on `(x, 1)` and `noc`: two DRAM pages a packet from banks
+    /// `first` and `first + 1`, then a 4 KiB packet, its header and doorbell into the router
+    /// on `router`.
+    fn reader(x: u32, noc: usize, first: usize, router: CoreCoord) -> Stepper {
+        Stepper {
+            noc,
+            core: CoreCoord { x, y: 1 },
+            reads: vec![vec![first, first + 1], vec![(first + 2) % 6, (first + 3) % 6]],
+            page: 2048,
+            dram: true,
+            writes: vec![vec![(router, 4096), (router, 48), (router, 4)]],
+        }
+    }
+
+    /// Two readers whose bursts run down the same NoC0 row wait for each other's: each period
+    /// grows by a good part of the other's burst (4096 B is 129 flits), where one alone, or two
+    /// on different NoCs, wait for nothing but the banks they share.
+    #[test]
+    fn readers_whose_bursts_share_a_row_wait_for_each_other() {
+        let p = Params::default();
+        let soc = Arch::WormholeB0.soc().unwrap();
+        let far = CoreCoord { x: 9, y: 0 };
+        let alone = periods(&p, soc, vec![&reader(1, 0, 0, far)])[0];
+        assert!(alone > 0.0);
+        let row = waits(&p, soc, &[reader(1, 0, 0, far), reader(2, 0, 2, far)]);
+        let flit_ps = p.cycles(1).0 as f64;
+        assert!(row.iter().all(|&w| w > 80.0 * flit_ps), "{row:?} ({alone} ps alone)");
+        let apart = waits(&p, soc, &[reader(1, 0, 0, far), reader(2, 1, 2, CoreCoord { x: 9, y: 6 })]);
+        assert!(apart.iter().all(|&w| w < 10.0 * flit_ps), "{apart:?}");
+        assert_eq!(waits(&p, soc, &[reader(1, 0, 0, far)]), vec![0.0]);
+    }
+
+    /// The step is deterministic: the same readers give the same periods.
+    #[test]
+    fn the_same_readers_step_alike() {
+        let p = Params::default();
+        let soc = Arch::WormholeB0.soc().unwrap();
+        let far = CoreCoord { x: 9, y: 0 };
+        let r = || [reader(1, 0, 0, far), reader(2, 0, 2, far), reader(3, 1, 4, far)];
+        assert_eq!(waits(&p, soc, &r()), waits(&p, soc, &r()));
+    }
+}
