@@ -752,7 +752,7 @@ impl Network<'_, '_> {
         let t = p.tensors;
         let page = sched.page;
         let dram = t.input.memory == Memory::Dram;
-        let in_step = self.multicasters_in_step(pi, p, (sched, kernels));
+        let in_step = self.multicasters_in_step(pi, p, (sched, kernels), costs.hop(sched.ppp * sched.page));
         for (w, in_step) in kernels.iter().zip(in_step).filter(|(w, _)| !w.mine.is_empty()) {
             let (k, plane, chip) = (w.rank, w.plane, chips[w.rank]);
             let core = self.worker_core(self.phases[pi].core + plane);

@@ -10,7 +10,7 @@
 //! period.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 use meshsim_engine::Time;
 use meshsim_hw::Params;
@@ -30,7 +30,8 @@ const STEPPED_PACKETS: usize = 48;
 
 /// One worker kernel's NoC commands per packet, in the order its kernel issues them.
 pub(super) struct Stepper {
-    /// Its NoC and core.
+    /// Its chip (a rank of the op), NoC and core.
+    pub chip: usize,
     pub noc: usize,
     pub core: CoreCoord,
     /// Per packet (taken in turn), the banks of the pages it reads, each a page of `page`
@@ -39,8 +40,8 @@ pub(super) struct Stepper {
     pub page: u64,
     pub dram: bool,
     /// Per packet (taken in turn), the writes it issues once its reads have landed:
-    /// (destination core, bytes).
-    pub writes: Vec<Vec<(CoreCoord, u64)>>,
+    /// (destination core, bytes, the DRAM bank it writes into if it does).
+    pub writes: Vec<Vec<(CoreCoord, u64, Option<usize>)>>,
 }
 
 impl Network<'_, '_> {
@@ -52,6 +53,7 @@ impl Network<'_, '_> {
         pi: usize,
         p: &Phase,
         (sched, kernels): (&Schedule, &[Multicaster]),
+        hop: f64,
     ) -> Vec<f64> {
         let mut out = vec![0.0; kernels.len()];
         if !self.noc {
@@ -63,9 +65,9 @@ impl Network<'_, '_> {
         let (soc, params) = (self.s.cluster.soc(), self.s.params);
         // The slice its kernels move: a broadcast's root's only chunk, else each rank's own.
         let rooted = matches!(sched.work, Work::Multicast { root: Some(_), .. });
-        let whole =
-            |k: usize, q: u64| t.slice.page_in_whole(t.dim, t.n, if rooted { 0 } else { k as u64 }, q);
-        let mut by_chip: BTreeMap<usize, Vec<(usize, Stepper)>> = BTreeMap::new();
+        let slice = |k: usize| if rooted { 0 } else { k as u64 };
+        let whole = |k: usize, q: u64| t.slice.page_in_whole(t.dim, t.n, slice(k), q);
+        let (mut idx, mut steppers, mut stepper_of) = (Vec::new(), Vec::new(), vec![None; kernels.len()]);
         for (i, w) in kernels.iter().enumerate() {
             if w.mine.is_empty() || w.packets.is_empty() {
                 continue;
@@ -89,32 +91,96 @@ impl Network<'_, '_> {
                 .zip(&w.ranges)
                 .take(STEPPED_PACKETS)
                 .map(|(&(lo, n), &range)| {
-                    let mut out: Vec<(CoreCoord, u64)> = Vec::new();
+                    let mut out: Vec<(CoreCoord, u64, Option<usize>)> = Vec::new();
                     if w.local_copy {
-                        let bank = |q: u64| t.output.page(whole(w.rank, q)).0;
-                        out.extend(
-                            (lo..lo + n).map(|q| (self.bank_core(t.output.memory, d, bank(q)), sched.page)),
-                        );
+                        out = self.output_writes(p, (slice(w.rank), lo, n), d, sched.page);
                     }
                     if let Some(r) = router.filter(|_| range > 0) {
-                        out.extend([(r, n * sched.page), (r, self.header), (r, 4)]);
+                        out.extend([(r, n * sched.page, None), (r, self.header, None), (r, 4, None)]);
                     }
                     out
                 })
                 .collect();
             let dram = t.input.memory == Memory::Dram;
-            by_chip
-                .entry(w.rank)
-                .or_default()
-                .push((i, Stepper { noc: d, core, reads, page: sched.page, dram, writes }));
+            stepper_of[i] = Some(steppers.len());
+            idx.push(i);
+            steppers.push(Stepper { chip: w.rank, noc: d, core, reads, page: sched.page, dram, writes });
         }
-        for (_, group) in by_chip {
-            let (idx, steppers): (Vec<usize>, Vec<Stepper>) = group.into_iter().unzip();
-            for (i, wait) in idx.into_iter().zip(waits(params, soc, &steppers)) {
-                out[i] = wait;
-            }
+        let feeds = self.multicast_feeds(p, (sched, kernels), &stepper_of, hop);
+        for (i, wait) in idx.into_iter().zip(waits(params, soc, &steppers, &feeds)) {
+            out[i] = wait;
         }
         out
+    }
+
+    /// What the ranks' routers' receivers write and forward on their NoC1 as the multicast
+    /// kernels send ([`Feed`]): each kernel's packets reach the ranks its multicast covers,
+    /// `hop` ps a hop later each after the kernel (its stepper in `stepper_of`) rang its router.
+    fn multicast_feeds(
+        &mut self,
+        p: &Phase,
+        (sched, kernels): (&Schedule, &[Multicaster]),
+        stepper_of: &[Option<usize>],
+        hop: f64,
+    ) -> Vec<Feed> {
+        let chips = self.s.ops[p.op].comm.chips().to_vec();
+        let n = chips.len();
+        let rooted = matches!(sched.work, Work::Multicast { root: Some(_), .. });
+        let bytes = (self.header + sched.ppp * sched.page).next_multiple_of(16);
+        let mut feeds = Vec::new();
+        for (w, follows) in kernels.iter().zip(stepper_of) {
+            let Some(follows) = follows.filter(|_| !w.sends.is_empty()) else {
+                continue;
+            };
+            let reach = w.ranges.iter().copied().max().unwrap_or(0) as usize;
+            let slice = if rooted { 0 } else { w.rank as u64 };
+            let (mut from, mut at) = (w.rank, neighbour(w.rank, w.dir, n));
+            for h in 1..=reach {
+                let next = neighbour(at, w.dir, n);
+                let core = self.router_core(chips[at], chips[from], w.plane);
+                let onward = (h < reach).then(|| self.router_core(chips[at], chips[next], w.plane));
+                let writes = w
+                    .packets
+                    .iter()
+                    .zip(&w.ranges)
+                    .take(STEPPED_PACKETS)
+                    .map(|(&(lo, pages), &range)| {
+                        let mut out: Vec<(CoreCoord, u64, Option<usize>)> = Vec::new();
+                        if range as usize >= h {
+                            out = self.output_writes(p, (slice, lo, pages), 1, sched.page);
+                        }
+                        if let Some(to) = onward.filter(|_| range as usize > h) {
+                            out.extend([(to, bytes, None), (to, 4, None)]);
+                        }
+                        out
+                    })
+                    .collect();
+                let lag = Time((h as f64 * hop).round() as u64);
+                feeds.push(Feed { chip: at, follows, lag, core, writes });
+                (from, at) = (at, next);
+            }
+        }
+        feeds
+    }
+
+    /// The writes of pages `lo..lo + pages` of slice `slice` into phase `p`'s output on `noc`,
+    /// `page` bytes each: each page to its bank (and into that DRAM bank, if the output is in
+    /// DRAM).
+    fn output_writes(
+        &self,
+        p: &Phase,
+        (slice, lo, pages): (u64, u64, u64),
+        noc: usize,
+        page: u64,
+    ) -> Vec<(CoreCoord, u64, Option<usize>)> {
+        let t = p.tensors;
+        let into_dram = t.output.memory == Memory::Dram;
+        (lo..lo + pages)
+            .map(|q| {
+                let bank = t.output.page(t.slice.page_in_whole(t.dim, t.n, slice, q)).0;
+                (self.bank_core(t.output.memory, noc, bank), page, into_dram.then_some(bank as usize))
+            })
+            .collect()
     }
 
     /// The core holding bank `bank` of a tensor interleaved over `memory`'s banks, as `noc`
@@ -126,6 +192,18 @@ impl Network<'_, '_> {
             Memory::L1 => soc.workers[bank as usize % soc.workers.len()],
         }
     }
+}
+
+/// What a router receiver of rank `chip` writes on its NoC1 as an upstream multicast kernel's
+/// packets arrive: per packet (taken in turn) the pages into the output and, if the multicast
+/// goes on, the packet and its doorbell into the next router. Its packets arrive `lag` after
+/// the stepped kernel `follows` has rung its router for the same packet.
+pub(super) struct Feed {
+    pub chip: usize,
+    pub follows: usize,
+    pub lag: Time,
+    pub core: CoreCoord,
+    pub writes: Vec<Vec<(CoreCoord, u64, Option<usize>)>>,
 }
 
 /// Where a stepped worker is in its packet.
@@ -154,22 +232,25 @@ struct State {
 
 /// Each worker's added time per packet, ps, for running in step with the others: its period
 /// stepped together with them less its period stepped alone (never below 0).
-pub(super) fn waits(p: &Params, soc: &SocDescriptor, workers: &[Stepper]) -> Vec<f64> {
-    if workers.len() < 2 {
+pub(super) fn waits(p: &Params, soc: &SocDescriptor, workers: &[Stepper], feeds: &[Feed]) -> Vec<f64> {
+    if workers.len() < 2 && feeds.is_empty() {
         return vec![0.0; workers.len()];
     }
-    let together = periods(p, soc, workers.iter().collect());
-    workers.iter().zip(together).map(|(w, t)| (t - periods(p, soc, vec![w])[0]).max(0.0)).collect()
+    let together = periods(p, soc, workers.iter().collect(), feeds);
+    workers.iter().zip(together).map(|(w, t)| (t - periods(p, soc, vec![w], &[])[0]).max(0.0)).collect()
 }
 
 /// The steady period per packet, ps, of each of `workers` stepped together from the same
 /// moment through one chip's NoCs and DRAM banks.
-fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>) -> Vec<f64> {
-    let mut chip = Chip {
-        noc: Noc::new(soc.grid_x, soc.grid_y),
-        banks: vec![Time::ZERO; soc.dram.len()],
-        endpoints: vec![Time::ZERO; 2 * soc.dram.len()],
-    };
+fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Feed]) -> Vec<f64> {
+    let ranks = workers.iter().map(|w| w.chip).chain(feeds.iter().map(|f| f.chip)).max().unwrap_or(0) + 1;
+    let mut chips: Vec<Chip> = (0..ranks)
+        .map(|_| Chip {
+            noc: Noc::new(soc.grid_x, soc.grid_y),
+            banks: vec![Time::ZERO; soc.dram.len()],
+            endpoints: vec![Time::ZERO; 2 * soc.dram.len()],
+        })
+        .collect();
     let mut states: Vec<State> = workers
         .iter()
         .map(|_| State {
@@ -181,52 +262,26 @@ fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>) -> Vec<f64> 
         })
         .collect();
     // Events in time order (ties by worker): each is a worker's next command, at its time.
-    let mut due: BinaryHeap<Reverse<(Time, usize)>> =
-        (0..workers.len()).map(|w| Reverse((p.cycles(p.noc_read_issue_cycles), w))).collect();
-    while let Some(Reverse((t, i))) = due.pop() {
+    // A receiver's packet is (time, workers + feed, packet).
+    let mut due: BinaryHeap<Reverse<(Time, usize, usize)>> =
+        (0..workers.len()).map(|w| Reverse((p.cycles(p.noc_read_issue_cycles), w, 0))).collect();
+    while let Some(Reverse((t, i, j))) = due.pop() {
+        if let Some(f) = i.checked_sub(workers.len()).map(|f| &feeds[f]) {
+            for &(to, bytes, bank) in &f.writes[j % f.writes.len()] {
+                chips[f.chip].write(p, (1, f.core), (to, bytes, bank), t);
+            }
+            continue;
+        }
         let (w, st) = (workers[i], &mut states[i]);
-        let packet = st.packet;
-        let next = match st.stage {
-            Stage::Read(r) => {
-                let reads = &w.reads[packet % w.reads.len()];
-                if let Some(&bank) = reads.get(r) {
-                    st.landed = st.landed.max(chip.read(p, soc, w, bank, t));
-                }
-                if r + 1 < reads.len() {
-                    st.stage = Stage::Read(r + 1);
-                    Some(t + p.cycles(p.noc_read_issue_cycles))
-                } else {
-                    st.stage = Stage::Landed;
-                    // Its read barrier notices the last answer a polling pass later.
-                    Some(st.landed.max(t) + p.cycles(p.core_poll_cycles))
-                }
+        let (next, rang) = advance(p, soc, (&mut chips[w.chip], w), st, t);
+        if let Some(packet) = rang {
+            // Its router sends the packet on: the ranks downstream receive it.
+            for (f, feed) in feeds.iter().enumerate().filter(|(_, f)| f.follows == i) {
+                due.push(Reverse((t + feed.lag, workers.len() + f, packet)));
             }
-            Stage::Landed => {
-                st.stage = Stage::Write(0);
-                Some(t + p.cycles(p.noc_issue_cycles))
-            }
-            Stage::Write(k) => {
-                let writes = &w.writes[packet % w.writes.len()];
-                if let Some(&(to, bytes)) = writes.get(k) {
-                    st.flushed = st.flushed.max(chip.noc.send_packet(p, w.noc, w.core, to, bytes, t).flushed);
-                }
-                if k + 1 < writes.len() {
-                    st.stage = Stage::Write(k + 1);
-                    Some(t + p.cycles(p.noc_issue_cycles))
-                } else {
-                    st.stage = Stage::Flushed;
-                    Some(st.flushed.max(t))
-                }
-            }
-            Stage::Flushed => {
-                st.packet += 1;
-                st.began.push(t);
-                st.stage = Stage::Read(0);
-                (st.packet < STEPPED_PACKETS).then(|| t + p.cycles(p.noc_read_issue_cycles))
-            }
-        };
+        }
         if let Some(at) = next {
-            due.push(Reverse((at, i)));
+            due.push(Reverse((at, i, 0)));
         }
     }
     states
@@ -237,6 +292,62 @@ fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>) -> Vec<f64> 
             (s.began[last].0 - s.began[half].0) as f64 / (last - half).max(1) as f64
         })
         .collect()
+}
+
+/// Takes worker `w`'s next command at `t` on its chip: returns when it takes the one after (none
+/// once it has stepped its packets), and the packet it has just rung its router for, if so.
+fn advance(
+    p: &Params,
+    soc: &SocDescriptor,
+    (chip, w): (&mut Chip, &Stepper),
+    st: &mut State,
+    t: Time,
+) -> (Option<Time>, Option<usize>) {
+    let packet = st.packet;
+    let mut rang = None;
+    let next = match st.stage {
+        Stage::Read(r) => {
+            let reads = &w.reads[packet % w.reads.len()];
+            if let Some(&bank) = reads.get(r) {
+                st.landed = st.landed.max(chip.read(p, soc, w, bank, t));
+            }
+            if r + 1 < reads.len() {
+                st.stage = Stage::Read(r + 1);
+                Some(t + p.cycles(p.noc_read_issue_cycles))
+            } else {
+                st.stage = Stage::Landed;
+                // Its read barrier notices the last answer a polling pass later.
+                Some(st.landed.max(t) + p.cycles(p.core_poll_cycles))
+            }
+        }
+        Stage::Landed => {
+            st.stage = Stage::Write(0);
+            Some(t + p.cycles(p.noc_issue_cycles))
+        }
+        Stage::Write(k) => {
+            let writes = &w.writes[packet % w.writes.len()];
+            if let Some(&(to, bytes, bank)) = writes.get(k) {
+                st.flushed = st.flushed.max(chip.write(p, (w.noc, w.core), (to, bytes, bank), t));
+            }
+            if k + 1 == writes.len() {
+                rang = Some(packet);
+            }
+            if k + 1 < writes.len() {
+                st.stage = Stage::Write(k + 1);
+                Some(t + p.cycles(p.noc_issue_cycles))
+            } else {
+                st.stage = Stage::Flushed;
+                Some(st.flushed.max(t))
+            }
+        }
+        Stage::Flushed => {
+            st.packet += 1;
+            st.began.push(t);
+            st.stage = Stage::Read(0);
+            (st.packet < STEPPED_PACKETS).then(|| t + p.cycles(p.noc_read_issue_cycles))
+        }
+    };
+    (next, rang)
 }
 
 /// The chip's NoCs and DRAM banks as the stepped workers find them: when each bank, and each
@@ -265,6 +376,24 @@ impl Chip {
         }
         self.noc.send_later(p, w.noc, at, w.core, w.page, ready)
     }
+
+    /// A write from `from` on `noc` of `bytes` to `to` (into DRAM bank `bank`, if any), sent at `t`, as the
+    /// packet model's `noc_async_write` times it: its way, and the bank's service once it has
+    /// arrived. Returns when its last flit has left the worker.
+    fn write(
+        &mut self,
+        p: &Params,
+        (noc, from): (usize, CoreCoord),
+        (to, bytes, bank): (CoreCoord, u64, Option<usize>),
+        t: Time,
+    ) -> Time {
+        let sent = self.noc.send_packet(p, noc, from, to, bytes, t);
+        if let Some(b) = bank {
+            let b = b % self.banks.len();
+            dram_serve(p, (&mut self.banks[b], None), bytes, sent.arrive);
+        }
+        sent.flushed
+    }
 }
 
 /// The core that holds bank `bank` of the worker's reads: a DRAM bank's endpoint on the
@@ -279,7 +408,8 @@ fn bank_core(soc: &SocDescriptor, w: &Stepper, bank: usize) -> CoreCoord {
 
 #[cfg(test)]
 mod tests {
-    use super::{Stepper, periods, waits};
+    use super::{Feed, Stepper, periods, waits};
+    use meshsim_engine::Time;
     use meshsim_hw::Params;
     use meshsim_topology::Arch;
     use meshsim_topology::soc::CoreCoord;
@@ -289,12 +419,13 @@ mod tests {
     /// on `router`.
     fn reader(x: u32, noc: usize, first: usize, router: CoreCoord) -> Stepper {
         Stepper {
+            chip: 0,
             noc,
             core: CoreCoord { x, y: 1 },
             reads: vec![vec![first, first + 1], vec![(first + 2) % 6, (first + 3) % 6]],
             page: 2048,
             dram: true,
-            writes: vec![vec![(router, 4096), (router, 48), (router, 4)]],
+            writes: vec![vec![(router, 4096, None), (router, 48, None), (router, 4, None)]],
         }
     }
 
@@ -306,14 +437,14 @@ mod tests {
         let p = Params::default();
         let soc = Arch::WormholeB0.soc().unwrap();
         let far = CoreCoord { x: 9, y: 0 };
-        let alone = periods(&p, soc, vec![&reader(1, 0, 0, far)])[0];
+        let alone = periods(&p, soc, vec![&reader(1, 0, 0, far)], &[])[0];
         assert!(alone > 0.0);
-        let row = waits(&p, soc, &[reader(1, 0, 0, far), reader(2, 0, 2, far)]);
+        let row = waits(&p, soc, &[reader(1, 0, 0, far), reader(2, 0, 2, far)], &[]);
         let flit_ps = p.cycles(1).0 as f64;
         assert!(row.iter().all(|&w| w > 80.0 * flit_ps), "{row:?} ({alone} ps alone)");
-        let apart = waits(&p, soc, &[reader(1, 0, 0, far), reader(2, 1, 2, CoreCoord { x: 9, y: 6 })]);
+        let apart = waits(&p, soc, &[reader(1, 0, 0, far), reader(2, 1, 2, CoreCoord { x: 9, y: 6 })], &[]);
         assert!(apart.iter().all(|&w| w < 10.0 * flit_ps), "{apart:?}");
-        assert_eq!(waits(&p, soc, &[reader(1, 0, 0, far)]), vec![0.0]);
+        assert_eq!(waits(&p, soc, &[reader(1, 0, 0, far)], &[]), vec![0.0]);
     }
 
     /// The step is deterministic: the same readers give the same periods.
@@ -323,6 +454,29 @@ mod tests {
         let soc = Arch::WormholeB0.soc().unwrap();
         let far = CoreCoord { x: 9, y: 0 };
         let r = || [reader(1, 0, 0, far), reader(2, 0, 2, far), reader(3, 1, 4, far)];
-        assert_eq!(waits(&p, soc, &r()), waits(&p, soc, &r()));
+        assert_eq!(waits(&p, soc, &r(), &[]), waits(&p, soc, &r(), &[]));
+    }
+
+    /// A receiver's writes into the banks a reader reads, on the reader's NoC, arriving as the
+    /// reader reads its next packet (50 ns after it rang its router), slow it; a receiver that
+    /// writes nothing does not. (Arriving 300 ns later, in this reader's wait for its answers,
+    /// the same writes cross nothing of its: the step is about when as much as how much.)
+    #[test]
+    fn a_receiver_s_writes_slow_the_reader_they_cross() {
+        let p = Params::default();
+        let soc = Arch::WormholeB0.soc().unwrap();
+        let r = [reader(1, 1, 0, CoreCoord { x: 9, y: 6 })];
+        let banks: Vec<(CoreCoord, u64, Option<usize>)> =
+            (0..6).map(|b| (soc.dram_endpoint(b, 1), 2048, Some(b))).collect();
+        let feed = |writes| Feed {
+            chip: 0,
+            follows: 0,
+            lag: Time::from_ns(50),
+            core: CoreCoord { x: 9, y: 0 },
+            writes,
+        };
+        let busy = waits(&p, soc, &r, &[feed(vec![banks])]);
+        assert!(busy[0] > 0.0, "{busy:?}");
+        assert_eq!(waits(&p, soc, &r, &[feed(vec![vec![]])]), vec![0.0]);
     }
 }
