@@ -1,12 +1,13 @@
-//! Worker kernels in step on a chip's NoCs: what a fluid share cannot see. A worker that
+//! Worker kernels in step on the chips' NoCs: what a fluid share cannot see. A worker that
 //! reads a packet, waits for it and writes it on sends its writes in a burst, and its next
 //! read requests follow the burst down the same links; the chip's other such workers start
 //! their bursts at the same moments, so a request finds the links busy with their bursts far
 //! more often than their mean load says, and waits behind them (the packet model shows it: on
 //! a two-link ring's broadcast the root's two NoC0 readers wait about one burst each per
-//! packet, with the links a quarter busy). The flow model therefore steps these workers'
-//! commands through the packet model's own NoC ([`Noc`]) and DRAM banks ([`dram_serve`]) for a
-//! few dozen packets, together and each alone, and charges each worker the difference in its
+//! packet, the link where they wait about half busy). The flow model therefore steps these
+//! workers' commands, and what the routers' receivers write as their packets arrive, through
+//! the packet model's own NoC ([`Noc`]) and DRAM banks ([`dram_serve`]) for a few dozen
+//! packets, together and each worker alone, and charges each worker the difference in its
 //! period.
 
 use std::cmp::Reverse;
