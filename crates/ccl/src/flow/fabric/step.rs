@@ -4,7 +4,7 @@
 //! their bursts at the same moments, so a request finds the links busy with their bursts far
 //! more often than their mean load says, and waits behind them (the packet model shows it: on
 //! a two-link ring's broadcast the root's two NoC0 readers wait about one burst each per
-//! packet, the link where they wait about half busy). The flow model therefore steps these
+//! packet, the link where they wait 48 % busy). The flow model therefore steps these
 //! workers' commands, and what the routers' receivers write as their packets arrive, through
 //! the packet model's own NoC ([`Noc`]) and DRAM banks ([`dram_serve`]) for a few dozen
 //! packets, together and each worker alone, and charges each worker the difference in its
@@ -25,6 +25,10 @@ use crate::phase::Phase;
 use crate::plan::Dir;
 use crate::tensor::Memory;
 
+/// A NoC write a stepped command issues: (destination core, bytes, the DRAM bank it writes
+/// into if it does).
+type Write = (CoreCoord, u64, Option<usize>);
+
 /// Packets each worker is stepped through: enough for the workers to settle into their
 /// pattern over the banks; the period is measured over the second half.
 const STEPPED_PACKETS: usize = 48;
@@ -40,9 +44,8 @@ pub(super) struct Stepper {
     pub reads: Vec<Vec<usize>>,
     pub page: u64,
     pub dram: bool,
-    /// Per packet (taken in turn), the writes it issues once its reads have landed:
-    /// (destination core, bytes, the DRAM bank it writes into if it does).
-    pub writes: Vec<Vec<(CoreCoord, u64, Option<usize>)>>,
+    /// Per packet (taken in turn), the writes it issues once its reads have landed.
+    pub writes: Vec<Vec<Write>>,
 }
 
 impl Network<'_, '_> {
@@ -64,11 +67,8 @@ impl Network<'_, '_> {
         let chips = req.comm.chips().to_vec();
         let t = p.tensors;
         let (soc, params) = (self.s.cluster.soc(), self.s.params);
-        // The slice its kernels move: a broadcast's root's only chunk, else each rank's own.
-        let rooted = matches!(sched.work, Work::Multicast { root: Some(_), .. });
-        let slice = |k: usize| if rooted { 0 } else { k as u64 };
-        let whole = |k: usize, q: u64| t.slice.page_in_whole(t.dim, t.n, slice(k), q);
-        let (mut idx, mut steppers, mut stepper_of) = (Vec::new(), Vec::new(), vec![None; kernels.len()]);
+        let whole = |k: usize, q: u64| t.slice.page_in_whole(t.dim, t.n, slice_of(sched, k), q);
+        let (mut steppers, mut stepper_of) = (Vec::new(), vec![None; kernels.len()]);
         for (i, w) in kernels.iter().enumerate() {
             if w.mine.is_empty() || w.packets.is_empty() {
                 continue;
@@ -86,30 +86,26 @@ impl Network<'_, '_> {
                 .take(STEPPED_PACKETS)
                 .map(|&(lo, n)| (lo..lo + n).map(|q| read(q) as usize).collect())
                 .collect();
-            let writes = w
-                .packets
-                .iter()
-                .zip(&w.ranges)
-                .take(STEPPED_PACKETS)
-                .map(|(&(lo, n), &range)| {
-                    let mut out: Vec<(CoreCoord, u64, Option<usize>)> = Vec::new();
-                    if w.local_copy {
-                        out = self.output_writes(p, (slice(w.rank), lo, n), d, sched.page);
-                    }
-                    if let Some(r) = router.filter(|_| range > 0) {
-                        out.extend([(r, n * sched.page, None), (r, self.header, None), (r, 4, None)]);
-                    }
-                    out
-                })
-                .collect();
+            let writes = per_packet(w, |lo, n, range| {
+                let mut out: Vec<Write> = Vec::new();
+                if w.local_copy {
+                    out = self.output_writes(p, (slice_of(sched, w.rank), lo, n), d, sched.page);
+                }
+                if let Some(r) = router.filter(|_| range > 0) {
+                    out.extend([(r, n * sched.page, None), (r, self.header, None), (r, 4, None)]);
+                }
+                out
+            });
             let dram = t.input.memory == Memory::Dram;
             stepper_of[i] = Some(steppers.len());
-            idx.push(i);
             steppers.push(Stepper { chip: w.rank, noc: d, core, reads, page: sched.page, dram, writes });
         }
         let feeds = self.multicast_feeds(p, (sched, kernels), &stepper_of, hop);
-        for (i, wait) in idx.into_iter().zip(waits(params, soc, &steppers, &feeds)) {
-            out[i] = wait;
+        let waits = waits(params, soc, &steppers, &feeds);
+        for (i, s) in stepper_of.iter().enumerate() {
+            if let Some(s) = *s {
+                out[i] = waits[s];
+            }
         }
         out
     }
@@ -126,7 +122,6 @@ impl Network<'_, '_> {
     ) -> Vec<Feed> {
         let chips = self.s.ops[p.op].comm.chips().to_vec();
         let n = chips.len();
-        let rooted = matches!(sched.work, Work::Multicast { root: Some(_), .. });
         let bytes = (self.header + sched.ppp * sched.page).next_multiple_of(16);
         let mut feeds = Vec::new();
         for (w, follows) in kernels.iter().zip(stepper_of) {
@@ -134,28 +129,22 @@ impl Network<'_, '_> {
                 continue;
             };
             let reach = w.ranges.iter().copied().max().unwrap_or(0) as usize;
-            let slice = if rooted { 0 } else { w.rank as u64 };
+            let slice = slice_of(sched, w.rank);
             let (mut from, mut at) = (w.rank, neighbour(w.rank, w.dir, n));
             for h in 1..=reach {
                 let next = neighbour(at, w.dir, n);
                 let core = self.router_core(chips[at], chips[from], w.plane);
                 let onward = (h < reach).then(|| self.router_core(chips[at], chips[next], w.plane));
-                let writes = w
-                    .packets
-                    .iter()
-                    .zip(&w.ranges)
-                    .take(STEPPED_PACKETS)
-                    .map(|(&(lo, pages), &range)| {
-                        let mut out: Vec<(CoreCoord, u64, Option<usize>)> = Vec::new();
-                        if range as usize >= h {
-                            out = self.output_writes(p, (slice, lo, pages), 1, sched.page);
-                        }
-                        if let Some(to) = onward.filter(|_| range as usize > h) {
-                            out.extend([(to, bytes, None), (to, 4, None)]);
-                        }
-                        out
-                    })
-                    .collect();
+                let writes = per_packet(w, |lo, pages, range| {
+                    let mut out: Vec<Write> = Vec::new();
+                    if range as usize >= h {
+                        out = self.output_writes(p, (slice, lo, pages), 1, sched.page);
+                    }
+                    if let Some(to) = onward.filter(|_| range as usize > h) {
+                        out.extend([(to, bytes, None), (to, 4, None)]);
+                    }
+                    out
+                });
                 let lag = Time((h as f64 * hop).round() as u64);
                 feeds.push(Feed { chip: at, follows, lag, core, writes });
                 (from, at) = (at, next);
@@ -173,7 +162,7 @@ impl Network<'_, '_> {
         (slice, lo, pages): (u64, u64, u64),
         noc: usize,
         page: u64,
-    ) -> Vec<(CoreCoord, u64, Option<usize>)> {
+    ) -> Vec<Write> {
         let t = p.tensors;
         let into_dram = t.output.memory == Memory::Dram;
         (lo..lo + pages)
@@ -204,7 +193,7 @@ pub(super) struct Feed {
     pub follows: usize,
     pub lag: Time,
     pub core: CoreCoord,
-    pub writes: Vec<Vec<(CoreCoord, u64, Option<usize>)>>,
+    pub writes: Vec<Vec<Write>>,
 }
 
 /// Where a stepped worker is in its packet.
@@ -351,6 +340,18 @@ fn advance(
     (next, rang)
 }
 
+/// The slice a multicast kernel of rank `rank` moves: a broadcast's root's only chunk, else
+/// the rank's own.
+fn slice_of(sched: &Schedule, rank: usize) -> u64 {
+    if matches!(sched.work, Work::Multicast { root: Some(_), .. }) { 0 } else { rank as u64 }
+}
+
+/// Per packet of `w`'s that is stepped, the writes `f` gives for its first page, pages and
+/// multicast reach.
+fn per_packet(w: &Multicaster, mut f: impl FnMut(u64, u64, u32) -> Vec<Write>) -> Vec<Vec<Write>> {
+    w.packets.iter().zip(&w.ranges).take(STEPPED_PACKETS).map(|(&(lo, n), &range)| f(lo, n, range)).collect()
+}
+
 /// The chip's NoCs and DRAM banks as the stepped workers find them: when each bank, and each
 /// bank's endpoint on each NoC, is next free.
 struct Chip {
@@ -409,7 +410,7 @@ fn bank_core(soc: &SocDescriptor, w: &Stepper, bank: usize) -> CoreCoord {
 
 #[cfg(test)]
 mod tests {
-    use super::{Feed, Stepper, periods, waits};
+    use super::{Feed, Stepper, Write, periods, waits};
     use meshsim_engine::Time;
     use meshsim_hw::Params;
     use meshsim_topology::Arch;
@@ -467,8 +468,7 @@ mod tests {
         let p = Params::default();
         let soc = Arch::WormholeB0.soc().unwrap();
         let r = [reader(1, 1, 0, CoreCoord { x: 9, y: 6 })];
-        let banks: Vec<(CoreCoord, u64, Option<usize>)> =
-            (0..6).map(|b| (soc.dram_endpoint(b, 1), 2048, Some(b))).collect();
+        let banks: Vec<Write> = (0..6).map(|b| (soc.dram_endpoint(b, 1), 2048, Some(b))).collect();
         let feed = |writes| Feed {
             chip: 0,
             follows: 0,
