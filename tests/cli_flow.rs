@@ -14,10 +14,11 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("bh-galaxy-ag-axis-ring-bf16", "Blackhole's ring routers"),
     ("bh-galaxy-rs-axis-ring-bf16", "Blackhole's ring routers"),
     ("galaxy-workload-defaults", "several routing planes at once"),
-    ("fabric-galaxy-ag-rows-bf16", "several routing planes at once"),
     ("fabric-galaxy-torus-ag-rows-relay-bf16", "several routing planes at once"),
     ("fabric-t3000-ag-ring-bfp8", "the ring router's loop"),
     ("fabric-t3000-ag-ring-in-place-relay-bf16", "the ring router's loop"),
+    ("fabric-t3000-workload-mux", "a reduce-scatter worker's three kernels"),
+    ("fabric-t3000-a2a-ring-bf16", "a router's channels in turns"),
 ];
 
 #[test]
@@ -240,14 +241,15 @@ fn a_workload_on_the_flow_model_names_the_links_its_ops_contended_on() {
 /// reduce-scatter's ends send their partials long after their own slice has reached them. (The
 /// flow model once ended such a chip with what reached it: the scatter's root with its local
 /// copy, at an eighth of its time; the reduce-scatter's ends 27 % early.) The reduce-scatter's
-/// bound is wider: the op itself is 9 % fast on the flow model here (a worker's three kernels,
-/// docs/model.md).
+/// and the all-to-all's bounds are wider: the ops themselves are 9 % fast (a worker's three
+/// kernels) and 6.8 % slow (a router's channels in turns) on the flow model here
+/// (docs/model.md), and their ends follow them.
 #[test]
 fn a_chip_that_only_sends_ends_with_its_sends_on_the_flow_model() {
     let line = ["--stack", "fabric", "--cluster", "t3000", "--topology", "line", "--shape", "1,1,256,4096"];
     // The ranks whose own sends end last on them: the scatter's root, the line's ends.
     let cases =
-        [("scatter", &[0][..], 3.0), ("all-to-all", &[0, 7][..], 3.0), ("reduce-scatter", &[0, 7][..], 5.0)];
+        [("scatter", &[0][..], 3.0), ("all-to-all", &[0, 7][..], 8.0), ("reduce-scatter", &[0, 7][..], 5.0)];
     for (op, ranks, bound) in cases {
         let ends = |model: &str| -> Vec<f64> {
             let mut args = vec!["op", op, "--model", model, "--format", "json"];

@@ -53,6 +53,7 @@ const PLANES: &str = "several routing planes at once";
 const RING_LOOP: &str = "The ring router's loop";
 const RS_KERNELS: &str = "A reduce-scatter worker's three kernels";
 const LONG_LINES: &str = "Arbitration on long lines";
+const TURNS: &str = "A router's channels in turns";
 const OPEN: &str = "not traced yet";
 
 /// The grid's points beyond their bound, each for a reason docs/model.md states:
@@ -62,7 +63,6 @@ const EXCEPTIONS: &[(&str, &str, &[u64], &str)] = &[
     ("t3000-ring", "all-gather", &[M1, M16], RING_LOOP),
     ("t3000-ring", "reduce-scatter", &[M16], OPEN),
     ("t3000-ring", "all-reduce", &[M16], OPEN),
-    ("t3000-ring", "all-to-all", &[M1, M16], RING_LOOP),
     ("t3000-line4", "all-gather", &[M1, M16], LONG_LINES),
     ("t3000-line4", "reduce-scatter", &[M16], RS_KERNELS),
     ("t3000-line4", "all-reduce", &[M1, M16], RS_KERNELS),
@@ -70,36 +70,36 @@ const EXCEPTIONS: &[(&str, &str, &[u64], &str)] = &[
     ("t3000-line8", "all-gather", &[M1, M16], LONG_LINES),
     ("t3000-line8", "reduce-scatter", &[K64, M16], RS_KERNELS),
     ("t3000-line8", "all-reduce", &[K64, M1, M16], RS_KERNELS),
-    ("t3000-line8", "all-to-all", &[M1, M16], OPEN),
+    ("t3000-line8", "all-to-all", &[K64, M1, M16], TURNS),
     ("t3000-line8", "reduce", &[K64], RS_KERNELS),
     ("ring8-links2", "all-gather", &[K64, M1, M16], PLANES),
     ("ring8-links2", "all-reduce", &[K64], PLANES),
-    ("ring8-links2", "all-to-all", &[M1, M16], RING_LOOP),
     ("ring8-links2", "reduce", &[M1], OPEN),
     ("ring8-links2", "scatter", &[M16], OPEN),
-    ("galaxy-rows", "all-gather", &[K64, M1, M16], PLANES),
+    ("galaxy-rows", "all-gather", &[M1, M16], PLANES),
     ("galaxy-rows", "reduce-scatter", &[M1, M16], PLANES),
     ("galaxy-rows", "all-reduce", &[M1, M16], PLANES),
+    ("galaxy-rows", "all-to-all", &[K64, M1, M16], TURNS),
     ("galaxy-rows", "reduce", &[K64], PLANES),
     ("galaxy-cols", "reduce-scatter", &[K64, M1, M16], PLANES),
     ("galaxy-cols", "all-reduce", &[K64, M1, M16], PLANES),
+    ("galaxy-cols", "all-to-all", &[K64], TURNS),
     ("galaxy-cols", "reduce", &[M16], PLANES),
     ("galaxy-torus-rows", "all-gather", &[K64, M1, M16], PLANES),
     ("galaxy-torus-rows", "all-reduce", &[K64, M1, M16], PLANES),
-    ("galaxy-torus-rows", "all-to-all", &[M1, M16], RING_LOOP),
     ("galaxy-torus-rows", "reduce", &[M1], OPEN),
     ("galaxy-torus-rows", "scatter", &[M16], OPEN),
     ("bh-loudbox", "all-gather", &[K64, M1, M16], BH_RINGS),
     ("bh-loudbox", "reduce-scatter", &[K64, M1, M16], BH_RINGS),
     ("bh-loudbox", "all-reduce", &[K64, M1, M16], BH_RINGS),
-    ("bh-loudbox", "all-to-all", &[K64], OPEN),
+    ("bh-loudbox", "all-to-all", &[M1], OPEN),
     ("bh-loudbox", "reduce", &[K64, M1, M16], BH_RINGS),
     ("bh-loudbox", "gather", &[M16], OPEN),
     ("bh-loudbox", "scatter", &[K64, M1, M16], OPEN),
     ("bh-galaxy-axis", "all-gather", &[K64, M1, M16], BH_RINGS),
     ("bh-galaxy-axis", "reduce-scatter", &[M1, M16], BH_RINGS),
-    ("bh-galaxy-axis", "all-to-all", &[M16], OPEN),
     ("bh-galaxy-axis", "all-reduce", &[K64, M1, M16], BH_RINGS),
+    ("bh-galaxy-axis", "all-to-all", &[M1, M16], OPEN),
     ("bh-galaxy-axis", "reduce", &[K64, M1, M16], BH_RINGS),
     ("bh-galaxy-axis", "scatter", &[K64, M1, M16], OPEN),
 ];
