@@ -14,7 +14,6 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("bh-galaxy-ag-axis-ring-bf16", "Blackhole's ring routers"),
     ("bh-galaxy-rs-axis-ring-bf16", "Blackhole's ring routers"),
     ("galaxy-workload-defaults", "several routing planes at once"),
-    ("fabric-galaxy-torus-ag-rows-relay-bf16", "several routing planes at once"),
     ("fabric-t3000-ag-ring-bfp8", "the ring router's loop"),
     ("fabric-t3000-ag-ring-in-place-relay-bf16", "the ring router's loop"),
     ("fabric-t3000-workload-mux", "a reduce-scatter worker's three kernels"),

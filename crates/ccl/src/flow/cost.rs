@@ -373,6 +373,30 @@ impl Costs<'_> {
         self.slot_loop(payload, writes, page, round_hops, dram) - self.fill(payload)
     }
 
+    /// A sender-channel slot's time from its packet's landing until its producer has it back.
+    pub fn slot_after_landing(
+        &self,
+        payload: u64,
+        writes: u64,
+        page: u64,
+        round_hops: f64,
+        dram: bool,
+    ) -> f64 {
+        self.slot_rtt(payload, writes, page, round_hops, dram)
+            + self.cyc(self.p.fabric_router_notice_cycles as f64)
+    }
+
+    /// A slot's credit from the router's NoC command until the producer has noticed it.
+    pub fn credit_way(&self, round_hops: f64) -> f64 {
+        self.cyc(
+            (self.p.noc_inject_cycles as f64)
+                + round_hops / 2.0 * (self.p.noc_hop_cycles as f64)
+                + 1.0
+                + (self.p.noc_eject_cycles as f64)
+                + (self.p.core_poll_cycles as f64),
+        )
+    }
+
     /// A producer's packet of `payload` from its issued write until the router has noticed it
     /// in its slot: the write's way into the slot and the router's notice ([`Costs::fill`]
     /// without the issue, which the producer's own work holds).

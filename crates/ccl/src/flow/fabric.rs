@@ -34,6 +34,7 @@ mod links;
 mod loops;
 mod noc;
 mod p2p;
+mod parts;
 mod rs;
 mod step;
 
@@ -229,6 +230,10 @@ struct Network<'a, 'c> {
     spreads: HashMap<(u8, u32, u32, bool, bool, u64), noc::Spread>,
     /// The workers' legs through a mux, placed once every phase has taken its cores.
     mux_legs: Vec<noc::MuxLeg>,
+    /// The relay kernels to step once the credit loops are charged.
+    relay_steps: Vec<step::RelayStep>,
+    /// Per credit loop, its period with its NoC routes as plain latency.
+    loop_sans_noc: HashMap<ResourceId, loops::Bare>,
     /// Per chip, the resource of each port of its NoCs (`u32::MAX` until a flow crosses it),
     /// numbered as [`meshsim_hw::noc::walk_ports`] numbers them, NoC1's after NoC0's.
     noc_ports: HashMap<ChipIdx, Vec<u32>>,
@@ -254,7 +259,7 @@ pub(crate) fn solve(s: &LowerCx) -> Result<Solution, CclError> {
     // threads: each part gets the rest of it, and kernel times of its own it never uses.
     let (cluster, params, ops, given, phases, done) = (s.cluster, s.params, s.ops, s.given, s.phases, s.done);
     let noc = noc::noc_ports(s);
-    let solved: Vec<Result<PartSolved, CclError>> = parts(s, noc)
+    let solved: Vec<Result<PartSolved, CclError>> = parts::parts(s, noc)
         .into_par_iter()
         .with_max_len(1)
         .map(|part| {
@@ -318,6 +323,8 @@ fn solve_part(
         next_core: HashMap::default(),
         spreads: HashMap::default(),
         mux_legs: Vec::new(),
+        relay_steps: Vec::new(),
+        loop_sans_noc: HashMap::default(),
         noc_ports: HashMap::default(),
         is_noc: Vec::new(),
         noc_routes: HashMap::default(),
@@ -333,6 +340,7 @@ fn solve_part(
     }
     m.place_muxes();
     m.queue_in_loops();
+    m.relays_in_step();
     m.prune_idle_ports();
     m.run();
     let links = m.links();
@@ -353,55 +361,6 @@ fn solve_part(
         })
         .collect();
     Ok((phases, links))
-}
-
-/// The session's independent parts: its phases grouped so that no two groups share a flow
-/// resource (their communicators hop between no common pair of chips; with NoC ports, share
-/// no chip) or a dependency, each group's phases in order, the groups in order of their first
-/// phase. The ops of a `--axis` run on every row of a mesh are one part each; so are an
-/// all-reduce on every row and one on every column running at once, unless the NoC ports are
-/// resources (`noc`: rows and columns cross on every chip, on its NoCs).
-fn parts(s: &LowerCx, noc: bool) -> Vec<Vec<usize>> {
-    let n = s.phases.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    let join = |parent: &mut Vec<usize>, a: usize, b: usize| {
-        let (ra, rb) = (root(parent, a), root(parent, b));
-        parent[ra.max(rb)] = ra.min(rb);
-    };
-    // Every flow resource is a neighbouring pair's (a link direction, a router's ERISC, tx DMA,
-    // mux, slots), a chip's (its NoC ports, when they are resources) or a phase's own
-    // (workers, reducers): phases whose communicators hop between no common pair of chips (a
-    // ring's closing hop counts even where it runs as a line) share none; with NoC ports,
-    // phases whose communicators share no chip.
-    let mut by_key: BTreeMap<(ChipIdx, ChipIdx), usize> = BTreeMap::new();
-    for (pi, p) in s.phases.iter().enumerate() {
-        for &d in &p.deps {
-            join(&mut parent, pi, d);
-        }
-        let chips = s.ops[p.op].comm.chips();
-        for (i, &a) in chips.iter().enumerate() {
-            let b = if noc { a } else { chips[(i + 1) % chips.len()] };
-            match by_key.get(&(a.min(b), a.max(b))) {
-                Some(&other) => join(&mut parent, pi, other),
-                None => {
-                    by_key.insert((a.min(b), a.max(b)), pi);
-                }
-            }
-        }
-    }
-    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for pi in 0..n {
-        let r = root(&mut parent, pi);
-        groups.entry(r).or_default().push(pi);
-    }
-    groups.into_values().collect()
 }
 
 fn ps(t: f64) -> Time {
@@ -823,6 +782,7 @@ impl Network<'_, '_> {
         // Two units a stripe at most (its first group and the rest): room for them at once.
         let stripes: usize = lanes.iter().flat_map(|l| l.stripes.iter().flatten()).map(Vec::len).sum();
         self.units.reserve(2 * stripes);
+        self.relay_steppers(pi, p, costs, (sched, lanes, own));
         for (li, lane) in lanes.iter().enumerate() {
             let (plane, w, packets) = (lane.plane, lane.worker, &lane.packets);
             let core = self.worker_core(self.phases[pi].core + li);

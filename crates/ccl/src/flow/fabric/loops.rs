@@ -9,6 +9,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::{Network, ResourceId, Uses};
 
+/// A credit loop without its NoC routes: its period so, customers, router stations and think.
+pub(super) type Bare = (f64, usize, Vec<(f64, f64)>, f64);
+
 /// A credit loop: its credits, the resources its packets queue at, and the NoC routes on its
 /// way (each the ports one of its packets' NoC transfers holds: they hold them at once, a
 /// worm, so a route queues as one station, its busiest port).
@@ -58,6 +61,7 @@ impl Network<'_, '_> {
         let mut touched: Vec<usize> = Vec::new();
         // Symmetric sessions meet the same loop many times: solve each network once.
         let mut solved: HashMap<Vec<u64>, f64> = HashMap::default();
+        let mut sans_noc = std::mem::take(&mut self.loop_sans_noc);
         for pi in 0..self.phases.len() {
             let units = std::mem::take(&mut self.phases[pi].units);
             for &u in &units {
@@ -83,7 +87,7 @@ impl Network<'_, '_> {
                     Some((_, new)) => new.clone(),
                     None => {
                         let old = self.units[u].uses.clone();
-                        let new = self.charge(&old, (&work, &packets), &mut solved);
+                        let new = self.charge(&old, (&work, &packets), &mut solved, &mut sans_noc);
                         charged.insert(key, (old, new.clone()));
                         new
                     }
@@ -96,6 +100,7 @@ impl Network<'_, '_> {
                 packets[r] = 0.0;
             }
         }
+        self.loop_sans_noc = sans_noc;
     }
 
     /// Whether resource `r` is a credit loop.
@@ -111,6 +116,7 @@ impl Network<'_, '_> {
         uses: &Uses,
         (work, packets): (&[f64], &[f64]),
         solved: &mut HashMap<Vec<u64>, f64>,
+        sans_noc: &mut HashMap<ResourceId, Bare>,
     ) -> Uses {
         let mut out: Vec<(ResourceId, f64)> = uses.to_vec();
         for (i, &(r, c)) in uses.iter().enumerate() {
@@ -153,6 +159,16 @@ impl Network<'_, '_> {
             let period =
                 *solved.entry(key).or_insert_with(|| crate::flow::mva::period(customers, &net, think));
             out[i].1 = c.max(period);
+            let (routers, noc) = net.split_at(stations.len());
+            let think = think + noc.iter().map(|d| d.0).sum::<f64>();
+            let mut key = vec![u64::MAX, customers as u64, think.to_bits()];
+            key.extend(routers.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
+            let bare =
+                *solved.entry(key).or_insert_with(|| crate::flow::mva::period(customers, routers, think));
+            let e = sans_noc.entry(r).or_insert((0.0, customers, Vec::new(), think));
+            if c.max(bare) >= e.0 {
+                *e = (c.max(bare), customers, routers.to_vec(), think);
+            }
         }
         out.into()
     }

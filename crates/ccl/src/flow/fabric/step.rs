@@ -25,6 +25,9 @@ use crate::phase::Phase;
 use crate::plan::Dir;
 use crate::tensor::Memory;
 
+mod relay;
+pub(super) use relay::RelayStep;
+
 /// A NoC write a stepped command issues: (destination core, bytes, the DRAM bank it writes
 /// into if it does).
 type Write = (CoreCoord, u64, Option<usize>);
@@ -32,6 +35,9 @@ type Write = (CoreCoord, u64, Option<usize>);
 /// Packets each worker is stepped through: enough for the workers to settle into their
 /// pattern over the banks; the period is measured over the second half.
 const STEPPED_PACKETS: usize = 48;
+
+/// Windows a kernel reading a window ahead is stepped through (each its "packet").
+const STEPPED_WINDOWS: usize = 12;
 
 /// One worker kernel's NoC commands per packet, in the order its kernel issues them.
 pub(super) struct Stepper {
@@ -46,6 +52,25 @@ pub(super) struct Stepper {
     pub dram: bool,
     /// Per packet (taken in turn), the writes it issues once its reads have landed.
     pub writes: Vec<Vec<Write>>,
+    /// Per packet (taken in turn), the writes after which it rings its router: the
+    /// receivers downstream then get one packet each ([`Feed`]).
+    pub rings: Vec<Vec<usize>>,
+    /// Whether it issues the next packet's reads as soon as this one's have landed, before
+    /// this one's writes (a kernel reading a window ahead; its "packet" is then a window).
+    pub ahead: bool,
+    /// Its router channel's slots, if it waits for them ([`Slots`]).
+    pub slots: Option<Slots>,
+}
+
+/// A router channel's slots as a stepped worker waits for them: how many; how long after a
+/// packet has landed in its slot the router sends the slot's credit back; and the core that
+/// sends it (on NoC1, to the worker). The credit's NoC way is stepped; the slot is free once
+/// it has arrived and the worker has polled it.
+#[derive(Clone, Copy)]
+pub(super) struct Slots {
+    pub count: usize,
+    pub back: Time,
+    pub router: CoreCoord,
 }
 
 impl Network<'_, '_> {
@@ -98,7 +123,20 @@ impl Network<'_, '_> {
             });
             let dram = t.input.memory == Memory::Dram;
             stepper_of[i] = Some(steppers.len());
-            steppers.push(Stepper { chip: w.rank, noc: d, core, reads, page: sched.page, dram, writes });
+            let rings = writes.iter().map(|w| w.len().checked_sub(1).into_iter().collect()).collect();
+            let (page, ahead, slots) = (sched.page, false, None);
+            steppers.push(Stepper {
+                chip: w.rank,
+                noc: d,
+                core,
+                reads,
+                page,
+                dram,
+                writes,
+                rings,
+                ahead,
+                slots,
+            });
         }
         let feeds = self.multicast_feeds(p, (sched, kernels), &stepper_of, hop);
         let waits = waits(params, soc, &steppers, &feeds);
@@ -203,6 +241,8 @@ enum Stage {
     Read(usize),
     /// Waiting for its reads' answers.
     Landed,
+    /// Sending the next packet's read `i` (a kernel reading ahead).
+    ReadAhead(usize),
     /// Sending write `i`.
     Write(usize),
     /// Waiting for its writes to leave its L1.
@@ -216,6 +256,17 @@ struct State {
     /// When its reads' last answer lands, and its writes' last flit leaves, this packet.
     landed: Time,
     flushed: Time,
+    /// When the next packet's reads land (a kernel reading ahead).
+    ahead: Time,
+    /// How many times it has rung its router, and when its last payload landed there.
+    rung: usize,
+    landing: Time,
+    /// When each of its router channel's slots is next free (`Time::MAX` until its credit
+    /// is sent), and whether it waits for one.
+    free: Vec<Time>,
+    blocked: bool,
+    /// The NoC legs of its slots' loops: the payloads' ways in and the credits' back (sum, count).
+    legs: (f64, f64),
     /// When each packet began.
     began: Vec<Time>,
 }
@@ -233,6 +284,11 @@ pub(super) fn waits(p: &Params, soc: &SocDescriptor, workers: &[Stepper], feeds:
 /// The steady period per packet, ps, of each of `workers` stepped together from the same
 /// moment through one chip's NoCs and DRAM banks.
 fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Feed]) -> Vec<f64> {
+    stepped(p, soc, workers, feeds).into_iter().map(|x| x.0).collect()
+}
+
+/// [`periods`], with each worker's mean NoC legs of its slots' loops per packet (ps).
+fn stepped(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Feed]) -> Vec<(f64, f64)> {
     let ranks = workers.iter().map(|w| w.chip).chain(feeds.iter().map(|f| f.chip)).max().unwrap_or(0) + 1;
     let mut chips: Vec<Chip> = (0..ranks)
         .map(|_| Chip {
@@ -243,11 +299,17 @@ fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Fee
         .collect();
     let mut states: Vec<State> = workers
         .iter()
-        .map(|_| State {
+        .map(|w| State {
             stage: Stage::Read(0),
             packet: 0,
             landed: Time::ZERO,
             flushed: Time::ZERO,
+            ahead: Time::ZERO,
+            rung: 0,
+            landing: Time::ZERO,
+            free: vec![Time::ZERO; w.slots.map_or(0, |s| s.count)],
+            blocked: false,
+            legs: (0.0, 0.0),
             began: vec![Time::ZERO],
         })
         .collect();
@@ -255,7 +317,23 @@ fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Fee
     // A receiver's packet is (time, workers + feed, packet).
     let mut due: BinaryHeap<Reverse<(Time, usize, usize)>> =
         (0..workers.len()).map(|w| Reverse((p.cycles(p.noc_read_issue_cycles), w, 0))).collect();
+    // Events past the workers and the feeds: a router's credit back to worker `i - credits`.
+    let credits = workers.len() + feeds.len();
     while let Some(Reverse((t, i, j))) = due.pop() {
+        if let Some(w) = i.checked_sub(credits) {
+            // The router sends slot `j`'s credit back over NoC1; the worker has the slot once
+            // it has arrived and been polled, and goes on if it was waiting for it.
+            let (stepper, st) = (workers[w], &mut states[w]);
+            let Some(slots) = stepper.slots else { continue };
+            let at = chips[stepper.chip].noc.send(p, 1, slots.router, stepper.core, 4, t);
+            st.free[j] = at + p.cycles(p.core_poll_cycles);
+            st.legs.0 += (st.free[j].0 - t.0) as f64;
+            st.legs.1 += 1.0;
+            if std::mem::take(&mut st.blocked) {
+                due.push(Reverse((st.free[j], w, 0)));
+            }
+            continue;
+        }
         if let Some(f) = i.checked_sub(workers.len()).map(|f| &feeds[f]) {
             for &(to, bytes, bank) in &f.writes[j % f.writes.len()] {
                 chips[f.chip].write(p, (1, f.core), (to, bytes, bank), t);
@@ -269,6 +347,10 @@ fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Fee
             for (f, feed) in feeds.iter().enumerate().filter(|(_, f)| f.follows == i) {
                 due.push(Reverse((t + feed.lag, workers.len() + f, packet)));
             }
+            // And the slot's credit back, a while after the packet landed in it.
+            if let Some(slots) = w.slots {
+                due.push(Reverse((st.landing + slots.back, credits + i, packet % slots.count)));
+            }
         }
         if let Some(at) = next {
             due.push(Reverse((at, i, 0)));
@@ -279,13 +361,15 @@ fn periods(p: &Params, soc: &SocDescriptor, workers: Vec<&Stepper>, feeds: &[Fee
         .map(|s| {
             let half = s.began.len() / 2;
             let last = s.began.len() - 1;
-            (s.began[last].0 - s.began[half].0) as f64 / (last - half).max(1) as f64
+            let period = (s.began[last].0 - s.began[half].0) as f64 / (last - half).max(1) as f64;
+            (period, if s.legs.1 > 0.0 { s.legs.0 / s.legs.1 } else { 0.0 })
         })
         .collect()
 }
 
 /// Takes worker `w`'s next command at `t` on its chip: returns when it takes the one after (none
-/// once it has stepped its packets), and the packet it has just rung its router for, if so.
+/// once it has stepped its packets), and the number of the packet it has just rung its router
+/// for (counted over its rings), if so.
 fn advance(
     p: &Params,
     soc: &SocDescriptor,
@@ -294,48 +378,100 @@ fn advance(
     t: Time,
 ) -> (Option<Time>, Option<usize>) {
     let packet = st.packet;
-    let mut rang = None;
     let next = match st.stage {
-        Stage::Read(r) => {
-            let reads = &w.reads[packet % w.reads.len()];
+        Stage::Read(r) | Stage::ReadAhead(r) => {
+            let ahead = matches!(st.stage, Stage::ReadAhead(_));
+            let reads = &w.reads[(packet + usize::from(ahead)) % w.reads.len()];
             if let Some(&bank) = reads.get(r) {
-                st.landed = st.landed.max(chip.read(p, soc, w, bank, t));
+                let landed = chip.read(p, soc, w, bank, t);
+                let into = if ahead { &mut st.ahead } else { &mut st.landed };
+                *into = (*into).max(landed);
             }
             if r + 1 < reads.len() {
-                st.stage = Stage::Read(r + 1);
+                st.stage = if ahead { Stage::ReadAhead(r + 1) } else { Stage::Read(r + 1) };
                 Some(t + p.cycles(p.noc_read_issue_cycles))
+            } else if ahead {
+                st.stage = Stage::Write(0);
+                Some(t + p.cycles(p.noc_issue_cycles))
             } else {
                 st.stage = Stage::Landed;
                 // Its read barrier notices the last answer a polling pass later.
                 Some(st.landed.max(t) + p.cycles(p.core_poll_cycles))
             }
         }
+        Stage::Landed if w.ahead => {
+            st.stage = Stage::ReadAhead(0);
+            Some(t + p.cycles(p.noc_read_issue_cycles))
+        }
         Stage::Landed => {
             st.stage = Stage::Write(0);
             Some(t + p.cycles(p.noc_issue_cycles))
         }
-        Stage::Write(k) => {
-            let writes = &w.writes[packet % w.writes.len()];
-            if let Some(&(to, bytes, bank)) = writes.get(k) {
-                st.flushed = st.flushed.max(chip.write(p, (w.noc, w.core), (to, bytes, bank), t));
-            }
-            if k + 1 == writes.len() {
-                rang = Some(packet);
-            }
-            if k + 1 < writes.len() {
-                st.stage = Stage::Write(k + 1);
-                Some(t + p.cycles(p.noc_issue_cycles))
-            } else {
-                st.stage = Stage::Flushed;
-                Some(st.flushed.max(t))
-            }
-        }
+        Stage::Write(k) => return write(p, (chip, w), st, (t, k)),
         Stage::Flushed => {
             st.packet += 1;
             st.began.push(t);
-            st.stage = Stage::Read(0);
-            (st.packet < STEPPED_PACKETS).then(|| t + p.cycles(p.noc_read_issue_cycles))
+            if st.packet == if w.ahead { STEPPED_WINDOWS } else { STEPPED_PACKETS } {
+                None
+            } else if w.ahead {
+                // Its next packet's reads were sent before these writes.
+                st.landed = std::mem::replace(&mut st.ahead, Time::ZERO);
+                st.stage = Stage::Landed;
+                Some(st.landed.max(t) + p.cycles(p.core_poll_cycles))
+            } else {
+                st.stage = Stage::Read(0);
+                Some(t + p.cycles(p.noc_read_issue_cycles))
+            }
         }
+    };
+    (next, None)
+}
+
+/// Worker `w`'s write `k` of its packet at `t` ([`advance`]): a send's payload (the write two
+/// before its ring) first waits for a slot of its router's channel, if the worker waits for
+/// them; its ring books that slot's credit, which the router sends back a while after the
+/// payload has landed, through the NoC.
+fn write(
+    p: &Params,
+    (chip, w): (&mut Chip, &Stepper),
+    st: &mut State,
+    (t, k): (Time, usize),
+) -> (Option<Time>, Option<usize>) {
+    let packet = st.packet;
+    let rings = &w.rings[packet % w.rings.len()];
+    if let Some(slots) = w.slots
+        && rings.contains(&(k + 2))
+        && st.free[st.rung % slots.count] > t
+    {
+        // Its credit not sent yet: the router's credit wakes it.
+        let free = st.free[st.rung % slots.count];
+        st.blocked = free == Time::MAX;
+        return ((!st.blocked).then_some(free), None);
+    }
+    let writes = &w.writes[packet % w.writes.len()];
+    if let Some(&(to, bytes, bank)) = writes.get(k) {
+        let (flushed, landed) = chip.write(p, (w.noc, w.core), (to, bytes, bank), t);
+        st.flushed = st.flushed.max(flushed);
+        if rings.contains(&(k + 2)) {
+            st.landing = landed;
+            st.legs.0 += (landed.0 - t.0) as f64;
+        }
+    }
+    let mut rang = None;
+    if rings.contains(&k) {
+        if let Some(slots) = w.slots {
+            // Taken until its credit comes back ([`periods`] sends it).
+            st.free[st.rung % slots.count] = Time::MAX;
+        }
+        rang = Some(st.rung);
+        st.rung += 1;
+    }
+    let next = if k + 1 < writes.len() {
+        st.stage = Stage::Write(k + 1);
+        Some(t + p.cycles(p.noc_issue_cycles))
+    } else {
+        st.stage = Stage::Flushed;
+        Some(st.flushed.max(t))
     };
     (next, rang)
 }
@@ -381,20 +517,20 @@ impl Chip {
 
     /// A write from `from` on `noc` of `bytes` to `to` (into DRAM bank `bank`, if any), sent at `t`, as the
     /// packet model's `noc_async_write` times it: its way, and the bank's service once it has
-    /// arrived. Returns when its last flit has left the worker.
+    /// arrived. Returns when its last flit has left the worker, and when it has arrived.
     fn write(
         &mut self,
         p: &Params,
         (noc, from): (usize, CoreCoord),
         (to, bytes, bank): (CoreCoord, u64, Option<usize>),
         t: Time,
-    ) -> Time {
+    ) -> (Time, Time) {
         let sent = self.noc.send_packet(p, noc, from, to, bytes, t);
         if let Some(b) = bank {
             let b = b % self.banks.len();
             dram_serve(p, (&mut self.banks[b], None), bytes, sent.arrive);
         }
-        sent.flushed
+        (sent.flushed, sent.arrive)
     }
 }
 
@@ -410,7 +546,7 @@ fn bank_core(soc: &SocDescriptor, w: &Stepper, bank: usize) -> CoreCoord {
 
 #[cfg(test)]
 mod tests {
-    use super::{Feed, Stepper, Write, periods, waits};
+    use super::{Feed, Slots, Stepper, Write, periods, waits};
     use meshsim_engine::Time;
     use meshsim_hw::Params;
     use meshsim_topology::Arch;
@@ -428,6 +564,9 @@ mod tests {
             page: 2048,
             dram: true,
             writes: vec![vec![(router, 4096, None), (router, 48, None), (router, 4, None)]],
+            rings: vec![vec![2]],
+            ahead: false,
+            slots: None,
         }
     }
 
@@ -479,5 +618,21 @@ mod tests {
         let busy = waits(&p, soc, &r, &[feed(vec![banks])]);
         assert!(busy[0] > 0.0, "{busy:?}");
         assert_eq!(waits(&p, soc, &r, &[feed(vec![vec![]])]), vec![0.0]);
+    }
+
+    /// A worker that waits for its router's slots goes no faster than they come back: with
+    /// two slots whose credits leave two microseconds after each packet lands, a packet a
+    /// microsecond at best (it takes about 0.72 µs with a free channel).
+    #[test]
+    fn a_worker_waiting_for_slots_goes_at_their_pace() {
+        let p = Params::default();
+        let soc = Arch::WormholeB0.soc().unwrap();
+        let router = CoreCoord { x: 9, y: 6 };
+        let free = reader(1, 1, 0, router);
+        let mut slotted = reader(1, 1, 0, router);
+        slotted.slots = Some(Slots { count: 2, back: Time::from_ns(2000), router });
+        let fast = periods(&p, soc, vec![&free], &[])[0];
+        let slow = periods(&p, soc, vec![&slotted], &[])[0];
+        assert!(slow >= 1_000_000.0 && fast < 1_000_000.0, "{slow} ps with slots, {fast} ps without");
     }
 }
