@@ -232,7 +232,7 @@ struct Network<'a, 'c> {
     mux_legs: Vec<noc::MuxLeg>,
     /// The relay kernels to step once the credit loops are charged.
     relay_steps: Vec<step::RelayStep>,
-    /// Per credit loop, its period with its NoC routes as plain latency.
+    /// Per credit loop a relay step asks for, its network without its NoC routes as stations.
     loop_sans_noc: HashMap<ResourceId, loops::Bare>,
     /// Per chip, the resource of each port of its NoCs (`u32::MAX` until a flow crosses it),
     /// numbered as [`meshsim_hw::noc::walk_ports`] numbers them, NoC1's after NoC0's.

@@ -9,8 +9,20 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::{Network, ResourceId, Uses};
 
-/// A credit loop without its NoC routes: its period so, customers, router stations and think.
-pub(super) type Bare = (f64, usize, Vec<(f64, f64)>, f64);
+/// A credit loop's network without its NoC routes as stations (their demand counted as
+/// latency instead), for a step that times those routes itself ([`Network::relays_in_step`]).
+#[derive(Clone)]
+pub(super) struct Bare {
+    /// Its period so.
+    pub period: f64,
+    /// Its credits.
+    pub customers: usize,
+    /// Its router stations: (demand per visit, the other traffic's per round), as
+    /// [`crate::flow::mva::period`] takes them.
+    pub stations: Vec<(f64, f64)>,
+    /// Its latency outside the stations, ps.
+    pub think: f64,
+}
 
 /// A credit loop: its credits, the resources its packets queue at, and the NoC routes on its
 /// way (each the ports one of its packets' NoC transfers holds: they hold them at once, a
@@ -61,7 +73,8 @@ impl Network<'_, '_> {
         let mut touched: Vec<usize> = Vec::new();
         // Symmetric sessions meet the same loop many times: solve each network once.
         let mut solved: HashMap<Vec<u64>, f64> = HashMap::default();
-        let mut sans_noc = std::mem::take(&mut self.loop_sans_noc);
+        // The bare networks of the loops a relay step will ask for, and no others.
+        let mut sans_noc: HashMap<ResourceId, Option<Bare>> = self.relay_loops().map(|r| (r, None)).collect();
         for pi in 0..self.phases.len() {
             let units = std::mem::take(&mut self.phases[pi].units);
             for &u in &units {
@@ -100,7 +113,7 @@ impl Network<'_, '_> {
                 packets[r] = 0.0;
             }
         }
-        self.loop_sans_noc = sans_noc;
+        self.loop_sans_noc = sans_noc.into_iter().filter_map(|(r, b)| Some((r, b?))).collect();
     }
 
     /// Whether resource `r` is a credit loop.
@@ -116,7 +129,7 @@ impl Network<'_, '_> {
         uses: &Uses,
         (work, packets): (&[f64], &[f64]),
         solved: &mut HashMap<Vec<u64>, f64>,
-        sans_noc: &mut HashMap<ResourceId, Bare>,
+        sans_noc: &mut HashMap<ResourceId, Option<Bare>>,
     ) -> Uses {
         let mut out: Vec<(ResourceId, f64)> = uses.to_vec();
         for (i, &(r, c)) in uses.iter().enumerate() {
@@ -159,15 +172,19 @@ impl Network<'_, '_> {
             let period =
                 *solved.entry(key).or_insert_with(|| crate::flow::mva::period(customers, &net, think));
             out[i].1 = c.max(period);
-            let (routers, noc) = net.split_at(stations.len());
-            let think = think + noc.iter().map(|d| d.0).sum::<f64>();
-            let mut key = vec![u64::MAX, customers as u64, think.to_bits()];
-            key.extend(routers.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
-            let bare =
-                *solved.entry(key).or_insert_with(|| crate::flow::mva::period(customers, routers, think));
-            let e = sans_noc.entry(r).or_insert((0.0, customers, Vec::new(), think));
-            if c.max(bare) >= e.0 {
-                *e = (c.max(bare), customers, routers.to_vec(), think);
+            if let Some(kept) = sans_noc.get_mut(&r) {
+                // The same loop with its NoC routes as plain latency; the dearest the loop's
+                // units give is kept.
+                let (routers, noc) = net.split_at(stations.len());
+                let think = think + noc.iter().map(|d| d.0).sum::<f64>();
+                let mut key = vec![u64::MAX, customers as u64, think.to_bits()];
+                key.extend(routers.iter().flat_map(|d| [d.0.to_bits(), d.1.to_bits()]));
+                let bare =
+                    *solved.entry(key).or_insert_with(|| crate::flow::mva::period(customers, routers, think));
+                let period = c.max(bare);
+                if kept.as_ref().is_none_or(|k| period >= k.period) {
+                    *kept = Some(Bare { period, customers, stations: routers.to_vec(), think });
+                }
             }
         }
         out.into()

@@ -36,12 +36,20 @@ type Sent = Vec<(usize, u64, u64, u64)>;
 
 /// A relay phase's kernels to step once the credit loops are charged ([`Network::
 /// relays_in_step`]): their steppers, the downstream receivers' writes, and per stepper its
-/// kernel's worker and first sender-channel slots (resources), its window, and the part of
-/// its slot's loop the step times itself (ps): the payload's way in and the credit's back.
+/// kernel's resources.
 pub(in crate::flow::fabric) struct RelayStep {
     steppers: Vec<Stepper>,
     feeds: Vec<Feed>,
-    kernels: Vec<(ResourceId, ResourceId, f64, f64)>,
+    kernels: Vec<RelayKernel>,
+}
+
+/// A stepped relay kernel's worker and its first hop's sender-channel slots (resources), and
+/// the part of a slot's loop the step times itself, ps: the payload's way in and the credit's
+/// way back, unloaded.
+struct RelayKernel {
+    worker: ResourceId,
+    slots: ResourceId,
+    timed: f64,
 }
 
 impl Network<'_, '_> {
@@ -84,7 +92,7 @@ impl Network<'_, '_> {
                         + costs.credit_way(round);
                     let worker = self.resource(Key::Worker(pi, k, lane.plane, lane.worker, d as u8));
                     let slots = self.resource(Key::Slots(chips[k], chips[down], lane.plane, 0));
-                    step.kernels.push((worker, slots, window as f64, timed));
+                    step.kernels.push(RelayKernel { worker, slots, timed });
                     let follows = step.steppers.len();
                     let (ahead, slots) = (true, Some(Slots { count: 0, back: Time::ZERO, router }));
                     step.steppers.push(Stepper {
@@ -164,28 +172,22 @@ impl Network<'_, '_> {
         let soc = self.s.cluster.soc();
         let slots = self.slots.0 as f64;
         for mut step in std::mem::take(&mut self.relay_steps) {
-            let bare: Vec<Option<Bare>> =
-                step.kernels.iter().map(|k| self.loop_sans_noc.get(&k.1).cloned()).collect();
-            let mut period: Vec<f64> = step
-                .kernels
-                .iter()
-                .zip(&bare)
-                .map(|(k, b)| b.as_ref().map_or_else(|| self.cost_of(k.0, k.1), |b| b.0))
-                .collect();
+            // Every stepped kernel's loop was charged ([`Network::queue_in_loops`]).
+            let bare: Vec<Bare> = step.kernels.iter().map(|k| self.loop_sans_noc[&k.slots].clone()).collect();
+            let mut period: Vec<f64> = bare.iter().map(|b| b.period).collect();
             let mut sum = vec![0.0; period.len()];
             for round in 0..STEP_ROUNDS {
                 for ((stepper, k), &pd) in step.steppers.iter_mut().zip(&step.kernels).zip(&period) {
                     if let Some(s) = stepper.slots.as_mut() {
                         (s.count, s.back) =
-                            (slots as usize, Time((pd * slots - k.3).max(0.0).round() as u64));
+                            (slots as usize, Time((pd * slots - k.timed).max(0.0).round() as u64));
                     }
                 }
                 let legs = stepped(self.s.params, soc, step.steppers.iter().collect(), &step.feeds);
-                for (i, (b, &(_, legs))) in bare.iter().zip(&legs).enumerate() {
-                    let Some((_, customers, routers, think)) = b else { continue };
+                for (i, ((b, k), &(_, legs))) in bare.iter().zip(&step.kernels).zip(&legs).enumerate() {
                     // The loop's latency with its NoC legs as the step measured them.
-                    let think = (think - step.kernels[i].3 + legs).max(0.0);
-                    let next = crate::flow::mva::period(*customers, routers, think);
+                    let think = (b.think - k.timed + legs).max(0.0);
+                    let next = crate::flow::mva::period(b.customers, &b.stations, think);
                     if round < SETTLING_ROUNDS {
                         period[i] = next;
                     } else {
@@ -195,18 +197,14 @@ impl Network<'_, '_> {
                 }
             }
             for (k, &pd) in step.kernels.iter().zip(&period) {
-                self.raise(k.0, pd);
+                self.raise(k.worker, pd);
             }
         }
     }
 
-    /// What a unit using `worker` pays `slots` a packet (the most any does).
-    fn cost_of(&self, worker: ResourceId, slots: ResourceId) -> f64 {
-        self.units
-            .iter()
-            .filter(|u| u.uses.iter().any(|x| x.0 == worker))
-            .filter_map(|u| u.uses.iter().find(|x| x.0 == slots).map(|x| x.1))
-            .fold(0.0, f64::max)
+    /// The first-hop slots of every relay kernel waiting to be stepped.
+    pub(in crate::flow::fabric) fn relay_loops(&self) -> impl Iterator<Item = ResourceId> + '_ {
+        self.relay_steps.iter().flat_map(|s| s.kernels.iter().map(|k| k.slots))
     }
 
     /// Raises every unit's demand on `worker` to at least `ps` a packet.
